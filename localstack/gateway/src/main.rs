@@ -1,0 +1,85 @@
+//! The local gateway: every route of every surface on one port, with the same handlers the
+//! Lambda functions run, against LocalStack. Jobs run in-process as they are added.
+//!
+//! Configuration (environment):
+//! - `AGENTPLANE_LISTEN`: address to serve on (default `127.0.0.1:8080`).
+//! - `AGENTPLANE_CORE_KEY`: the Core admin key; when unset, one is generated once and kept in
+//!   `.agentplane/core-key` (git-ignored) so that it survives restarts.
+//! - `AWS_ENDPOINT_URL`: the emulator (default `http://127.0.0.1:4566`).
+//! - `AGENTPLANE_RESOURCE_PREFIX`: resource name prefix (default `agentplane`).
+
+use std::path::PathBuf;
+
+use agentplane_api::{App, edge, routes};
+use agentplane_domain::api_key::CoreKey;
+use agentplane_store::{ResourceNames, Store, provision};
+use anyhow::{Context, bail};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_init();
+    let listen = std::env::var("AGENTPLANE_LISTEN").unwrap_or_else(|_| "127.0.0.1:8080".into());
+    let endpoint =
+        std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| "http://127.0.0.1:4566".into());
+    let sdk = agentplane_store::aws::emulator_sdk_config(&endpoint).await;
+    let store = Store::new(&sdk, ResourceNames::from_env());
+    provision::provision(&store)
+        .await
+        .with_context(|| format!("provisioning resources at {endpoint} (is LocalStack running? bash localstack/emulator.sh start)"))?;
+    let core_key = core_key()?;
+    let app = App::new(store, Some(core_key.clone()));
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    announce(&listen, &core_key);
+    axum_serve(listener, app).await
+}
+
+async fn axum_serve(listener: tokio::net::TcpListener, app: App) -> anyhow::Result<()> {
+    agentplane_api::serve_http(listener, routes::full_router(app), shutdown()).await?;
+    Ok(())
+}
+
+async fn shutdown() {
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn state_dir() -> PathBuf {
+    std::env::var_os("AGENTPLANE_STATE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.agentplane"))
+}
+
+fn core_key() -> anyhow::Result<CoreKey> {
+    if let Ok(key) = std::env::var("AGENTPLANE_CORE_KEY") {
+        return CoreKey::new(key).context("AGENTPLANE_CORE_KEY must be at least 16 characters");
+    }
+    let path = state_dir().join("core-key");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if let Some(key) = CoreKey::new(text.trim()) {
+            return Ok(key);
+        }
+        bail!(
+            "{} holds no usable key; delete it to get a new one",
+            path.display()
+        );
+    }
+    let key = CoreKey::from_random(edge::random().context("reading randomness")?);
+    std::fs::create_dir_all(state_dir()).context("creating .agentplane/")?;
+    std::fs::write(&path, key.expose()).with_context(|| format!("writing {}", path.display()))?;
+    Ok(key)
+}
+
+#[allow(clippy::print_stdout)]
+fn announce(listen: &str, key: &CoreKey) {
+    println!("Agentplane is serving every route on http://{listen}");
+    println!("Core key: {}", key.expose());
+    println!(
+        "Try: curl -s -H 'Authorization: Bearer {}' http://{listen}/core/v1/projects",
+        key.expose()
+    );
+}
+
+fn tracing_init() {
+    agentplane_api::lambda::init_local_tracing();
+}

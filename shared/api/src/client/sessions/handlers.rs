@@ -1,0 +1,104 @@
+use agentplane_domain::SessionId;
+use agentplane_domain::page::PageRequest;
+use agentplane_domain::query::Query;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::{validation, wire};
+use crate::body::JsonObject;
+use crate::client::auth::ProjectAuth;
+use crate::client::error::{self, cursor_not_found, session_not_found};
+use crate::envelope::ApiError;
+use crate::{App, edge};
+
+/// A malformed id is indistinguishable from a missing session.
+fn session_id(text: &str) -> Result<SessionId, ApiError> {
+    text.parse().map_err(|_| session_not_found())
+}
+
+pub async fn create(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let new = validation::new_session(&body)?;
+    let id = SessionId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
+    let session = new.into_session(id, auth.project_id, edge::now());
+    app.store
+        .sessions()
+        .create(&session)
+        .await
+        .map_err(|e| ApiError::storage(&e))?;
+    Ok((StatusCode::CREATED, Json(wire::render(&session))))
+}
+
+pub async fn list(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
+    let after = match &page.after {
+        Some(text) => Some(text.parse::<SessionId>().map_err(|_| cursor_not_found())?),
+        None => None,
+    };
+    let found = app
+        .store
+        .sessions()
+        .list(&auth.project_id, &page, after.as_ref())
+        .await
+        .map_err(error::store(cursor_not_found))?;
+    Ok(Json(crate::list::body(&found, wire::render, |s| {
+        s.id.to_string()
+    })))
+}
+
+pub async fn get(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = session_id(&id)?;
+    let session = app
+        .store
+        .sessions()
+        .get(&auth.project_id, &id)
+        .await
+        .map_err(error::store(session_not_found))?;
+    Ok(Json(wire::render(&session)))
+}
+
+pub async fn update(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path(id): Path<String>,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<Json<Value>, ApiError> {
+    let id = session_id(&id)?;
+    let patch = validation::patch(&body)?;
+    let session = app
+        .store
+        .sessions()
+        .update(&auth.project_id, &id, patch, edge::now())
+        .await
+        .map_err(error::store(session_not_found))?;
+    Ok(Json(wire::render(&session)))
+}
+
+pub async fn delete(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = session_id(&id)?;
+    app.store
+        .sessions()
+        .delete(&auth.project_id, &id, edge::now())
+        .await
+        .map_err(error::store(session_not_found))?;
+    Ok(Json(
+        json!({ "id": id, "object": "session.deleted", "deleted": true }),
+    ))
+}

@@ -1,0 +1,19 @@
+//! The session object as the client API shows it (snake_case, Unix seconds).
+
+use agentplane_domain::session::Session;
+use serde_json::{Value, json};
+
+pub fn render(session: &Session) -> Value {
+    json!({
+        "id": session.id,
+        "object": "session",
+        "agent_id": session.agent_id,
+        "title": session.title.as_ref().map(|t| t.as_str()),
+        "metadata": session.metadata,
+        "environment_mode": session.environment_mode,
+        "runtime_status": session.runtime_status,
+        "stop_reason": session.stop_reason,
+        "created_at": session.created_at.unix_seconds(),
+        "updated_at": session.updated_at.unix_seconds(),
+    })
+}

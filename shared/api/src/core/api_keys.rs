@@ -1,0 +1,77 @@
+//! POST /core/v1/projects/{project_id}/api_keys and DELETE …/api_keys/{key_id}.
+
+use agentplane_domain::api_key::{ApiKey, ProjectKeySecret};
+use agentplane_domain::project::Name;
+use agentplane_domain::{ApiKeyId, ProjectId};
+use axum::Json;
+use axum::extract::{Path, State};
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::auth::CoreAdmin;
+use super::error::{self, not_found};
+use crate::body::JsonObject;
+use crate::envelope::ApiError;
+use crate::{App, edge};
+
+pub fn render(key: &ApiKey) -> Value {
+    json!({
+        "id": key.id,
+        "object": "api_key",
+        "project_id": key.project_id,
+        "name": key.name.as_str(),
+        "hint": key.hint,
+        "created_at": key.created_at.unix_seconds(),
+        "revoked_at": key.revoked_at.map(|t| t.unix_seconds()),
+    })
+}
+
+fn project_id(text: &str) -> Result<ProjectId, ApiError> {
+    text.parse().map_err(|_| not_found("project"))
+}
+
+pub async fn create(
+    State(app): State<App>,
+    _admin: CoreAdmin,
+    Path(project): Path<String>,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let project_id = project_id(&project)?;
+    let name = Name::from_json("name", body.get("name"))?;
+    let secret = ProjectKeySecret::from_random(
+        edge::random().map_err(|_| ApiError::internal("randomness"))?,
+    );
+    let key = ApiKey {
+        id: ApiKeyId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?),
+        project_id,
+        name,
+        hint: secret.hint(),
+        created_at: edge::now(),
+        revoked_at: None,
+    };
+    app.store
+        .api_keys()
+        .create(&key, &secret.hash())
+        .await
+        .map_err(error::store("project"))?;
+    let mut body = render(&key);
+    // The only time the plaintext key leaves the server.
+    body["key"] = json!(secret.expose());
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+pub async fn revoke(
+    State(app): State<App>,
+    _admin: CoreAdmin,
+    Path((project, key)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let project_id = project_id(&project)?;
+    let key_id: ApiKeyId = key.parse().map_err(|_| not_found("api key"))?;
+    let key = app
+        .store
+        .api_keys()
+        .revoke(&project_id, &key_id, edge::now())
+        .await
+        .map_err(error::store("api key"))?;
+    Ok(Json(render(&key)))
+}

@@ -1,0 +1,6 @@
+//! The Core admin API (`/core/v1`): operators, authenticated by the deployment's Core key.
+
+pub mod api_keys;
+pub mod auth;
+pub mod error;
+pub mod projects;

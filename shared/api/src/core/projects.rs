@@ -1,0 +1,66 @@
+//! POST /core/v1/projects and GET /core/v1/projects.
+
+use agentplane_domain::ProjectId;
+use agentplane_domain::page::PageRequest;
+use agentplane_domain::project::{Name, Project};
+use agentplane_domain::query::Query;
+use axum::Json;
+use axum::extract::{RawQuery, State};
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::auth::CoreAdmin;
+use super::error::{self, not_found};
+use crate::body::JsonObject;
+use crate::envelope::ApiError;
+use crate::{App, edge};
+
+pub fn render(project: &Project) -> Value {
+    json!({
+        "id": project.id,
+        "object": "project",
+        "name": project.name.as_str(),
+        "created_at": project.created_at.unix_seconds(),
+    })
+}
+
+pub async fn create(
+    State(app): State<App>,
+    _admin: CoreAdmin,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let name = Name::from_json("name", body.get("name"))?;
+    let id = ProjectId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
+    let project = Project {
+        id,
+        name,
+        created_at: edge::now(),
+    };
+    app.store
+        .projects()
+        .create(&project)
+        .await
+        .map_err(|e| ApiError::storage(&e))?;
+    Ok((StatusCode::CREATED, Json(render(&project))))
+}
+
+pub async fn list(
+    State(app): State<App>,
+    _admin: CoreAdmin,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
+    let after = match &page.after {
+        Some(text) => Some(text.parse::<ProjectId>().map_err(|_| not_found("cursor"))?),
+        None => None,
+    };
+    let found = app
+        .store
+        .projects()
+        .list(&page, after.as_ref())
+        .await
+        .map_err(error::store("cursor"))?;
+    Ok(Json(crate::list::body(&found, render, |p| {
+        p.id.to_string()
+    })))
+}

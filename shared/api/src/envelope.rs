@@ -1,0 +1,123 @@
+//! The `{"error":{"type","code","message",…}}` envelope shared by the client API and Core admin
+//! API. Each of those surfaces decides its codes in its own `error` module; this only renders.
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde_json::{Map, Value, json};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub kind: &'static str,
+    pub code: &'static str,
+    pub message: String,
+    /// Extra snake_case fields where they help (`param`, `pending_action_ids`, …).
+    pub extra: Map<String, Value>,
+}
+
+impl ApiError {
+    pub fn new(
+        status: StatusCode,
+        kind: &'static str,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            status,
+            kind,
+            code,
+            message: message.into(),
+            extra: Map::new(),
+        }
+    }
+
+    pub fn with(mut self, field: &str, value: impl Into<Value>) -> Self {
+        self.extra.insert(field.to_owned(), value.into());
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = Map::new();
+        error.insert("type".into(), json!(self.kind));
+        error.insert("code".into(), json!(self.code));
+        error.insert("message".into(), json!(self.message));
+        error.extend(self.extra);
+        (self.status, Json(json!({ "error": error }))).into_response()
+    }
+}
+
+impl From<crate::body::BodyError> for ApiError {
+    fn from(err: crate::body::BodyError) -> Self {
+        use crate::body::BodyError;
+        match err {
+            BodyError::TooLarge => Self::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "request_too_large",
+                format!(
+                    "the request body exceeds {} bytes",
+                    crate::body::MAX_BODY_BYTES
+                ),
+            ),
+            BodyError::Unreadable => Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_json",
+                "the request body could not be read",
+            ),
+            BodyError::InvalidJson(detail) => Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_json",
+                format!("the request body is not valid JSON: {detail}"),
+            ),
+            BodyError::NotAnObject => Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_json",
+                "the request body must be a JSON object",
+            ),
+        }
+    }
+}
+
+impl From<agentplane_domain::ValidationError> for ApiError {
+    fn from(err: agentplane_domain::ValidationError) -> Self {
+        let error = Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "invalid_request_error",
+            err.message,
+        );
+        match err.param {
+            Some(param) => error.with("param", param),
+            None => error,
+        }
+    }
+}
+
+impl ApiError {
+    /// A storage failure other than not-found: the detail goes to the log, never to the client.
+    pub fn storage(err: &agentplane_store::StoreError) -> Self {
+        tracing::error!(error = %err, "storage call failed");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            "service_unavailable",
+            "storage is unavailable; try again",
+        )
+    }
+
+    pub fn internal(what: &str) -> Self {
+        tracing::error!(what, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "api_error",
+            "internal_error",
+            "internal error",
+        )
+    }
+}

@@ -1,0 +1,170 @@
+//! Every route of every surface, named once. A Lambda function serves exactly one route (its
+//! binary in functions/ is named by `Route::function_name`); the local gateway serves them all.
+
+use axum::Router;
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, delete, get, patch, post};
+use http::{HeaderValue, Method, StatusCode, header};
+
+use crate::envelope::ApiError;
+use crate::{App, client, core};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Route {
+    CoreProjectsCreate,
+    CoreProjectsList,
+    CoreApiKeysCreate,
+    CoreApiKeysRevoke,
+    ClientSessionsCreate,
+    ClientSessionsList,
+    ClientSessionsGet,
+    ClientSessionsUpdate,
+    ClientSessionsDelete,
+}
+
+impl Route {
+    pub const ALL: &'static [Route] = &[
+        Route::CoreProjectsCreate,
+        Route::CoreProjectsList,
+        Route::CoreApiKeysCreate,
+        Route::CoreApiKeysRevoke,
+        Route::ClientSessionsCreate,
+        Route::ClientSessionsList,
+        Route::ClientSessionsGet,
+        Route::ClientSessionsUpdate,
+        Route::ClientSessionsDelete,
+    ];
+
+    /// (function binary name, method, path). Paths use `{param}`, which axum and API Gateway
+    /// both read.
+    const fn spec(self) -> (&'static str, Method, &'static str) {
+        match self {
+            Route::CoreProjectsCreate => {
+                ("core-projects-create", Method::POST, "/core/v1/projects")
+            }
+            Route::CoreProjectsList => ("core-projects-list", Method::GET, "/core/v1/projects"),
+            Route::CoreApiKeysCreate => (
+                "core-api-keys-create",
+                Method::POST,
+                "/core/v1/projects/{project_id}/api_keys",
+            ),
+            Route::CoreApiKeysRevoke => (
+                "core-api-keys-revoke",
+                Method::DELETE,
+                "/core/v1/projects/{project_id}/api_keys/{key_id}",
+            ),
+            Route::ClientSessionsCreate => (
+                "client-sessions-create",
+                Method::POST,
+                "/api/client/v1/sessions",
+            ),
+            Route::ClientSessionsList => (
+                "client-sessions-list",
+                Method::GET,
+                "/api/client/v1/sessions",
+            ),
+            Route::ClientSessionsGet => (
+                "client-sessions-get",
+                Method::GET,
+                "/api/client/v1/sessions/{session_id}",
+            ),
+            Route::ClientSessionsUpdate => (
+                "client-sessions-update",
+                Method::PATCH,
+                "/api/client/v1/sessions/{session_id}",
+            ),
+            Route::ClientSessionsDelete => (
+                "client-sessions-delete",
+                Method::DELETE,
+                "/api/client/v1/sessions/{session_id}",
+            ),
+        }
+    }
+
+    pub fn function_name(self) -> &'static str {
+        self.spec().0
+    }
+
+    pub fn method(self) -> Method {
+        self.spec().1
+    }
+
+    pub fn path(self) -> &'static str {
+        self.spec().2
+    }
+
+    fn handler(self) -> MethodRouter<App> {
+        match self {
+            Route::CoreProjectsCreate => post(core::projects::create),
+            Route::CoreProjectsList => get(core::projects::list),
+            Route::CoreApiKeysCreate => post(core::api_keys::create),
+            Route::CoreApiKeysRevoke => delete(core::api_keys::revoke),
+            Route::ClientSessionsCreate => post(client::sessions::create),
+            Route::ClientSessionsList => get(client::sessions::list),
+            Route::ClientSessionsGet => get(client::sessions::get),
+            Route::ClientSessionsUpdate => patch(client::sessions::update),
+            Route::ClientSessionsDelete => delete(client::sessions::delete),
+        }
+    }
+
+    pub fn by_function_name(name: &str) -> Option<Route> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|r| r.function_name() == name)
+    }
+}
+
+/// A router serving `routes`, with the behaviour every surface shares: `Cache-Control:
+/// no-store` on every answer, and enveloped 404/405 for paths and methods it does not serve.
+pub fn router(app: App, routes: &[Route]) -> Router {
+    let mut by_path: Vec<(&'static str, MethodRouter<App>)> = Vec::new();
+    for route in routes {
+        match by_path.iter_mut().find(|(path, _)| *path == route.path()) {
+            Some((_, methods)) => *methods = std::mem::take(methods).merge(route.handler()),
+            None => by_path.push((route.path(), route.handler())),
+        }
+    }
+    let mut router = Router::new();
+    for (path, methods) in by_path {
+        router = router.route(path, methods.fallback(method_not_allowed));
+    }
+    router
+        .fallback(no_such_route)
+        .layer(middleware::from_fn(no_store))
+        .with_state(app)
+}
+
+pub fn full_router(app: App) -> Router {
+    router(app, Route::ALL)
+}
+
+async fn no_store(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn no_such_route() -> Response {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found_error",
+        "route_not_found",
+        "no such route",
+    )
+    .into_response()
+}
+
+async fn method_not_allowed() -> Response {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        "method_not_allowed",
+        "method not allowed",
+    )
+    .into_response()
+}

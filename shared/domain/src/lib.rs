@@ -1,0 +1,17 @@
+//! The pure core of Agentplane. Everything here takes values and returns values: no AWS types, no
+//! clock reads (callers pass `now`), no I/O. The rules that are easy to get wrong live here so that
+//! they are cheap to test exhaustively.
+
+pub mod api_key;
+pub mod error;
+pub mod ids;
+pub mod metadata;
+pub mod page;
+pub mod project;
+pub mod query;
+pub mod session;
+pub mod time;
+
+pub use error::ValidationError;
+pub use ids::{ApiKeyId, ProjectId, SessionId};
+pub use time::Timestamp;

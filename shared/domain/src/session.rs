@@ -1,0 +1,185 @@
+//! Sessions: one conversation with an agent. The client session, the platform Session and the
+//! Core session are this one record.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ids::AgentId;
+use crate::metadata::Metadata;
+use crate::{ProjectId, SessionId, Timestamp, ValidationError};
+
+pub const MAX_TITLE_CHARS: usize = 256;
+
+/// What the session is doing now. `Idle` includes a session that has never run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeStatus {
+    #[default]
+    Idle,
+    Running,
+    RequiresAction,
+    BudgetPaused,
+}
+
+/// Why the last turn stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    RequiresAction,
+    Limit,
+    Cancelled,
+    Error,
+    BudgetReached,
+}
+
+/// Where the session's runtime lives: nowhere, on the customer's hosts, or on managed compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvironmentMode {
+    #[default]
+    None,
+    SelfHosted,
+    OpenaiHosted,
+}
+
+impl EnvironmentMode {
+    pub fn from_json(param: &str, value: Option<&Value>) -> Result<Self, ValidationError> {
+        match value {
+            None | Some(Value::Null) => Ok(Self::None),
+            Some(Value::String(s)) => match s.as_str() {
+                "none" => Ok(Self::None),
+                "self_hosted" => Ok(Self::SelfHosted),
+                "openai_hosted" => Ok(Self::OpenaiHosted),
+                _ => Err(ValidationError::new(
+                    param,
+                    format!("`{param}` must be one of none, self_hosted, openai_hosted"),
+                )),
+            },
+            Some(_) => Err(ValidationError::new(
+                param,
+                format!("`{param}` must be a string"),
+            )),
+        }
+    }
+}
+
+/// An optional title: `null` or a string of at most 256 characters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Title(String);
+
+impl Title {
+    pub fn from_json(param: &str, value: &Value) -> Result<Option<Self>, ValidationError> {
+        match value {
+            Value::Null => Ok(None),
+            Value::String(s) if s.chars().count() <= MAX_TITLE_CHARS => Ok(Some(Self(s.clone()))),
+            Value::String(_) => Err(ValidationError::new(
+                param,
+                format!("`{param}` may be at most {MAX_TITLE_CHARS} characters"),
+            )),
+            _ => Err(ValidationError::new(
+                param,
+                format!("`{param}` must be a string or null"),
+            )),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub id: SessionId,
+    pub project_id: ProjectId,
+    pub agent_id: Option<AgentId>,
+    pub title: Option<Title>,
+    pub metadata: Metadata,
+    pub environment_mode: EnvironmentMode,
+    pub runtime_status: RuntimeStatus,
+    pub stop_reason: Option<StopReason>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// What a client may set when creating a session.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NewSession {
+    pub agent_id: Option<AgentId>,
+    pub title: Option<Title>,
+    pub metadata: Metadata,
+    pub environment_mode: EnvironmentMode,
+}
+
+impl NewSession {
+    pub fn into_session(self, id: SessionId, project_id: ProjectId, now: Timestamp) -> Session {
+        Session {
+            id,
+            project_id,
+            agent_id: self.agent_id,
+            title: self.title,
+            metadata: self.metadata,
+            environment_mode: self.environment_mode,
+            runtime_status: RuntimeStatus::Idle,
+            stop_reason: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+/// What a client may change. `title: Some(None)` clears the title.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SessionPatch {
+    pub title: Option<Option<Title>>,
+    pub metadata: Option<Metadata>,
+}
+
+impl SessionPatch {
+    pub fn is_empty(&self) -> bool {
+        self.title.is_none() && self.metadata.is_none()
+    }
+
+    pub fn apply(self, session: &mut Session, now: Timestamp) {
+        if let Some(title) = self.title {
+            session.title = title;
+        }
+        if let Some(metadata) = self.metadata {
+            session.metadata = metadata;
+        }
+        session.updated_at = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_new_session_is_idle_with_no_stop_reason() {
+        let s = NewSession::default().into_session(
+            SessionId::from_random([1; 16]),
+            ProjectId::from_random([2; 16]),
+            Timestamp::from_unix_millis(5),
+        );
+        assert_eq!(s.runtime_status, RuntimeStatus::Idle);
+        assert_eq!(s.stop_reason, None);
+        assert_eq!(s.environment_mode, EnvironmentMode::None);
+        assert_eq!(s.created_at, s.updated_at);
+    }
+
+    #[test]
+    fn titles_and_modes_validate() {
+        assert_eq!(Title::from_json("title", &Value::Null), Ok(None));
+        assert!(Title::from_json("title", &json!(1)).is_err());
+        assert!(Title::from_json("title", &json!("x".repeat(257))).is_err());
+        assert_eq!(
+            EnvironmentMode::from_json("m", Some(&json!("openai_hosted"))),
+            Ok(EnvironmentMode::OpenaiHosted)
+        );
+        assert!(EnvironmentMode::from_json("m", Some(&json!("cloud"))).is_err());
+    }
+}

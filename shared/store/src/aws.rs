@@ -1,0 +1,27 @@
+//! Building SDK configuration: from the environment in Lambda and the local gateway, or pointed
+//! at an explicit emulator endpoint in tests.
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+
+/// The standard chain: region, credentials and `AWS_ENDPOINT_URL` from the environment.
+pub async fn sdk_config_from_env() -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest()).load().await
+}
+
+/// An emulator at `endpoint` with dummy credentials.
+pub async fn emulator_sdk_config(endpoint: &str) -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .test_credentials()
+        .load()
+        .await
+}
+
+/// S3 needs path-style addressing against an emulator (`bucket.localhost` does not resolve).
+pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::config::Builder::from(sdk)
+        .force_path_style(sdk.endpoint_url().is_some())
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}

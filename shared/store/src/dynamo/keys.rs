@@ -1,0 +1,35 @@
+//! The main table's key design in one place. Single table; partition keys carry a type prefix.
+//!
+//! | item            | PK                    | SK                  | GSI1PK (by_created)          | GSI1SK            |
+//! |-----------------|-----------------------|---------------------|------------------------------|-------------------|
+//! | project         | `PROJECT#{id}`        | `PROJECT`           | `PROJECTS`                   | created#id        |
+//! | api key         | `PROJECT#{pid}`       | `APIKEY#{id}`       | —                            | —                 |
+//! | key hash lookup | `KEYHASH#{sha256}`    | `KEYHASH`           | —                            | —                 |
+//! | session         | `PROJECT#{pid}`       | `SESSION#{id}`      | `PROJECT#{pid}#SESSIONS`     | created#id        |
+//!
+//! A deleted session keeps its item (later telemetry and retention read it) but loses its GSI1
+//! attributes, so it leaves every list at once.
+
+use agentplane_domain::{ApiKeyId, ProjectId, SessionId};
+
+pub fn project_pk(id: &ProjectId) -> String {
+    format!("PROJECT#{id}")
+}
+pub const PROJECT_SK: &str = "PROJECT";
+pub const PROJECTS_LIST: &str = "PROJECTS";
+
+pub fn api_key_sk(id: &ApiKeyId) -> String {
+    format!("APIKEY#{id}")
+}
+
+pub fn key_hash_pk(hash: &str) -> String {
+    format!("KEYHASH#{hash}")
+}
+pub const KEY_HASH_SK: &str = "KEYHASH";
+
+pub fn session_sk(id: &SessionId) -> String {
+    format!("SESSION#{id}")
+}
+pub fn sessions_list(project: &ProjectId) -> String {
+    format!("PROJECT#{project}#SESSIONS")
+}

@@ -1,0 +1,64 @@
+//! DynamoDB adapters, one module per entity: its keys, its item mapping and its queries.
+
+pub mod api_keys;
+pub mod keys;
+pub mod page;
+pub mod projects;
+pub mod sessions;
+
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::StoreError;
+
+pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+pub(crate) fn backend<E, R>(err: SdkError<E, R>) -> StoreError
+where
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    StoreError::Unavailable(DisplayErrorContext(err).to_string())
+}
+
+/// A conditional write that failed its condition is a `Conflict`; anything else is a backend
+/// failure.
+pub(crate) fn conditional<E, R>(
+    err: SdkError<E, R>,
+    is_condition_failure: impl Fn(&E) -> bool,
+) -> StoreError
+where
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    if err.as_service_error().is_some_and(is_condition_failure) {
+        StoreError::Conflict
+    } else {
+        backend(err)
+    }
+}
+
+/// For TransactWriteItems: a cancellation whose reasons include a failed condition.
+pub(crate) fn transaction_conflict(
+    err: SdkError<
+        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError,
+        aws_sdk_dynamodb::config::http::HttpResponse,
+    >,
+) -> StoreError {
+    let cancelled = err.as_service_error().and_then(|e| match e {
+        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => Some(c),
+        _ => None,
+    });
+    match cancelled {
+        Some(c)
+            if c.cancellation_reasons()
+                .iter()
+                .any(|r| r.code() == Some("ConditionalCheckFailed")) =>
+        {
+            StoreError::Conflict
+        }
+        _ => backend(err),
+    }
+}

@@ -1,0 +1,61 @@
+//! Keyset pages over the `by_created` index.
+
+use std::collections::HashMap;
+
+use agentplane_domain::page::{Order, Page, PageLimit};
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::de::DeserializeOwned;
+
+use super::{backend, s};
+use crate::resources::BY_CREATED;
+use crate::{Store, StoreError};
+
+pub type Item = HashMap<String, AttributeValue>;
+
+/// Where a page starts: the full key (table and index attributes) of the cursor item.
+pub fn start_key(item: &Item) -> Option<Item> {
+    let mut key = Item::new();
+    for attr in ["PK", "SK", "GSI1PK", "GSI1SK"] {
+        key.insert(attr.to_owned(), item.get(attr)?.clone());
+    }
+    Some(key)
+}
+
+/// One page of the `list` partition of `by_created`, after `start` (exclusive).
+pub async fn query_created<T: DeserializeOwned>(
+    store: &Store,
+    list: &str,
+    start: Option<Item>,
+    limit: PageLimit,
+    order: Order,
+) -> Result<Page<T>, StoreError> {
+    let wanted = limit.get();
+    let mut items = Vec::with_capacity(wanted + 1);
+    let mut start = start;
+    // One more than asked tells whether there is a next page.
+    while items.len() <= wanted {
+        let out = store
+            .dynamo
+            .query()
+            .table_name(&store.names.main_table)
+            .index_name(BY_CREATED)
+            .key_condition_expression("GSI1PK = :list")
+            .expression_attribute_values(":list", s(list))
+            .scan_index_forward(order == Order::Asc)
+            .limit(i32::try_from(wanted + 1 - items.len()).unwrap_or(101))
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .map_err(backend)?;
+        for item in out.items.unwrap_or_default() {
+            items.push(serde_dynamo::from_item(item)?);
+        }
+        match out.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => break,
+        }
+    }
+    let has_more = items.len() > wanted;
+    items.truncate(wanted);
+    Ok(Page { items, has_more })
+}

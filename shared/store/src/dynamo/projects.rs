@@ -1,0 +1,94 @@
+//! Projects in the main table.
+
+use agentplane_domain::ProjectId;
+use agentplane_domain::page::{Page, PageRequest, created_sort_key};
+use agentplane_domain::project::Project;
+use serde::{Deserialize, Serialize};
+
+use super::keys::{PROJECT_SK, PROJECTS_LIST, project_pk};
+use super::page::{query_created, start_key};
+use super::{backend, conditional, s};
+use crate::{Store, StoreError};
+
+#[derive(Serialize, Deserialize)]
+struct ProjectItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    #[serde(rename = "GSI1PK")]
+    gsi1pk: String,
+    #[serde(rename = "GSI1SK")]
+    gsi1sk: String,
+    #[serde(flatten)]
+    project: Project,
+}
+
+pub struct Projects<'a> {
+    store: &'a Store,
+}
+
+impl<'a> Projects<'a> {
+    pub(crate) fn new(store: &'a Store) -> Self {
+        Self { store }
+    }
+
+    pub async fn create(&self, project: &Project) -> Result<(), StoreError> {
+        let item = ProjectItem {
+            pk: project_pk(&project.id),
+            sk: PROJECT_SK.into(),
+            gsi1pk: PROJECTS_LIST.into(),
+            gsi1sk: created_sort_key(project.created_at, &project.id),
+            project: project.clone(),
+        };
+        self.store
+            .dynamo
+            .put_item()
+            .table_name(&self.store.names.main_table)
+            .set_item(Some(serde_dynamo::to_item(item)?))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    pub async fn get(&self, id: &ProjectId) -> Result<Project, StoreError> {
+        let item = self.raw(id).await?;
+        let item: ProjectItem = serde_dynamo::from_item(item)?;
+        Ok(item.project)
+    }
+
+    async fn raw(&self, id: &ProjectId) -> Result<super::page::Item, StoreError> {
+        self.store
+            .dynamo
+            .get_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(id)))
+            .key("SK", s(PROJECT_SK))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(backend)?
+            .item
+            .ok_or(StoreError::NotFound)
+    }
+
+    /// A page of all projects. An `after` that names no project is `NotFound`.
+    pub async fn list(
+        &self,
+        page: &PageRequest,
+        after: Option<&ProjectId>,
+    ) -> Result<Page<Project>, StoreError> {
+        let start = match after {
+            Some(id) => Some(start_key(&self.raw(id).await?).ok_or(StoreError::NotFound)?),
+            None => None,
+        };
+        let page: Page<ProjectItem> =
+            query_created(self.store, PROJECTS_LIST, start, page.limit, page.order).await?;
+        Ok(Page {
+            items: page.items.into_iter().map(|i| i.project).collect(),
+            has_more: page.has_more,
+        })
+    }
+}

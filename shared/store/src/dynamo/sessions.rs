@@ -1,0 +1,187 @@
+//! Sessions in the main table, under their project's partition.
+
+use agentplane_domain::page::{Page, PageRequest, created_sort_key};
+use agentplane_domain::session::{Session, SessionPatch};
+use agentplane_domain::{ProjectId, SessionId, Timestamp};
+use aws_sdk_dynamodb::types::ReturnValue;
+use serde::{Deserialize, Serialize};
+
+use super::keys::{project_pk, session_sk, sessions_list};
+use super::page::{Item, query_created, start_key};
+use super::{backend, conditional, s};
+use crate::{Store, StoreError};
+
+/// Every live-session condition says this: the item exists and was not deleted.
+const LIVE: &str = "attribute_exists(PK) AND attribute_not_exists(deleted_at)";
+
+#[derive(Serialize, Deserialize)]
+struct SessionItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    #[serde(rename = "GSI1PK", default, skip_serializing_if = "Option::is_none")]
+    gsi1pk: Option<String>,
+    #[serde(rename = "GSI1SK", default, skip_serializing_if = "Option::is_none")]
+    gsi1sk: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deleted_at: Option<Timestamp>,
+    #[serde(flatten)]
+    session: Session,
+}
+
+pub struct Sessions<'a> {
+    store: &'a Store,
+}
+
+impl<'a> Sessions<'a> {
+    pub(crate) fn new(store: &'a Store) -> Self {
+        Self { store }
+    }
+
+    pub async fn create(&self, session: &Session) -> Result<(), StoreError> {
+        let item = SessionItem {
+            pk: project_pk(&session.project_id),
+            sk: session_sk(&session.id),
+            gsi1pk: Some(sessions_list(&session.project_id)),
+            gsi1sk: Some(created_sort_key(session.created_at, &session.id)),
+            deleted_at: None,
+            session: session.clone(),
+        };
+        self.store
+            .dynamo
+            .put_item()
+            .table_name(&self.store.names.main_table)
+            .set_item(Some(serde_dynamo::to_item(item)?))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    /// A live session of `project`; deleted ones and other projects' are `NotFound`.
+    pub async fn get(&self, project: &ProjectId, id: &SessionId) -> Result<Session, StoreError> {
+        let item: SessionItem = serde_dynamo::from_item(self.raw(project, id).await?)?;
+        Ok(item.session)
+    }
+
+    async fn raw(&self, project: &ProjectId, id: &SessionId) -> Result<Item, StoreError> {
+        let item = self
+            .store
+            .dynamo
+            .get_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(session_sk(id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(backend)?
+            .item
+            .ok_or(StoreError::NotFound)?;
+        if item.contains_key("deleted_at") {
+            return Err(StoreError::NotFound);
+        }
+        Ok(item)
+    }
+
+    /// A page of the project's live sessions. An `after` that names no live session of this
+    /// project is `NotFound`.
+    pub async fn list(
+        &self,
+        project: &ProjectId,
+        page: &PageRequest,
+        after: Option<&SessionId>,
+    ) -> Result<Page<Session>, StoreError> {
+        let start = match after {
+            Some(id) => Some(start_key(&self.raw(project, id).await?).ok_or(StoreError::NotFound)?),
+            None => None,
+        };
+        let page: Page<SessionItem> = query_created(
+            self.store,
+            &sessions_list(project),
+            start,
+            page.limit,
+            page.order,
+        )
+        .await?;
+        Ok(Page {
+            items: page.items.into_iter().map(|i| i.session).collect(),
+            has_more: page.has_more,
+        })
+    }
+
+    /// Applies a patch in one conditional update, so concurrent patches of different fields
+    /// never undo each other.
+    pub async fn update(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+        patch: SessionPatch,
+        now: Timestamp,
+    ) -> Result<Session, StoreError> {
+        let mut sets = vec!["updated_at = :now"];
+        let mut request = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(session_sk(id)))
+            .condition_expression(LIVE)
+            .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
+            .return_values(ReturnValue::AllNew);
+        if let Some(title) = patch.title {
+            sets.push("title = :title");
+            request = request
+                .expression_attribute_values(":title", serde_dynamo::to_attribute_value(title)?);
+        }
+        if let Some(metadata) = patch.metadata {
+            sets.push("metadata = :metadata");
+            request = request.expression_attribute_values(
+                ":metadata",
+                serde_dynamo::to_attribute_value(metadata)?,
+            );
+        }
+        let out = request
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .send()
+            .await
+            .map_err(
+                |e| match conditional(e, |e| e.is_conditional_check_failed_exception()) {
+                    StoreError::Conflict => StoreError::NotFound,
+                    other => other,
+                },
+            )?;
+        let item: SessionItem = serde_dynamo::from_item(out.attributes.unwrap_or_default())?;
+        Ok(item.session)
+    }
+
+    /// Deletes a session: it leaves lists and reads at once. Deleting twice is `NotFound`.
+    pub async fn delete(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(session_sk(id)))
+            .condition_expression(LIVE)
+            .update_expression("SET deleted_at = :now REMOVE GSI1PK, GSI1SK")
+            .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
+            .send()
+            .await
+            .map_err(
+                |e| match conditional(e, |e| e.is_conditional_check_failed_exception()) {
+                    StoreError::Conflict => StoreError::NotFound,
+                    other => other,
+                },
+            )?;
+        Ok(())
+    }
+}

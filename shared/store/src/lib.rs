@@ -1,0 +1,46 @@
+//! Adapters from Agentplane's domain to DynamoDB, S3 and SQS, plus the one definition of every
+//! table, bucket and queue (provisioning and infra/ are checked against it).
+
+pub mod aws;
+pub mod dynamo;
+pub mod error;
+pub mod provision;
+pub mod resources;
+
+pub use dynamo::api_keys::ApiKeys;
+pub use dynamo::projects::Projects;
+pub use dynamo::sessions::Sessions;
+pub use error::StoreError;
+pub use resources::ResourceNames;
+
+/// The clients and names every adapter shares; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pub dynamo: aws_sdk_dynamodb::Client,
+    pub s3: aws_sdk_s3::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub names: ResourceNames,
+}
+
+impl Store {
+    pub fn new(sdk: &aws_config::SdkConfig, names: ResourceNames) -> Self {
+        Self {
+            dynamo: aws_sdk_dynamodb::Client::new(sdk),
+            s3: aws::s3_client(sdk),
+            sqs: aws_sdk_sqs::Client::new(sdk),
+            names,
+        }
+    }
+
+    pub fn projects(&self) -> Projects<'_> {
+        Projects::new(self)
+    }
+
+    pub fn api_keys(&self) -> ApiKeys<'_> {
+        ApiKeys::new(self)
+    }
+
+    pub fn sessions(&self) -> Sessions<'_> {
+        Sessions::new(self)
+    }
+}

@@ -1,0 +1,223 @@
+//! The test harness: reuses (or starts) LocalStack, gives every test its own uniquely named
+//! tables, buckets and queues, serves the full router on a random loopback port, and hands back
+//! a small typed client. Each test reads as: set up, act through the public API, assert.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use agentplane_api::{App, routes};
+use agentplane_domain::api_key::CoreKey;
+use agentplane_store::{ResourceNames, Store, provision};
+use anyhow::{Context, bail};
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde_json::{Value, json};
+
+pub fn endpoint() -> String {
+    std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
+}
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Makes sure LocalStack answers, starting it with the repo's script the first time if needed.
+pub fn ensure_emulator() -> anyhow::Result<()> {
+    static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
+    STARTED
+        .get_or_init(|| {
+            let health = format!("{}/_localstack/health", endpoint());
+            let up = || {
+                std::process::Command::new("curl")
+                    .args(["-fsS", "--max-time", "2", &health])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            };
+            if up() {
+                return Ok(());
+            }
+            let status = std::process::Command::new("bash")
+                .arg(repo_root().join("localstack/emulator.sh"))
+                .arg("start")
+                .status()
+                .map_err(|e| e.to_string())?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err("localstack/emulator.sh start failed".into())
+            }
+        })
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+/// A fresh, unique resource prefix: lowercase so that bucket names stay valid.
+pub fn unique_prefix() -> String {
+    format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
+
+/// Storage clients on freshly provisioned resources of their own.
+pub async fn fresh_store() -> anyhow::Result<Store> {
+    ensure_emulator()?;
+    let sdk = agentplane_store::aws::emulator_sdk_config(&endpoint()).await;
+    let store = Store::new(&sdk, ResourceNames::with_prefix(&unique_prefix()));
+    provision::provision(&store)
+        .await
+        .context("provisioning test resources")?;
+    Ok(store)
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub core_key: String,
+    pub store: Store,
+}
+
+/// A project with one working key.
+pub struct Tenant {
+    pub project_id: String,
+    pub key_id: String,
+    pub key: String,
+}
+
+impl TestApp {
+    pub async fn spawn() -> anyhow::Result<Self> {
+        let store = fresh_store().await?;
+        Self::serve(store).await
+    }
+
+    pub async fn serve(store: Store) -> anyhow::Result<Self> {
+        let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
+        let app = App::new(store.clone(), CoreKey::new(core_key.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        tokio::spawn(agentplane_api::serve_http(
+            listener,
+            routes::full_router(app),
+            std::future::pending(),
+        ));
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()?;
+        Ok(Self {
+            base,
+            http,
+            core_key,
+            store,
+        })
+    }
+
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.http.request(method, format!("{}{path}", self.base))
+    }
+
+    /// A request to the Core admin API with the Core key.
+    pub fn core(&self, method: Method, path: &str) -> RequestBuilder {
+        self.request(method, path).bearer_auth(&self.core_key)
+    }
+
+    /// A request to the client API with a project key.
+    pub fn client(&self, key: &str, method: Method, path: &str) -> RequestBuilder {
+        self.request(method, &format!("/api/client/v1{path}"))
+            .bearer_auth(key)
+    }
+
+    pub async fn create_project(&self, name: &str) -> anyhow::Result<String> {
+        let (status, body) = send(
+            self.core(Method::POST, "/core/v1/projects")
+                .json(&json!({ "name": name })),
+        )
+        .await?;
+        if status != StatusCode::CREATED {
+            bail!("create project: {status} {body}");
+        }
+        Ok(str_field(&body, "id")?)
+    }
+
+    pub async fn create_key(&self, project_id: &str) -> anyhow::Result<(String, String)> {
+        let path = format!("/core/v1/projects/{project_id}/api_keys");
+        let (status, body) = send(
+            self.core(Method::POST, &path)
+                .json(&json!({ "name": "test" })),
+        )
+        .await?;
+        if status != StatusCode::CREATED {
+            bail!("create key: {status} {body}");
+        }
+        Ok((str_field(&body, "id")?, str_field(&body, "key")?))
+    }
+
+    pub async fn tenant(&self) -> anyhow::Result<Tenant> {
+        let project_id = self.create_project("tenant").await?;
+        let (key_id, key) = self.create_key(&project_id).await?;
+        Ok(Tenant {
+            project_id,
+            key_id,
+            key,
+        })
+    }
+}
+
+/// Sends and returns the status and the JSON body (`Value::Null` for an empty or non-JSON one).
+pub async fn send(request: RequestBuilder) -> anyhow::Result<(StatusCode, Value)> {
+    let response = request.send().await?;
+    let status = response.status();
+    let text = response.text().await?;
+    Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+}
+
+/// Sends and returns status, the Cache-Control header and the JSON body.
+pub async fn send_with_cache(
+    request: RequestBuilder,
+) -> anyhow::Result<(StatusCode, Option<String>, Value)> {
+    let response = request.send().await?;
+    let status = response.status();
+    let cache = response
+        .headers()
+        .get("cache-control")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = response.text().await?;
+    Ok((
+        status,
+        cache,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+    ))
+}
+
+pub fn str_field(body: &Value, field: &str) -> anyhow::Result<String> {
+    body.get(field)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .with_context(|| format!("no `{field}` in {body}"))
+}
+
+/// The `error.code` of an agent-runtime/Core envelope.
+pub fn error_code(body: &Value) -> Option<&str> {
+    body.pointer("/error/code").and_then(Value::as_str)
+}
+
+/// Asserts a status and an envelope code together, with the body in the message.
+#[track_caller]
+pub fn assert_error(actual: (StatusCode, &Value), status: StatusCode, code: &str) {
+    assert_eq!(actual.0, status, "body: {}", actual.1);
+    assert_eq!(error_code(actual.1), Some(code), "body: {}", actual.1);
+    assert!(
+        actual
+            .1
+            .pointer("/error/type")
+            .and_then(Value::as_str)
+            .is_some(),
+        "no error.type: {}",
+        actual.1
+    );
+    assert!(
+        actual
+            .1
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .is_some(),
+        "no error.message: {}",
+        actual.1
+    );
+}
