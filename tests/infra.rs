@@ -1,1 +1,247 @@
+//! infra/template.yaml against the code: every function binary is deployed (and nothing else),
+//! each route's API event matches the router, tables/queues/buckets agree with the one resource
+//! definition, IAM is least-privilege, the Core key is never a literal, and cfn-lint is clean.
 
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use agentplane_api::Route;
+use agentplane_store::resources::{BUCKETS, QUEUES, TABLES};
+use serde_yaml::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn template() -> Value {
+    let text = std::fs::read_to_string(root().join("infra/template.yaml")).expect("infra/template.yaml");
+    serde_yaml::from_str(&text).expect("template parses")
+}
+
+fn resources(t: &Value) -> &serde_yaml::Mapping {
+    t["Resources"].as_mapping().expect("Resources")
+}
+
+fn str_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Tagged(t) => format!("{} {}", t.tag, str_of(&t.value)),
+        other => format!("{other:?}"),
+    }
+}
+
+/// `(logical id, binary name)` of every Lambda function in the template.
+fn functions(t: &Value) -> Vec<(String, &Value)> {
+    resources(t)
+        .iter()
+        .filter(|(_, r)| r["Type"] == "AWS::Serverless::Function")
+        .map(|(id, r)| (str_of(id), r))
+        .collect()
+}
+
+fn binary(function: &Value) -> String {
+    str_of(&function["Metadata"]["BuildProperties"]["Binary"])
+}
+
+fn binaries_on_disk() -> BTreeSet<String> {
+    std::fs::read_dir(root().join("functions/src/bin"))
+        .expect("functions/src/bin")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.path().file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect()
+}
+
+#[test]
+fn every_function_binary_is_deployed_and_every_deployed_function_exists() {
+    let t = template();
+    let deployed: BTreeSet<String> = functions(&t).iter().map(|(_, f)| binary(f)).collect();
+    let on_disk = binaries_on_disk();
+    assert_eq!(deployed, on_disk, "template functions vs functions/src/bin");
+    let routed: BTreeSet<String> = Route::ALL.iter().map(|r| r.function_name().to_owned()).collect();
+    let jobs: BTreeSet<String> = on_disk.difference(&routed).cloned().collect();
+    for job in &jobs {
+        assert!(Route::by_function_name(job).is_none());
+    }
+    assert!(routed.is_subset(&on_disk), "a route without a binary: {:?}", routed.difference(&on_disk));
+}
+
+#[test]
+fn each_route_function_has_exactly_its_api_event() {
+    let t = template();
+    for (id, function) in functions(&t) {
+        let Some(route) = Route::by_function_name(&binary(function)) else { continue };
+        let events = function["Properties"]["Events"].as_mapping().expect("Events");
+        assert_eq!(events.len(), 1, "{id} has other events");
+        let event = events.values().next().expect("one event");
+        assert_eq!(event["Type"], "Api", "{id} must be a REST API event");
+        assert_eq!(str_of(&event["Properties"]["Path"]), route.path(), "{id}");
+        assert_eq!(str_of(&event["Properties"]["Method"]).to_uppercase(), route.method().as_str(), "{id}");
+        assert_eq!(str_of(&event["Properties"]["RestApiId"]), "!Ref Api", "{id}");
+    }
+    assert_eq!(resources(&t)["Api"]["Type"], "AWS::Serverless::Api", "a REST API (not an HTTP API)");
+}
+
+#[test]
+fn functions_are_arm64_al2023_built_with_cargo_lambda() {
+    let t = template();
+    let globals = &t["Globals"]["Function"];
+    assert_eq!(globals["Runtime"], "provided.al2023");
+    assert_eq!(globals["Architectures"][0], "arm64");
+    for (id, function) in functions(&t) {
+        assert_eq!(function["Metadata"]["BuildMethod"], "rust-cargolambda", "{id}");
+    }
+}
+
+#[test]
+fn tables_match_the_resource_definitions() {
+    let t = template();
+    for spec in &TABLES {
+        let table = &resources(&t)[spec.logical_id];
+        assert_eq!(table["Type"], "AWS::DynamoDB::Table", "{}", spec.logical_id);
+        let p = &table["Properties"];
+        let key = |schema: &Value, kind: &str| {
+            schema
+                .as_sequence()
+                .expect("KeySchema")
+                .iter()
+                .find(|k| k["KeyType"] == kind)
+                .map(|k| str_of(&k["AttributeName"]))
+                .expect("key")
+        };
+        assert_eq!(key(&p["KeySchema"], "HASH"), spec.key.partition.0);
+        assert_eq!(key(&p["KeySchema"], "RANGE"), spec.key.sort.0);
+        let attr_type = |name: &str| {
+            p["AttributeDefinitions"]
+                .as_sequence()
+                .expect("AttributeDefinitions")
+                .iter()
+                .find(|a| a["AttributeName"] == name)
+                .map(|a| str_of(&a["AttributeType"]))
+                .unwrap_or_default()
+        };
+        let mut expected_attrs = BTreeSet::new();
+        for (name, kind) in [spec.key.partition, spec.key.sort]
+            .into_iter()
+            .chain(spec.indexes.iter().flat_map(|i| [i.key.partition, i.key.sort]))
+        {
+            assert_eq!(attr_type(name), kind.as_str(), "{}.{name}", spec.logical_id);
+            expected_attrs.insert(name.to_owned());
+        }
+        assert_eq!(p["AttributeDefinitions"].as_sequence().map(Vec::len), Some(expected_attrs.len()));
+        let indexes = p["GlobalSecondaryIndexes"].as_sequence().cloned().unwrap_or_default();
+        assert_eq!(indexes.len(), spec.indexes.len(), "{}", spec.logical_id);
+        for index in spec.indexes {
+            let found = indexes.iter().find(|i| i["IndexName"] == index.name).expect("index in template");
+            assert_eq!(key(&found["KeySchema"], "HASH"), index.key.partition.0);
+            assert_eq!(key(&found["KeySchema"], "RANGE"), index.key.sort.0);
+            assert_eq!(found["Projection"]["ProjectionType"], "ALL");
+        }
+        assert_eq!(str_of(&p["TimeToLiveSpecification"]["AttributeName"]), spec.ttl_attribute);
+        assert_eq!(p["TimeToLiveSpecification"]["Enabled"], true);
+        assert_eq!(p["BillingMode"], "PAY_PER_REQUEST");
+    }
+}
+
+#[test]
+fn queues_have_their_dead_letter_queues() {
+    let t = template();
+    for spec in &QUEUES {
+        let queue = &resources(&t)[spec.logical_id]["Properties"];
+        assert_eq!(
+            str_of(&queue["RedrivePolicy"]["deadLetterTargetArn"]),
+            format!("!GetAtt {}.Arn", spec.dlq_logical_id)
+        );
+        assert_eq!(str_of(&queue["RedrivePolicy"]["maxReceiveCount"]), spec.max_receive_count.to_string());
+        assert_eq!(str_of(&queue["VisibilityTimeout"]), spec.visibility_timeout_s.to_string());
+        assert_eq!(resources(&t)[spec.dlq_logical_id]["Type"], "AWS::SQS::Queue");
+    }
+}
+
+#[test]
+fn buckets_are_encrypted_and_never_public() {
+    let t = template();
+    for spec in &BUCKETS {
+        let p = &resources(&t)[spec.logical_id]["Properties"];
+        assert!(p["BucketEncryption"].is_mapping(), "{}", spec.logical_id);
+        for flag in ["BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"] {
+            assert_eq!(p["PublicAccessBlockConfiguration"][flag], true, "{}.{flag}", spec.logical_id);
+        }
+    }
+}
+
+/// Every `!Ref X` / `!GetAtt X.…` inside a value.
+fn references(v: &Value, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Tagged(t) if t.tag == "!Ref" || t.tag == "!GetAtt" => {
+            out.insert(str_of(&t.value).split('.').next().unwrap_or_default().to_owned());
+        }
+        Value::Tagged(t) => references(&t.value, out),
+        Value::Mapping(m) => m.values().for_each(|v| references(v, out)),
+        Value::Sequence(s) => s.iter().for_each(|v| references(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn each_function_may_touch_only_what_it_uses() {
+    let t = template();
+    for (id, function) in functions(&t) {
+        let name = binary(function);
+        let mut allowed = BTreeSet::from(["MainTable".to_owned()]);
+        let reads_core_key = name.starts_with("core-");
+        if reads_core_key {
+            allowed.insert("CoreKeySecret".to_owned());
+        }
+        let mut granted = BTreeSet::new();
+        references(&function["Properties"]["Policies"], &mut granted);
+        assert_eq!(granted, allowed, "{id}: policies name {granted:?}");
+        // The secret's id is given exactly to the functions that may read it.
+        let env = &function["Properties"]["Environment"]["Variables"]["AGENTPLANE_CORE_KEY_SECRET_ID"];
+        assert_eq!(!env.is_null(), reads_core_key, "{id}: AGENTPLANE_CORE_KEY_SECRET_ID");
+        for policy in function["Properties"]["Policies"].as_sequence().expect("Policies") {
+            assert!(!policy.is_string(), "{id}: managed policy {policy:?} is broader than needed");
+        }
+    }
+    let globals = &t["Globals"]["Function"]["Environment"]["Variables"];
+    assert!(globals["AGENTPLANE_CORE_KEY_SECRET_ID"].is_null(), "the secret id must not be global");
+}
+
+#[test]
+fn the_core_key_is_generated_never_a_literal() {
+    let t = template();
+    let secret = &resources(&t)["CoreKeySecret"];
+    assert_eq!(secret["Type"], "AWS::SecretsManager::Secret");
+    assert!(secret["Properties"]["GenerateSecretString"].is_mapping());
+    assert!(secret["Properties"]["SecretString"].is_null());
+    let text = std::fs::read_to_string(root().join("infra/template.yaml")).expect("template");
+    assert!(!text.contains("AGENTPLANE_CORE_KEY:"), "a literal Core key variable");
+}
+
+fn cfn_lint() -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("AGENTPLANE_CFN_LINT") {
+        return Some(PathBuf::from(path));
+    }
+    let local = root().join(".localstack/tools/bin/cfn-lint");
+    if local.exists() {
+        return Some(local);
+    }
+    std::process::Command::new("cfn-lint").arg("--version").output().ok().map(|_| PathBuf::from("cfn-lint"))
+}
+
+#[test]
+fn the_template_is_cfn_lint_clean() {
+    let lint =
+        cfn_lint().expect("cfn-lint is not installed: run the README test command (bash tests/run.sh)");
+    let out = std::process::Command::new(&lint)
+        .arg(Path::new("infra/template.yaml"))
+        .current_dir(root())
+        .output()
+        .expect("cfn-lint runs");
+    assert!(
+        out.status.success() && out.stdout.is_empty(),
+        "cfn-lint:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -40,11 +40,7 @@ pub fn ensure_emulator() -> anyhow::Result<()> {
                 .arg("start")
                 .status()
                 .map_err(|e| e.to_string())?;
-            if status.success() {
-                Ok(())
-            } else {
-                Err("localstack/emulator.sh start failed".into())
-            }
+            if status.success() { Ok(()) } else { Err("localstack/emulator.sh start failed".into()) }
         })
         .clone()
         .map_err(anyhow::Error::msg)
@@ -60,9 +56,7 @@ pub async fn fresh_store() -> anyhow::Result<Store> {
     ensure_emulator()?;
     let sdk = agentplane_store::aws::emulator_sdk_config(&endpoint()).await;
     let store = Store::new(&sdk, ResourceNames::with_prefix(&unique_prefix()));
-    provision::provision(&store)
-        .await
-        .context("provisioning test resources")?;
+    provision::provision(&store).await.context("provisioning test resources")?;
     Ok(store)
 }
 
@@ -91,20 +85,9 @@ impl TestApp {
         let app = App::new(store.clone(), CoreKey::new(core_key.clone()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
-        tokio::spawn(agentplane_api::serve_http(
-            listener,
-            routes::full_router(app),
-            std::future::pending(),
-        ));
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()?;
-        Ok(Self {
-            base,
-            http,
-            core_key,
-            store,
-        })
+        tokio::spawn(agentplane_api::serve_http(listener, routes::full_router(app), std::future::pending()));
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
+        Ok(Self { base, http, core_key, store })
     }
 
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
@@ -118,29 +101,21 @@ impl TestApp {
 
     /// A request to the client API with a project key.
     pub fn client(&self, key: &str, method: Method, path: &str) -> RequestBuilder {
-        self.request(method, &format!("/api/client/v1{path}"))
-            .bearer_auth(key)
+        self.request(method, &format!("/api/client/v1{path}")).bearer_auth(key)
     }
 
     pub async fn create_project(&self, name: &str) -> anyhow::Result<String> {
-        let (status, body) = send(
-            self.core(Method::POST, "/core/v1/projects")
-                .json(&json!({ "name": name })),
-        )
-        .await?;
+        let (status, body) =
+            send(self.core(Method::POST, "/core/v1/projects").json(&json!({ "name": name }))).await?;
         if status != StatusCode::CREATED {
             bail!("create project: {status} {body}");
         }
-        Ok(str_field(&body, "id")?)
+        str_field(&body, "id")
     }
 
     pub async fn create_key(&self, project_id: &str) -> anyhow::Result<(String, String)> {
         let path = format!("/core/v1/projects/{project_id}/api_keys");
-        let (status, body) = send(
-            self.core(Method::POST, &path)
-                .json(&json!({ "name": "test" })),
-        )
-        .await?;
+        let (status, body) = send(self.core(Method::POST, &path).json(&json!({ "name": "test" }))).await?;
         if status != StatusCode::CREATED {
             bail!("create key: {status} {body}");
         }
@@ -150,11 +125,7 @@ impl TestApp {
     pub async fn tenant(&self) -> anyhow::Result<Tenant> {
         let project_id = self.create_project("tenant").await?;
         let (key_id, key) = self.create_key(&project_id).await?;
-        Ok(Tenant {
-            project_id,
-            key_id,
-            key,
-        })
+        Ok(Tenant { project_id, key_id, key })
     }
 }
 
@@ -167,22 +138,12 @@ pub async fn send(request: RequestBuilder) -> anyhow::Result<(StatusCode, Value)
 }
 
 /// Sends and returns status, the Cache-Control header and the JSON body.
-pub async fn send_with_cache(
-    request: RequestBuilder,
-) -> anyhow::Result<(StatusCode, Option<String>, Value)> {
+pub async fn send_with_cache(request: RequestBuilder) -> anyhow::Result<(StatusCode, Option<String>, Value)> {
     let response = request.send().await?;
     let status = response.status();
-    let cache = response
-        .headers()
-        .get("cache-control")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let cache = response.headers().get("cache-control").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let text = response.text().await?;
-    Ok((
-        status,
-        cache,
-        serde_json::from_str(&text).unwrap_or(Value::Null),
-    ))
+    Ok((status, cache, serde_json::from_str(&text).unwrap_or(Value::Null)))
 }
 
 pub fn str_field(body: &Value, field: &str) -> anyhow::Result<String> {
@@ -202,21 +163,9 @@ pub fn error_code(body: &Value) -> Option<&str> {
 pub fn assert_error(actual: (StatusCode, &Value), status: StatusCode, code: &str) {
     assert_eq!(actual.0, status, "body: {}", actual.1);
     assert_eq!(error_code(actual.1), Some(code), "body: {}", actual.1);
+    assert!(actual.1.pointer("/error/type").and_then(Value::as_str).is_some(), "no error.type: {}", actual.1);
     assert!(
-        actual
-            .1
-            .pointer("/error/type")
-            .and_then(Value::as_str)
-            .is_some(),
-        "no error.type: {}",
-        actual.1
-    );
-    assert!(
-        actual
-            .1
-            .pointer("/error/message")
-            .and_then(Value::as_str)
-            .is_some(),
+        actual.1.pointer("/error/message").and_then(Value::as_str).is_some(),
         "no error.message: {}",
         actual.1
     );

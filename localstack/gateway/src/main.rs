@@ -19,18 +19,18 @@ use anyhow::{Context, bail};
 async fn main() -> anyhow::Result<()> {
     tracing_init();
     let listen = std::env::var("AGENTPLANE_LISTEN").unwrap_or_else(|_| "127.0.0.1:8080".into());
-    let endpoint =
-        std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| "http://127.0.0.1:4566".into());
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| "http://127.0.0.1:4566".into());
     let sdk = agentplane_store::aws::emulator_sdk_config(&endpoint).await;
     let store = Store::new(&sdk, ResourceNames::from_env());
-    provision::provision(&store)
-        .await
-        .with_context(|| format!("provisioning resources at {endpoint} (is LocalStack running? bash localstack/emulator.sh start)"))?;
+    provision::provision(&store).await.with_context(|| {
+        format!(
+            "provisioning resources at {endpoint} (is LocalStack running? bash localstack/emulator.sh start)"
+        )
+    })?;
     let core_key = core_key()?;
     let app = App::new(store, Some(core_key.clone()));
-    let listener = tokio::net::TcpListener::bind(&listen)
-        .await
-        .with_context(|| format!("binding {listen}"))?;
+    let listener =
+        tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("binding {listen}"))?;
     announce(&listen, &core_key);
     axum_serve(listener, app).await
 }
@@ -59,10 +59,7 @@ fn core_key() -> anyhow::Result<CoreKey> {
         if let Some(key) = CoreKey::new(text.trim()) {
             return Ok(key);
         }
-        bail!(
-            "{} holds no usable key; delete it to get a new one",
-            path.display()
-        );
+        bail!("{} holds no usable key; delete it to get a new one", path.display());
     }
     let key = CoreKey::from_random(edge::random().context("reading randomness")?);
     std::fs::create_dir_all(state_dir()).context("creating .agentplane/")?;
@@ -74,10 +71,7 @@ fn core_key() -> anyhow::Result<CoreKey> {
 fn announce(listen: &str, key: &CoreKey) {
     println!("Agentplane is serving every route on http://{listen}");
     println!("Core key: {}", key.expose());
-    println!(
-        "Try: curl -s -H 'Authorization: Bearer {}' http://{listen}/core/v1/projects",
-        key.expose()
-    );
+    println!("Try: curl -s -H 'Authorization: Bearer {}' http://{listen}/core/v1/projects", key.expose());
 }
 
 fn tracing_init() {

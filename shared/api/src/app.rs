@@ -14,10 +14,7 @@ pub struct App {
 
 impl App {
     pub fn new(store: Store, core_key: Option<CoreKey>) -> Self {
-        Self {
-            store,
-            core_key: core_key.map(Arc::new),
-        }
+        Self { store, core_key: core_key.map(Arc::new) }
     }
 
     /// From the environment, as Lambda and the local gateway run it. The Core key comes from
@@ -26,16 +23,14 @@ impl App {
     pub async fn from_env() -> anyhow::Result<Self> {
         let sdk = agentplane_store::aws::sdk_config_from_env().await;
         let store = Store::new(&sdk, ResourceNames::from_env());
-        let core_key = match (
-            std::env::var("AGENTPLANE_CORE_KEY"),
-            std::env::var("AGENTPLANE_CORE_KEY_SECRET_ID"),
-        ) {
-            (Ok(key), _) => Some(
-                CoreKey::new(key).context("AGENTPLANE_CORE_KEY is shorter than 16 characters")?,
-            ),
-            (_, Ok(secret_id)) => Some(core_key_from_secret(&sdk, &secret_id).await?),
-            _ => None,
-        };
+        let core_key =
+            match (std::env::var("AGENTPLANE_CORE_KEY"), std::env::var("AGENTPLANE_CORE_KEY_SECRET_ID")) {
+                (Ok(key), _) => {
+                    Some(CoreKey::new(key).context("AGENTPLANE_CORE_KEY is shorter than 16 characters")?)
+                }
+                (_, Ok(secret_id)) => Some(core_key_from_secret(&sdk, &secret_id).await?),
+                _ => None,
+            };
         Ok(Self::new(store, core_key))
     }
 
@@ -45,10 +40,7 @@ impl App {
     }
 }
 
-async fn core_key_from_secret(
-    sdk: &aws_config::SdkConfig,
-    secret_id: &str,
-) -> anyhow::Result<CoreKey> {
+async fn core_key_from_secret(sdk: &aws_config::SdkConfig, secret_id: &str) -> anyhow::Result<CoreKey> {
     let client = aws_sdk_secretsmanager::Client::new(sdk);
     let out = client
         .get_secret_value()
@@ -56,8 +48,6 @@ async fn core_key_from_secret(
         .send()
         .await
         .context("reading the Core key from Secrets Manager")?;
-    let value = out
-        .secret_string()
-        .context("the Core key secret has no string value")?;
+    let value = out.secret_string().context("the Core key secret has no string value")?;
     CoreKey::new(value.trim()).context("the Core key secret is shorter than 16 characters")
 }

@@ -46,9 +46,7 @@ where
             }
             Err(_) => return Err(E::from(BodyError::Unreadable)),
         };
-        parse_object(&body)
-            .map(|map| JsonObject(map, PhantomData))
-            .map_err(E::from)
+        parse_object(&body).map(|map| JsonObject(map, PhantomData)).map_err(E::from)
     }
 }
 

@@ -5,10 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use agentplane_domain::Timestamp;
 
 pub fn now() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
     Timestamp::from_unix_millis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 

@@ -23,13 +23,7 @@ impl ApiError {
         code: &'static str,
         message: impl Into<String>,
     ) -> Self {
-        Self {
-            status,
-            kind,
-            code,
-            message: message.into(),
-            extra: Map::new(),
-        }
+        Self { status, kind, code, message: message.into(), extra: Map::new() }
     }
 
     pub fn with(mut self, field: &str, value: impl Into<Value>) -> Self {
@@ -57,10 +51,7 @@ impl From<crate::body::BodyError> for ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "invalid_request_error",
                 "request_too_large",
-                format!(
-                    "the request body exceeds {} bytes",
-                    crate::body::MAX_BODY_BYTES
-                ),
+                format!("the request body exceeds {} bytes", crate::body::MAX_BODY_BYTES),
             ),
             BodyError::Unreadable => Self::new(
                 StatusCode::BAD_REQUEST,
@@ -86,12 +77,8 @@ impl From<crate::body::BodyError> for ApiError {
 
 impl From<agentplane_domain::ValidationError> for ApiError {
     fn from(err: agentplane_domain::ValidationError) -> Self {
-        let error = Self::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "invalid_request_error",
-            err.message,
-        );
+        let error =
+            Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_request_error", err.message);
         match err.param {
             Some(param) => error.with("param", param),
             None => error,
@@ -113,11 +100,6 @@ impl ApiError {
 
     pub fn internal(what: &str) -> Self {
         tracing::error!(what, "internal error");
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "api_error",
-            "internal_error",
-            "internal error",
-        )
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error", "internal error")
     }
 }

@@ -41,45 +41,27 @@ impl Route {
     /// both read.
     const fn spec(self) -> (&'static str, Method, &'static str) {
         match self {
-            Route::CoreProjectsCreate => {
-                ("core-projects-create", Method::POST, "/core/v1/projects")
-            }
+            Route::CoreProjectsCreate => ("core-projects-create", Method::POST, "/core/v1/projects"),
             Route::CoreProjectsList => ("core-projects-list", Method::GET, "/core/v1/projects"),
-            Route::CoreApiKeysCreate => (
-                "core-api-keys-create",
-                Method::POST,
-                "/core/v1/projects/{project_id}/api_keys",
-            ),
-            Route::CoreApiKeysRevoke => (
-                "core-api-keys-revoke",
-                Method::DELETE,
-                "/core/v1/projects/{project_id}/api_keys/{key_id}",
-            ),
-            Route::ClientSessionsCreate => (
-                "client-sessions-create",
-                Method::POST,
-                "/api/client/v1/sessions",
-            ),
-            Route::ClientSessionsList => (
-                "client-sessions-list",
-                Method::GET,
-                "/api/client/v1/sessions",
-            ),
-            Route::ClientSessionsGet => (
-                "client-sessions-get",
-                Method::GET,
-                "/api/client/v1/sessions/{session_id}",
-            ),
-            Route::ClientSessionsUpdate => (
-                "client-sessions-update",
-                Method::PATCH,
-                "/api/client/v1/sessions/{session_id}",
-            ),
-            Route::ClientSessionsDelete => (
-                "client-sessions-delete",
-                Method::DELETE,
-                "/api/client/v1/sessions/{session_id}",
-            ),
+            Route::CoreApiKeysCreate => {
+                ("core-api-keys-create", Method::POST, "/core/v1/projects/{project_id}/api_keys")
+            }
+            Route::CoreApiKeysRevoke => {
+                ("core-api-keys-revoke", Method::DELETE, "/core/v1/projects/{project_id}/api_keys/{key_id}")
+            }
+            Route::ClientSessionsCreate => {
+                ("client-sessions-create", Method::POST, "/api/client/v1/sessions")
+            }
+            Route::ClientSessionsList => ("client-sessions-list", Method::GET, "/api/client/v1/sessions"),
+            Route::ClientSessionsGet => {
+                ("client-sessions-get", Method::GET, "/api/client/v1/sessions/{session_id}")
+            }
+            Route::ClientSessionsUpdate => {
+                ("client-sessions-update", Method::PATCH, "/api/client/v1/sessions/{session_id}")
+            }
+            Route::ClientSessionsDelete => {
+                ("client-sessions-delete", Method::DELETE, "/api/client/v1/sessions/{session_id}")
+            }
         }
     }
 
@@ -110,10 +92,7 @@ impl Route {
     }
 
     pub fn by_function_name(name: &str) -> Option<Route> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|r| r.function_name() == name)
+        Self::ALL.iter().copied().find(|r| r.function_name() == name)
     }
 }
 
@@ -131,10 +110,7 @@ pub fn router(app: App, routes: &[Route]) -> Router {
     for (path, methods) in by_path {
         router = router.route(path, methods.fallback(method_not_allowed));
     }
-    router
-        .fallback(no_such_route)
-        .layer(middleware::from_fn(no_store))
-        .with_state(app)
+    router.fallback(no_such_route).layer(middleware::from_fn(no_store)).with_state(app)
 }
 
 pub fn full_router(app: App) -> Router {
@@ -143,20 +119,13 @@ pub fn full_router(app: App) -> Router {
 
 async fn no_store(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
 
 async fn no_such_route() -> Response {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found_error",
-        "route_not_found",
-        "no such route",
-    )
-    .into_response()
+    ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "route_not_found", "no such route")
+        .into_response()
 }
 
 async fn method_not_allowed() -> Response {

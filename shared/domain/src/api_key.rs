@@ -46,9 +46,9 @@ impl std::fmt::Debug for ProjectKeySecret {
 /// Whether a presented bearer token has the shape of a project key (cheap rejection before any
 /// storage read).
 pub fn looks_like_project_key(token: &str) -> bool {
-    token.strip_prefix(PROJECT_KEY_PREFIX).is_some_and(|rest| {
-        rest.len() == SECRET_DIGITS && rest.bytes().all(|b| b.is_ascii_alphanumeric())
-    })
+    token
+        .strip_prefix(PROJECT_KEY_PREFIX)
+        .is_some_and(|rest| rest.len() == SECRET_DIGITS && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
 /// Hex SHA-256 of a presented or generated key: what storage holds and looks up.
@@ -155,10 +155,7 @@ mod tests {
     fn malformed_tokens_are_not_project_keys() {
         assert!(!looks_like_project_key("cpeer_short"));
         assert!(!looks_like_project_key("Bearer cpeer_x"));
-        assert!(!looks_like_project_key(&format!(
-            "cpeer_{}",
-            "-".repeat(43)
-        )));
+        assert!(!looks_like_project_key(&format!("cpeer_{}", "-".repeat(43))));
     }
 
     #[test]

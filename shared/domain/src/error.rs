@@ -11,16 +11,10 @@ pub struct ValidationError {
 
 impl ValidationError {
     pub fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            param: Some(param.into()),
-            message: message.into(),
-        }
+        Self { param: Some(param.into()), message: message.into() }
     }
 
     pub fn body(message: impl Into<String>) -> Self {
-        Self {
-            param: None,
-            message: message.into(),
-        }
+        Self { param: None, message: message.into() }
     }
 }

@@ -23,17 +23,11 @@ impl Metadata {
             Value::Null => return Ok(Self::default()),
             Value::Object(map) => map,
             _ => {
-                return Err(ValidationError::new(
-                    param,
-                    format!("`{param}` must be an object"),
-                ));
+                return Err(ValidationError::new(param, format!("`{param}` must be an object")));
             }
         };
         if map.len() > MAX_KEYS {
-            return Err(ValidationError::new(
-                param,
-                format!("`{param}` may have at most {MAX_KEYS} keys"),
-            ));
+            return Err(ValidationError::new(param, format!("`{param}` may have at most {MAX_KEYS} keys")));
         }
         let mut out = BTreeMap::new();
         for (key, value) in map {
@@ -74,10 +68,7 @@ mod tests {
     fn accepts_bounded_string_maps() {
         let m = Metadata::from_json("metadata", &json!({"a": "b"})).expect("valid");
         assert_eq!(m.as_map().get("a").map(String::as_str), Some("b"));
-        assert_eq!(
-            Metadata::from_json("metadata", &Value::Null),
-            Ok(Metadata::default())
-        );
+        assert_eq!(Metadata::from_json("metadata", &Value::Null), Ok(Metadata::default()));
     }
 
     #[test]
@@ -86,8 +77,7 @@ mod tests {
         assert!(Metadata::from_json("metadata", &json!({"a": 1})).is_err());
         assert!(Metadata::from_json("metadata", &json!({"a": "x".repeat(513)})).is_err());
         assert!(Metadata::from_json("metadata", &json!({"k".repeat(65): "v"})).is_err());
-        let many: serde_json::Map<String, Value> =
-            (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();
+        let many: serde_json::Map<String, Value> = (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();
         assert!(Metadata::from_json("metadata", &Value::Object(many)).is_err());
     }
 }

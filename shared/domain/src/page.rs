@@ -15,20 +15,14 @@ impl PageLimit {
         if (1..=i64::from(Self::MAX)).contains(&n) {
             Ok(Self(n as u16))
         } else {
-            Err(ValidationError::new(
-                "limit",
-                "`limit` must be an integer from 1 to 100",
-            ))
+            Err(ValidationError::new("limit", "`limit` must be an integer from 1 to 100"))
         }
     }
 
     pub fn parse(text: &str) -> Result<Self, ValidationError> {
         // Digits only: no sign, no spaces, no "1e2".
         if text.is_empty() || text.len() > 3 || !text.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(ValidationError::new(
-                "limit",
-                "`limit` must be an integer from 1 to 100",
-            ));
+            return Err(ValidationError::new("limit", "`limit` must be an integer from 1 to 100"));
         }
         Self::new(text.parse::<i64>().unwrap_or(0))
     }
@@ -50,10 +44,7 @@ impl Order {
         match text {
             "asc" => Ok(Self::Asc),
             "desc" => Ok(Self::Desc),
-            _ => Err(ValidationError::new(
-                "order",
-                "`order` must be `asc` or `desc`",
-            )),
+            _ => Err(ValidationError::new("order", "`order` must be `asc` or `desc`")),
         }
     }
 }
@@ -78,11 +69,7 @@ impl PageRequest {
             None => Order::default(),
         };
         let after = query.single("after")?.map(str::to_owned);
-        Ok(Self {
-            after,
-            limit,
-            order,
-        })
+        Ok(Self { after, limit, order })
     }
 }
 

@@ -15,16 +15,10 @@ pub struct Name(String);
 impl Name {
     pub fn from_json(param: &str, value: Option<&Value>) -> Result<Self, ValidationError> {
         let Some(value) = value else {
-            return Err(ValidationError::new(
-                param,
-                format!("`{param}` is required"),
-            ));
+            return Err(ValidationError::new(param, format!("`{param}` is required")));
         };
         let Value::String(text) = value else {
-            return Err(ValidationError::new(
-                param,
-                format!("`{param}` must be a string"),
-            ));
+            return Err(ValidationError::new(param, format!("`{param}` must be a string")));
         };
         let trimmed = text.trim();
         if trimmed.is_empty() || trimmed.chars().count() > MAX_NAME_CHARS {
@@ -55,10 +49,7 @@ mod tests {
 
     #[test]
     fn names_are_trimmed_and_bounded() {
-        assert_eq!(
-            Name::from_json("name", Some(&json!("  a  "))).map(|n| n.0),
-            Ok("a".into())
-        );
+        assert_eq!(Name::from_json("name", Some(&json!("  a  "))).map(|n| n.0), Ok("a".into()));
         assert!(Name::from_json("name", None).is_err());
         assert!(Name::from_json("name", Some(&json!("   "))).is_err());
         assert!(Name::from_json("name", Some(&json!(5))).is_err());

@@ -9,9 +9,8 @@ pub struct Query {
 
 impl Query {
     pub fn parse(raw: Option<&str>) -> Self {
-        let pairs = raw
-            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-            .unwrap_or_default();
+        let pairs =
+            raw.map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default();
         Self { pairs }
     }
 
@@ -25,17 +24,10 @@ impl Query {
 
     /// The one value of `name`; a parameter given twice is an error, never a silent pick.
     pub fn single(&self, name: &str) -> Result<Option<&str>, ValidationError> {
-        let mut values = self
-            .pairs
-            .iter()
-            .filter(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str());
+        let mut values = self.pairs.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str());
         let first = values.next();
         if values.next().is_some() {
-            return Err(ValidationError::new(
-                name,
-                format!("`{name}` may be given at most once"),
-            ));
+            return Err(ValidationError::new(name, format!("`{name}` may be given at most once")));
         }
         Ok(first)
     }

@@ -56,10 +56,7 @@ impl EnvironmentMode {
                     format!("`{param}` must be one of none, self_hosted, openai_hosted"),
                 )),
             },
-            Some(_) => Err(ValidationError::new(
-                param,
-                format!("`{param}` must be a string"),
-            )),
+            Some(_) => Err(ValidationError::new(param, format!("`{param}` must be a string"))),
         }
     }
 }
@@ -78,10 +75,7 @@ impl Title {
                 param,
                 format!("`{param}` may be at most {MAX_TITLE_CHARS} characters"),
             )),
-            _ => Err(ValidationError::new(
-                param,
-                format!("`{param}` must be a string or null"),
-            )),
+            _ => Err(ValidationError::new(param, format!("`{param}` must be a string or null"))),
         }
     }
 

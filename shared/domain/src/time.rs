@@ -41,9 +41,7 @@ impl Timestamp {
         OffsetDateTime::from_unix_timestamp_nanos(nanos)
             .ok()
             .and_then(|t| {
-                let t = t
-                    .replace_nanosecond((self.0.rem_euclid(1000) as u32) * 1_000_000)
-                    .ok()?;
+                let t = t.replace_nanosecond((self.0.rem_euclid(1000) as u32) * 1_000_000).ok()?;
                 t.format(&Rfc3339).ok()
             })
             .unwrap_or_default()
@@ -62,9 +60,6 @@ mod tests {
 
     #[test]
     fn rfc3339_is_utc() {
-        assert_eq!(
-            Timestamp::from_unix_millis(1_500).rfc3339(),
-            "1970-01-01T00:00:01.5Z"
-        );
+        assert_eq!(Timestamp::from_unix_millis(1_500).rfc3339(), "1970-01-01T00:00:01.5Z");
     }
 }

@@ -66,13 +66,7 @@ fn key_schema(key: &KeySpec) -> Result<Vec<KeySchemaElement>, StoreError> {
 
 async fn ensure_table(store: &Store, spec: &TableSpec) -> Result<(), StoreError> {
     let name = store.names.table(spec);
-    let exists = store
-        .dynamo
-        .describe_table()
-        .table_name(name)
-        .send()
-        .await
-        .is_ok();
+    let exists = store.dynamo.describe_table().table_name(name).send().await.is_ok();
     if !exists {
         let mut attributes: Vec<(&str, AttrType)> = vec![spec.key.partition, spec.key.sort];
         for index in spec.indexes {
@@ -104,34 +98,20 @@ async fn ensure_table(store: &Store, spec: &TableSpec) -> Result<(), StoreError>
                 GlobalSecondaryIndex::builder()
                     .index_name(index.name)
                     .set_key_schema(Some(key_schema(&index.key)?))
-                    .projection(
-                        Projection::builder()
-                            .projection_type(ProjectionType::All)
-                            .build(),
-                    )
+                    .projection(Projection::builder().projection_type(ProjectionType::All).build())
                     .build()
                     .map_err(StoreError::unavailable)?,
             );
         }
         match request.send().await {
             Ok(_) => {}
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_resource_in_use_exception()) => {}
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_resource_in_use_exception()) => {}
             Err(err) => {
-                return Err(StoreError::unavailable(
-                    aws_sdk_dynamodb::error::DisplayErrorContext(err),
-                ));
+                return Err(StoreError::unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(err)));
             }
         }
     }
-    let ttl = store
-        .dynamo
-        .describe_time_to_live()
-        .table_name(name)
-        .send()
-        .await;
+    let ttl = store.dynamo.describe_time_to_live().table_name(name).send().await;
     let enabled = ttl
         .ok()
         .and_then(|out| out.time_to_live_description)
@@ -151,9 +131,7 @@ async fn ensure_table(store: &Store, spec: &TableSpec) -> Result<(), StoreError>
             )
             .send()
             .await
-            .map_err(|e| {
-                StoreError::unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(e))
-            })?;
+            .map_err(|e| StoreError::unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(e)))?;
     }
     Ok(())
 }
@@ -163,13 +141,11 @@ async fn ensure_bucket(store: &Store, name: &str) -> Result<(), StoreError> {
         match store.s3.create_bucket().bucket(name).send().await {
             Ok(_) => {}
             Err(err)
-                if err.as_service_error().is_some_and(|e| {
-                    e.is_bucket_already_owned_by_you() || e.is_bucket_already_exists()
-                }) => {}
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_bucket_already_owned_by_you() || e.is_bucket_already_exists()) => {}
             Err(err) => {
-                return Err(StoreError::unavailable(
-                    aws_sdk_s3::error::DisplayErrorContext(err),
-                ));
+                return Err(StoreError::unavailable(aws_sdk_s3::error::DisplayErrorContext(err)));
             }
         }
     }
@@ -221,15 +197,9 @@ async fn ensure_queue(
         request = request.attributes(key.clone(), *value);
     }
     match request.send().await {
-        Ok(out) => out
-            .queue_url
-            .ok_or_else(|| StoreError::unavailable("no queue url")),
+        Ok(out) => out.queue_url.ok_or_else(|| StoreError::unavailable("no queue url")),
         // Exists with other attributes (an older definition): bring them up to date.
-        Err(err)
-            if err
-                .as_service_error()
-                .is_some_and(|e| e.is_queue_name_exists()) =>
-        {
+        Err(err) if err.as_service_error().is_some_and(|e| e.is_queue_name_exists()) => {
             let url = queue_url(store, name).await?;
             let mut update = store.sqs.set_queue_attributes().queue_url(&url);
             for (key, value) in attributes {
@@ -241,9 +211,7 @@ async fn ensure_queue(
                 .map_err(|e| StoreError::unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
             Ok(url)
         }
-        Err(err) => Err(StoreError::unavailable(
-            aws_sdk_sqs::error::DisplayErrorContext(err),
-        )),
+        Err(err) => Err(StoreError::unavailable(aws_sdk_sqs::error::DisplayErrorContext(err))),
     }
 }
 

@@ -62,24 +62,15 @@ pub const BY_DUE: &str = "by_due";
 
 pub const MAIN_TABLE: TableSpec = TableSpec {
     logical_id: "MainTable",
-    key: KeySpec {
-        partition: ("PK", AttrType::S),
-        sort: ("SK", AttrType::S),
-    },
+    key: KeySpec { partition: ("PK", AttrType::S), sort: ("SK", AttrType::S) },
     indexes: &[
         IndexSpec {
             name: BY_CREATED,
-            key: KeySpec {
-                partition: ("GSI1PK", AttrType::S),
-                sort: ("GSI1SK", AttrType::S),
-            },
+            key: KeySpec { partition: ("GSI1PK", AttrType::S), sort: ("GSI1SK", AttrType::S) },
         },
         IndexSpec {
             name: BY_DUE,
-            key: KeySpec {
-                partition: ("GSI2PK", AttrType::S),
-                sort: ("GSI2SK", AttrType::S),
-            },
+            key: KeySpec { partition: ("GSI2PK", AttrType::S), sort: ("GSI2SK", AttrType::S) },
         },
     ],
     ttl_attribute: TTL_ATTRIBUTE,
@@ -87,32 +78,22 @@ pub const MAIN_TABLE: TableSpec = TableSpec {
 
 pub const EVENTS_TABLE: TableSpec = TableSpec {
     logical_id: "EventsTable",
-    key: KeySpec {
-        partition: ("PK", AttrType::S),
-        sort: ("SK", AttrType::N),
-    },
+    key: KeySpec { partition: ("PK", AttrType::S), sort: ("SK", AttrType::N) },
     indexes: &[],
     ttl_attribute: TTL_ATTRIBUTE,
 };
 
 pub const TELEMETRY_TABLE: TableSpec = TableSpec {
     logical_id: "TelemetryTable",
-    key: KeySpec {
-        partition: ("PK", AttrType::S),
-        sort: ("SK", AttrType::S),
-    },
+    key: KeySpec { partition: ("PK", AttrType::S), sort: ("SK", AttrType::S) },
     indexes: &[],
     ttl_attribute: TTL_ATTRIBUTE,
 };
 
 pub const TABLES: [TableSpec; 3] = [MAIN_TABLE, EVENTS_TABLE, TELEMETRY_TABLE];
 
-pub const FILES_BUCKET: BucketSpec = BucketSpec {
-    logical_id: "FilesBucket",
-};
-pub const WORKSPACES_BUCKET: BucketSpec = BucketSpec {
-    logical_id: "WorkspacesBucket",
-};
+pub const FILES_BUCKET: BucketSpec = BucketSpec { logical_id: "FilesBucket" };
+pub const WORKSPACES_BUCKET: BucketSpec = BucketSpec { logical_id: "WorkspacesBucket" };
 pub const BUCKETS: [BucketSpec; 2] = [FILES_BUCKET, WORKSPACES_BUCKET];
 
 pub const RUNS_QUEUE: QueueSpec = QueueSpec {

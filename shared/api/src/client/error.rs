@@ -16,12 +16,7 @@ pub fn invalid_api_key() -> ApiError {
 }
 
 pub fn session_not_found() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found_error",
-        "session_not_found",
-        "session not found",
-    )
+    ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "session_not_found", "session not found")
 }
 
 pub fn cursor_not_found() -> ApiError {

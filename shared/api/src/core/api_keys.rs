@@ -38,9 +38,7 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let project_id = project_id(&project)?;
     let name = Name::from_json("name", body.get("name"))?;
-    let secret = ProjectKeySecret::from_random(
-        edge::random().map_err(|_| ApiError::internal("randomness"))?,
-    );
+    let secret = ProjectKeySecret::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
     let key = ApiKey {
         id: ApiKeyId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?),
         project_id,
@@ -49,11 +47,7 @@ pub async fn create(
         created_at: edge::now(),
         revoked_at: None,
     };
-    app.store
-        .api_keys()
-        .create(&key, &secret.hash())
-        .await
-        .map_err(error::store("project"))?;
+    app.store.api_keys().create(&key, &secret.hash()).await.map_err(error::store("project"))?;
     let mut body = render(&key);
     // The only time the plaintext key leaves the server.
     body["key"] = json!(secret.expose());

@@ -19,24 +19,13 @@ impl FromRequestParts<App> for CoreAdmin {
             return Err(invalid_admin_key());
         };
         let presented = bearer(parts).ok_or_else(invalid_admin_key)?;
-        if expected.matches(presented) {
-            Ok(CoreAdmin)
-        } else {
-            Err(invalid_admin_key())
-        }
+        if expected.matches(presented) { Ok(CoreAdmin) } else { Err(invalid_admin_key()) }
     }
 }
 
 /// The token of an `Authorization: Bearer …` header (scheme case-insensitive).
 pub fn bearer(parts: &Parts) -> Option<&str> {
-    let value = parts
-        .headers
-        .get(http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
+    let value = parts.headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
 }

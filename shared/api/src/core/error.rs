@@ -16,12 +16,7 @@ pub fn invalid_admin_key() -> ApiError {
 }
 
 pub fn not_found(what: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found_error",
-        "not_found_error",
-        format!("{what} not found"),
-    )
+    ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "not_found_error", format!("{what} not found"))
 }
 
 /// A store result for a read of `what`: `NotFound` is a 404 of this surface.

@@ -31,16 +31,8 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let name = Name::from_json("name", body.get("name"))?;
     let id = ProjectId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
-    let project = Project {
-        id,
-        name,
-        created_at: edge::now(),
-    };
-    app.store
-        .projects()
-        .create(&project)
-        .await
-        .map_err(|e| ApiError::storage(&e))?;
+    let project = Project { id, name, created_at: edge::now() };
+    app.store.projects().create(&project).await.map_err(|e| ApiError::storage(&e))?;
     Ok((StatusCode::CREATED, Json(render(&project))))
 }
 
@@ -54,13 +46,6 @@ pub async fn list(
         Some(text) => Some(text.parse::<ProjectId>().map_err(|_| not_found("cursor"))?),
         None => None,
     };
-    let found = app
-        .store
-        .projects()
-        .list(&page, after.as_ref())
-        .await
-        .map_err(error::store("cursor"))?;
-    Ok(Json(crate::list::body(&found, render, |p| {
-        p.id.to_string()
-    })))
+    let found = app.store.projects().list(&page, after.as_ref()).await.map_err(error::store("cursor"))?;
+    Ok(Json(crate::list::body(&found, render, |p| p.id.to_string())))
 }

@@ -76,21 +76,9 @@ impl<'a> ApiKeys<'a> {
             .store
             .dynamo
             .transact_write_items()
-            .transact_items(
-                TransactWriteItem::builder()
-                    .condition_check(project_exists)
-                    .build(),
-            )
-            .transact_items(
-                TransactWriteItem::builder()
-                    .put(put(serde_dynamo::to_item(record)?)?)
-                    .build(),
-            )
-            .transact_items(
-                TransactWriteItem::builder()
-                    .put(put(serde_dynamo::to_item(lookup)?)?)
-                    .build(),
-            )
+            .transact_items(TransactWriteItem::builder().condition_check(project_exists).build())
+            .transact_items(TransactWriteItem::builder().put(put(serde_dynamo::to_item(record)?)?).build())
+            .transact_items(TransactWriteItem::builder().put(put(serde_dynamo::to_item(lookup)?)?).build())
             .send()
             .await;
         match result.map_err(transaction_conflict) {
@@ -139,8 +127,12 @@ impl<'a> ApiKeys<'a> {
             .key("PK", s(project_pk(project)))
             .key("SK", s(api_key_sk(id)))
             .update_expression("SET revoked_at = :now")
-            .condition_expression("attribute_exists(PK) AND attribute_not_exists(revoked_at)")
+            // An unrevoked key stores `revoked_at` as NULL (serde's None), not as a missing attribute.
+            .condition_expression(
+                "attribute_exists(PK) AND (attribute_not_exists(revoked_at) OR attribute_type(revoked_at, :null))",
+            )
             .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
+            .expression_attribute_values(":null", s("NULL"))
             .build()
             .map_err(StoreError::unavailable)?;
         let forget = Delete::builder()
@@ -165,10 +157,7 @@ impl<'a> ApiKeys<'a> {
     }
 
     /// The project a presented key belongs to, if the key exists and is not revoked.
-    pub async fn authenticate(
-        &self,
-        hash: &KeyHash,
-    ) -> Result<Option<(ProjectId, ApiKeyId)>, StoreError> {
+    pub async fn authenticate(&self, hash: &KeyHash) -> Result<Option<(ProjectId, ApiKeyId)>, StoreError> {
         let item = self
             .store
             .dynamo

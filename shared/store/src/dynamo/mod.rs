@@ -25,19 +25,12 @@ where
 
 /// A conditional write that failed its condition is a `Conflict`; anything else is a backend
 /// failure.
-pub(crate) fn conditional<E, R>(
-    err: SdkError<E, R>,
-    is_condition_failure: impl Fn(&E) -> bool,
-) -> StoreError
+pub(crate) fn conditional<E, R>(err: SdkError<E, R>, is_condition_failure: impl Fn(&E) -> bool) -> StoreError
 where
     E: std::error::Error + 'static,
     R: std::fmt::Debug,
 {
-    if err.as_service_error().is_some_and(is_condition_failure) {
-        StoreError::Conflict
-    } else {
-        backend(err)
-    }
+    if err.as_service_error().is_some_and(is_condition_failure) { StoreError::Conflict } else { backend(err) }
 }
 
 /// For TransactWriteItems: a cancellation whose reasons include a failed condition.
@@ -52,11 +45,7 @@ pub(crate) fn transaction_conflict(
         _ => None,
     });
     match cancelled {
-        Some(c)
-            if c.cancellation_reasons()
-                .iter()
-                .any(|r| r.code() == Some("ConditionalCheckFailed")) =>
-        {
+        Some(c) if c.cancellation_reasons().iter().any(|r| r.code() == Some("ConditionalCheckFailed")) => {
             StoreError::Conflict
         }
         _ => backend(err),

@@ -86,9 +86,6 @@ impl<'a> Projects<'a> {
         };
         let page: Page<ProjectItem> =
             query_created(self.store, PROJECTS_LIST, start, page.limit, page.order).await?;
-        Ok(Page {
-            items: page.items.into_iter().map(|i| i.project).collect(),
-            has_more: page.has_more,
-        })
+        Ok(Page { items: page.items.into_iter().map(|i| i.project).collect(), has_more: page.has_more })
     }
 }

@@ -98,18 +98,9 @@ impl<'a> Sessions<'a> {
             Some(id) => Some(start_key(&self.raw(project, id).await?).ok_or(StoreError::NotFound)?),
             None => None,
         };
-        let page: Page<SessionItem> = query_created(
-            self.store,
-            &sessions_list(project),
-            start,
-            page.limit,
-            page.order,
-        )
-        .await?;
-        Ok(Page {
-            items: page.items.into_iter().map(|i| i.session).collect(),
-            has_more: page.has_more,
-        })
+        let page: Page<SessionItem> =
+            query_created(self.store, &sessions_list(project), start, page.limit, page.order).await?;
+        Ok(Page { items: page.items.into_iter().map(|i| i.session).collect(), has_more: page.has_more })
     }
 
     /// Applies a patch in one conditional update, so concurrent patches of different fields
@@ -134,26 +125,20 @@ impl<'a> Sessions<'a> {
             .return_values(ReturnValue::AllNew);
         if let Some(title) = patch.title {
             sets.push("title = :title");
-            request = request
-                .expression_attribute_values(":title", serde_dynamo::to_attribute_value(title)?);
+            request = request.expression_attribute_values(":title", serde_dynamo::to_attribute_value(title)?);
         }
         if let Some(metadata) = patch.metadata {
             sets.push("metadata = :metadata");
-            request = request.expression_attribute_values(
-                ":metadata",
-                serde_dynamo::to_attribute_value(metadata)?,
-            );
+            request =
+                request.expression_attribute_values(":metadata", serde_dynamo::to_attribute_value(metadata)?);
         }
-        let out = request
-            .update_expression(format!("SET {}", sets.join(", ")))
-            .send()
-            .await
-            .map_err(
-                |e| match conditional(e, |e| e.is_conditional_check_failed_exception()) {
+        let out =
+            request.update_expression(format!("SET {}", sets.join(", "))).send().await.map_err(|e| {
+                match conditional(e, |e| e.is_conditional_check_failed_exception()) {
                     StoreError::Conflict => StoreError::NotFound,
                     other => other,
-                },
-            )?;
+                }
+            })?;
         let item: SessionItem = serde_dynamo::from_item(out.attributes.unwrap_or_default())?;
         Ok(item.session)
     }
@@ -176,12 +161,10 @@ impl<'a> Sessions<'a> {
             .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
             .send()
             .await
-            .map_err(
-                |e| match conditional(e, |e| e.is_conditional_check_failed_exception()) {
-                    StoreError::Conflict => StoreError::NotFound,
-                    other => other,
-                },
-            )?;
+            .map_err(|e| match conditional(e, |e| e.is_conditional_check_failed_exception()) {
+                StoreError::Conflict => StoreError::NotFound,
+                other => other,
+            })?;
         Ok(())
     }
 }

@@ -26,11 +26,7 @@ pub async fn create(
     let new = validation::new_session(&body)?;
     let id = SessionId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
     let session = new.into_session(id, auth.project_id, edge::now());
-    app.store
-        .sessions()
-        .create(&session)
-        .await
-        .map_err(|e| ApiError::storage(&e))?;
+    app.store.sessions().create(&session).await.map_err(|e| ApiError::storage(&e))?;
     Ok((StatusCode::CREATED, Json(wire::render(&session))))
 }
 
@@ -50,9 +46,7 @@ pub async fn list(
         .list(&auth.project_id, &page, after.as_ref())
         .await
         .map_err(error::store(cursor_not_found))?;
-    Ok(Json(crate::list::body(&found, wire::render, |s| {
-        s.id.to_string()
-    })))
+    Ok(Json(crate::list::body(&found, wire::render, |s| s.id.to_string())))
 }
 
 pub async fn get(
@@ -61,12 +55,8 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = session_id(&id)?;
-    let session = app
-        .store
-        .sessions()
-        .get(&auth.project_id, &id)
-        .await
-        .map_err(error::store(session_not_found))?;
+    let session =
+        app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))?;
     Ok(Json(wire::render(&session)))
 }
 
@@ -98,7 +88,5 @@ pub async fn delete(
         .delete(&auth.project_id, &id, edge::now())
         .await
         .map_err(error::store(session_not_found))?;
-    Ok(Json(
-        json!({ "id": id, "object": "session.deleted", "deleted": true }),
-    ))
+    Ok(Json(json!({ "id": id, "object": "session.deleted", "deleted": true })))
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The full test suite, on a fresh machine: installs what the tests need (system packages, pip
+# tools, LocalStack), starts LocalStack, then checks formatting, lints (clippy, cfn-lint) and runs
+# every test. Usage: bash tests/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+say() { printf '\n[tests] %s\n' "$*" >&2; }
+
+# System packages: bubblewrap (sandboxes), a JDK (DynamoDB Local), curl.
+missing=()
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# pip tools, in a git-ignored venv of their own.
+tools="$root/.localstack/tools"
+if [ ! -x "$tools/bin/cfn-lint" ]; then
+  say "installing cfn-lint"
+  python3 -m venv "$tools"
+  "$tools/bin/pip" install -q --disable-pip-version-check 'cfn-lint==1.*'
+fi
+export AGENTPLANE_CFN_LINT="$tools/bin/cfn-lint"
+
+say "starting LocalStack"
+bash localstack/emulator.sh start
+
+say "cargo fmt --check"
+cargo fmt --all -- --check
+
+say "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+say "cfn-lint infra/template.yaml"
+"$tools/bin/cfn-lint" infra/template.yaml
+
+say "cargo test"
+cargo test --workspace
