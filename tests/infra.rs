@@ -2,6 +2,8 @@
 //! each route's API event matches the router, tables/queues/buckets agree with the one resource
 //! definition, IAM is least-privilege, the Core key is never a literal, and cfn-lint is clean.
 
+#![allow(clippy::expect_used)] // a test file: a missing or malformed template should fail loudly
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -188,17 +190,22 @@ fn each_function_may_touch_only_what_it_uses() {
     let t = template();
     for (id, function) in functions(&t) {
         let name = binary(function);
-        let mut allowed = BTreeSet::from(["MainTable".to_owned()]);
-        let reads_core_key = name.starts_with("core-");
-        if reads_core_key {
-            allowed.insert("CoreKeySecret".to_owned());
-        }
+        let route = Route::by_function_name(&name).expect("every function is a route so far");
+        let allowed: BTreeSet<String> = route.resources().iter().map(|r| (*r).to_owned()).collect();
+        let reads_core_key = allowed.contains("CoreKeySecret");
         let mut granted = BTreeSet::new();
         references(&function["Properties"]["Policies"], &mut granted);
         assert_eq!(granted, allowed, "{id}: policies name {granted:?}");
         // The secret's id is given exactly to the functions that may read it.
         let env = &function["Properties"]["Environment"]["Variables"]["AGENTPLANE_CORE_KEY_SECRET_ID"];
         assert_eq!(!env.is_null(), reads_core_key, "{id}: AGENTPLANE_CORE_KEY_SECRET_ID");
+        let model_env =
+            &function["Properties"]["Environment"]["Variables"]["AGENTPLANE_MODEL_API_KEY_SECRET_ID"];
+        assert_eq!(
+            !model_env.is_null(),
+            allowed.contains("ModelApiKeySecret"),
+            "{id}: AGENTPLANE_MODEL_API_KEY_SECRET_ID"
+        );
         for policy in function["Properties"]["Policies"].as_sequence().expect("Policies") {
             assert!(!policy.is_string(), "{id}: managed policy {policy:?} is broader than needed");
         }

@@ -2,19 +2,86 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use agentplane_domain::api_key::CoreKey;
+use agentplane_domain::pricing::PriceTable;
+use agentplane_engine::bus::retention_days_from_env;
+use agentplane_engine::{Engine, EventBus, ModelConfig};
 use agentplane_store::{ResourceNames, Store};
 use anyhow::Context;
+
+/// Settings of the live event stream.
+#[derive(Clone, Debug)]
+pub struct StreamConfig {
+    /// A `:` comment at least this often while nothing happens.
+    pub keep_alive: Duration,
+    /// How often a stream looks for events written by other processes.
+    pub poll: Duration,
+    /// The `retry:` hint sent to clients, in milliseconds.
+    pub retry_ms: u64,
+    /// A stream ends after this long (Lambda's ceiling); clients resume with Last-Event-ID.
+    pub max_duration: Duration,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        Self {
+            keep_alive: Duration::from_secs(15),
+            poll: Duration::from_millis(500),
+            retry_ms: 2000,
+            max_duration: Duration::from_secs(14 * 60),
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct App {
     pub store: Store,
     core_key: Option<Arc<CoreKey>>,
+    pub engine: Engine,
+    pub stream: StreamConfig,
+    /// The synchronous call ceiling (`AGENT_SYNC_TIMEOUT_MS`, at most and by default 600 s).
+    pub sync_ceiling: Duration,
 }
 
 impl App {
+    /// An app whose model settings come from the environment; see `with_model` to point it
+    /// elsewhere.
     pub fn new(store: Store, core_key: Option<CoreKey>) -> Self {
-        Self { store, core_key: core_key.map(Arc::new) }
+        let engine = Engine::new(
+            store.clone(),
+            ModelConfig::from_env(),
+            PriceTable::default(),
+            EventBus::new(retention_days_from_env()),
+        );
+        let ceiling = std::env::var("AGENT_SYNC_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(agentplane_domain::agent::SYNC_TIMEOUT_CEILING_MS)
+            .min(agentplane_domain::agent::SYNC_TIMEOUT_CEILING_MS);
+        Self {
+            store,
+            core_key: core_key.map(Arc::new),
+            engine,
+            stream: StreamConfig::default(),
+            sync_ceiling: Duration::from_millis(ceiling),
+        }
+    }
+
+    pub fn with_model(mut self, config: ModelConfig) -> Self {
+        self.engine.model = agentplane_engine::ModelClient::new(config);
+        self
+    }
+
+    pub fn with_prices(mut self, prices: PriceTable) -> Self {
+        self.engine.prices = Arc::new(prices);
+        self
+    }
+
+    pub fn with_stream(mut self, stream: StreamConfig) -> Self {
+        self.stream = stream;
+        self
     }
 
     /// From the environment, as Lambda and the local gateway run it. The Core key comes from
@@ -31,7 +98,12 @@ impl App {
                 (_, Ok(secret_id)) => Some(core_key_from_secret(&sdk, &secret_id).await?),
                 _ => None,
             };
-        Ok(Self::new(store, core_key))
+        let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
+        let mut model = ModelConfig::from_env();
+        if let Ok(secret_id) = std::env::var("AGENTPLANE_MODEL_API_KEY_SECRET_ID") {
+            model.api_key = Some(secret_string(&sdk, &secret_id).await.context("reading the model API key")?);
+        }
+        Ok(Self::new(store, core_key).with_prices(prices).with_model(model))
     }
 
     /// `None` when the deployment configured no Core key: every Core request is then refused.
@@ -41,13 +113,12 @@ impl App {
 }
 
 async fn core_key_from_secret(sdk: &aws_config::SdkConfig, secret_id: &str) -> anyhow::Result<CoreKey> {
+    let value = secret_string(sdk, secret_id).await.context("reading the Core key from Secrets Manager")?;
+    CoreKey::new(value).context("the Core key secret is shorter than 16 characters")
+}
+
+async fn secret_string(sdk: &aws_config::SdkConfig, secret_id: &str) -> anyhow::Result<String> {
     let client = aws_sdk_secretsmanager::Client::new(sdk);
-    let out = client
-        .get_secret_value()
-        .secret_id(secret_id)
-        .send()
-        .await
-        .context("reading the Core key from Secrets Manager")?;
-    let value = out.secret_string().context("the Core key secret has no string value")?;
-    CoreKey::new(value.trim()).context("the Core key secret is shorter than 16 characters")
+    let out = client.get_secret_value().secret_id(secret_id).send().await?;
+    Ok(out.secret_string().context("the secret has no string value")?.trim().to_owned())
 }

@@ -14,6 +14,8 @@ pub struct ApiError {
     pub message: String,
     /// Extra snake_case fields where they help (`param`, `pending_action_ids`, …).
     pub extra: Map<String, Value>,
+    /// The older Responses shape `{"error": "message"}` (a missing or unknown agent).
+    pub legacy: bool,
 }
 
 impl ApiError {
@@ -23,7 +25,12 @@ impl ApiError {
         code: &'static str,
         message: impl Into<String>,
     ) -> Self {
-        Self { status, kind, code, message: message.into(), extra: Map::new() }
+        Self { status, kind, code, message: message.into(), extra: Map::new(), legacy: false }
+    }
+
+    /// `{"error": "message"}`, as the spec keeps for a missing or unknown agent on Responses.
+    pub fn legacy(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { legacy: true, ..Self::new(status, "invalid_request_error", code, message) }
     }
 
     pub fn with(mut self, field: &str, value: impl Into<Value>) -> Self {
@@ -34,6 +41,9 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.legacy {
+            return (self.status, Json(json!({ "error": self.message }))).into_response();
+        }
         let mut error = Map::new();
         error.insert("type".into(), json!(self.kind));
         error.insert("code".into(), json!(self.code));

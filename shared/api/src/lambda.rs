@@ -21,7 +21,12 @@ pub fn init_tracing() {
 pub async fn serve(route: Route) -> Result<(), lambda_http::Error> {
     init_tracing();
     let app = App::from_env().await?;
-    lambda_http::run(routes::router(app, &[route])).await
+    let router = routes::router(app, &[route]);
+    if route.streaming() {
+        lambda_http::run_with_streaming_response(router).await
+    } else {
+        lambda_http::run(router).await
+    }
 }
 
 /// Human-readable logs for the local gateway and tests.

@@ -22,6 +22,17 @@ pub enum Route {
     ClientSessionsGet,
     ClientSessionsUpdate,
     ClientSessionsDelete,
+    ClientAgentsCreate,
+    ClientAgentsList,
+    ClientAgentsGet,
+    ClientAgentsUpdate,
+    ClientAgentsPublish,
+    ClientAgentsVersions,
+    ClientResponsesCreate,
+    ClientAgentResponsesCreate,
+    ClientSessionMessagesCreate,
+    ClientSessionEventsList,
+    ClientSessionEventsStream,
 }
 
 impl Route {
@@ -35,6 +46,17 @@ impl Route {
         Route::ClientSessionsGet,
         Route::ClientSessionsUpdate,
         Route::ClientSessionsDelete,
+        Route::ClientAgentsCreate,
+        Route::ClientAgentsList,
+        Route::ClientAgentsGet,
+        Route::ClientAgentsUpdate,
+        Route::ClientAgentsPublish,
+        Route::ClientAgentsVersions,
+        Route::ClientResponsesCreate,
+        Route::ClientAgentResponsesCreate,
+        Route::ClientSessionMessagesCreate,
+        Route::ClientSessionEventsList,
+        Route::ClientSessionEventsStream,
     ];
 
     /// (function binary name, method, path). Paths use `{param}`, which axum and API Gateway
@@ -62,6 +84,37 @@ impl Route {
             Route::ClientSessionsDelete => {
                 ("client-sessions-delete", Method::DELETE, "/api/client/v1/sessions/{session_id}")
             }
+            Route::ClientAgentsCreate => ("client-agents-create", Method::POST, "/api/client/v1/agents"),
+            Route::ClientAgentsList => ("client-agents-list", Method::GET, "/api/client/v1/agents"),
+            Route::ClientAgentsGet => ("client-agents-get", Method::GET, "/api/client/v1/agents/{agent_id}"),
+            Route::ClientAgentsUpdate => {
+                ("client-agents-update", Method::PATCH, "/api/client/v1/agents/{agent_id}")
+            }
+            Route::ClientAgentsPublish => {
+                ("client-agents-publish", Method::POST, "/api/client/v1/agents/{agent_id}/publish")
+            }
+            Route::ClientAgentsVersions => {
+                ("client-agents-versions", Method::GET, "/api/client/v1/agents/{agent_id}/versions")
+            }
+            Route::ClientResponsesCreate => {
+                ("client-responses-create", Method::POST, "/api/client/v1/responses")
+            }
+            Route::ClientAgentResponsesCreate => {
+                ("client-agent-responses-create", Method::POST, "/api/client/v1/agents/responses")
+            }
+            Route::ClientSessionMessagesCreate => (
+                "client-session-messages-create",
+                Method::POST,
+                "/api/client/v1/sessions/{session_id}/messages",
+            ),
+            Route::ClientSessionEventsList => {
+                ("client-session-events-list", Method::GET, "/api/client/v1/sessions/{session_id}/events")
+            }
+            Route::ClientSessionEventsStream => (
+                "client-session-events-stream",
+                Method::GET,
+                "/api/client/v1/sessions/{session_id}/events/stream",
+            ),
         }
     }
 
@@ -88,6 +141,47 @@ impl Route {
             Route::ClientSessionsGet => get(client::sessions::get),
             Route::ClientSessionsUpdate => patch(client::sessions::update),
             Route::ClientSessionsDelete => delete(client::sessions::delete),
+            Route::ClientAgentsCreate => post(client::agents::create),
+            Route::ClientAgentsList => get(client::agents::list),
+            Route::ClientAgentsGet => get(client::agents::get),
+            Route::ClientAgentsUpdate => patch(client::agents::update),
+            Route::ClientAgentsPublish => post(client::agents::publish),
+            Route::ClientAgentsVersions => get(client::agents::versions),
+            Route::ClientResponsesCreate => post(client::responses::create_draft),
+            Route::ClientAgentResponsesCreate => post(client::responses::create_published),
+            Route::ClientSessionMessagesCreate => post(client::responses::session_message),
+            Route::ClientSessionEventsList => get(client::events::list),
+            Route::ClientSessionEventsStream => get(client::events::stream),
+        }
+    }
+
+    /// Routes whose answer is a long-lived stream (Lambda response streaming).
+    pub fn streaming(self) -> bool {
+        matches!(self, Route::ClientSessionEventsStream)
+    }
+
+    /// Routes that hold the call while an agent turn runs (up to the 600 s sync ceiling).
+    pub fn runs_turns(self) -> bool {
+        matches!(
+            self,
+            Route::ClientResponsesCreate
+                | Route::ClientAgentResponsesCreate
+                | Route::ClientSessionMessagesCreate
+        )
+    }
+
+    /// The stack resources (logical ids in infra/template.yaml) this route's function may
+    /// touch: its least-privilege grant, checked against the template by tests/infra.rs.
+    pub fn resources(self) -> &'static [&'static str] {
+        let name = self.function_name();
+        if name.starts_with("core-") {
+            &["MainTable", "CoreKeySecret"]
+        } else if self.runs_turns() {
+            &["MainTable", "EventsTable", "ModelApiKeySecret"]
+        } else if matches!(self, Route::ClientSessionEventsList | Route::ClientSessionEventsStream) {
+            &["MainTable", "EventsTable"]
+        } else {
+            &["MainTable"]
         }
     }
 

@@ -2,11 +2,14 @@
 //! clock reads (callers pass `now`), no I/O. The rules that are easy to get wrong live here so that
 //! they are cheap to test exhaustively.
 
+pub mod agent;
 pub mod api_key;
 pub mod error;
+pub mod event;
 pub mod ids;
 pub mod metadata;
 pub mod page;
+pub mod pricing;
 pub mod project;
 pub mod query;
 pub mod session;

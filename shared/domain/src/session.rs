@@ -4,8 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::agent::Channel;
 use crate::ids::AgentId;
 use crate::metadata::Metadata;
+use crate::pricing::Usage;
 use crate::{ProjectId, SessionId, Timestamp, ValidationError};
 
 pub const MAX_TITLE_CHARS: usize = 256;
@@ -84,7 +86,7 @@ impl Title {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     pub id: SessionId,
     pub project_id: ProjectId,
@@ -94,6 +96,14 @@ pub struct Session {
     pub environment_mode: EnvironmentMode,
     pub runtime_status: RuntimeStatus,
     pub stop_reason: Option<StopReason>,
+    /// Which config the session's turns run (set by the turn that last ran).
+    #[serde(default)]
+    pub agent_channel: Option<Channel>,
+    /// Measured usage: the sum of every recorded turn's token snapshot, running turns included.
+    #[serde(default)]
+    pub usage: Usage,
+    #[serde(default)]
+    pub cost_usd: f64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -118,6 +128,9 @@ impl NewSession {
             environment_mode: self.environment_mode,
             runtime_status: RuntimeStatus::Idle,
             stop_reason: None,
+            agent_channel: None,
+            usage: Usage::default(),
+            cost_usd: 0.0,
             created_at: now,
             updated_at: now,
         }

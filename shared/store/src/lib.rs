@@ -7,7 +7,9 @@ pub mod error;
 pub mod provision;
 pub mod resources;
 
+pub use dynamo::agents::Agents;
 pub use dynamo::api_keys::ApiKeys;
+pub use dynamo::events::EventLog;
 pub use dynamo::projects::Projects;
 pub use dynamo::sessions::Sessions;
 pub use error::StoreError;
@@ -42,5 +44,13 @@ impl Store {
 
     pub fn sessions(&self) -> Sessions<'_> {
         Sessions::new(self)
+    }
+
+    pub fn agents(&self) -> Agents<'_> {
+        Agents::new(self)
+    }
+
+    pub fn events(&self) -> EventLog<'_> {
+        EventLog::new(self)
     }
 }

@@ -35,3 +35,34 @@ pub fn store(not_found: fn() -> ApiError) -> impl FnOnce(StoreError) -> ApiError
         other => ApiError::storage(&other),
     }
 }
+
+pub fn agent_not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "agent_not_found", "agent not found")
+}
+
+pub fn session_busy() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "conflict_error",
+        "session_busy",
+        "a turn is already running in this session; wait for it to end",
+    )
+}
+
+pub fn agent_not_published() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "conflict_error",
+        "agent_not_published",
+        "the agent has no published version; publish it, or call POST /api/client/v1/responses to run the draft",
+    )
+}
+
+pub fn concurrent_update() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "conflict_error",
+        "concurrent_update",
+        "the agent changed meanwhile; try again",
+    )
+}

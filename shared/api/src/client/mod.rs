@@ -1,5 +1,8 @@
 //! The client API (`/api/client/v1`): integrators, authenticated by a project key.
 
+pub mod agents;
 pub mod auth;
 pub mod error;
+pub mod events;
+pub mod responses;
 pub mod sessions;

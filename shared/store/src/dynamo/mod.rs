@@ -1,6 +1,8 @@
 //! DynamoDB adapters, one module per entity: its keys, its item mapping and its queries.
 
+pub mod agents;
 pub mod api_keys;
+pub mod events;
 pub mod keys;
 pub mod page;
 pub mod projects;

@@ -168,3 +168,110 @@ impl<'a> Sessions<'a> {
         Ok(())
     }
 }
+
+/// Turn bookkeeping on the session item: one turn at a time, usage added atomically.
+impl Sessions<'_> {
+    /// Marks the session running for `turn_id`, only if it is idle. `Conflict` means another
+    /// turn holds it; `NotFound` that there is no such live session.
+    pub async fn begin_turn(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+        turn_id: &str,
+        agent: &agentplane_domain::ids::AgentId,
+        channel: agentplane_domain::agent::Channel,
+        now: Timestamp,
+    ) -> Result<Session, StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(session_sk(id)))
+            .condition_expression(format!("{LIVE} AND runtime_status = :idle"))
+            .update_expression(
+                "SET runtime_status = :running, current_turn_id = :turn, agent_id = :agent, \
+                 agent_channel = :channel, updated_at = :now",
+            )
+            .expression_attribute_values(":idle", s("idle"))
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":turn", s(turn_id))
+            .expression_attribute_values(":agent", serde_dynamo::to_attribute_value(agent)?)
+            .expression_attribute_values(":channel", serde_dynamo::to_attribute_value(channel)?)
+            .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let item: SessionItem = serde_dynamo::from_item(out.attributes.unwrap_or_default())?;
+                Ok(item.session)
+            }
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
+                // Tell "busy" from "gone".
+                self.get(project, id).await?;
+                Err(StoreError::Conflict)
+            }
+            Err(err) => Err(backend(err)),
+        }
+    }
+
+    /// Ends the turn that holds the session: back to idle with its stop reason. Only the
+    /// holder can end it.
+    pub async fn end_turn(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+        turn_id: &str,
+        stop_reason: agentplane_domain::session::StopReason,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(session_sk(id)))
+            .condition_expression("current_turn_id = :turn")
+            .update_expression(
+                "SET runtime_status = :idle, stop_reason = :reason, updated_at = :now REMOVE current_turn_id",
+            )
+            .expression_attribute_values(":turn", s(turn_id))
+            .expression_attribute_values(":idle", s("idle"))
+            .expression_attribute_values(":reason", serde_dynamo::to_attribute_value(stop_reason)?)
+            .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    /// Adds one model call's tokens and cost to the session's measured totals (atomic `ADD`,
+    /// so concurrent writers never lose an update).
+    pub async fn add_usage(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+        usage: agentplane_domain::pricing::Usage,
+        cost_usd: f64,
+    ) -> Result<(), StoreError> {
+        let n = |v: String| aws_sdk_dynamodb::types::AttributeValue::N(v);
+        self.store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(session_sk(id)))
+            .condition_expression("attribute_exists(PK)")
+            .update_expression("ADD #u.input_tokens :i, #u.output_tokens :o, cost_usd :c")
+            .expression_attribute_names("#u", "usage")
+            .expression_attribute_values(":i", n(usage.input_tokens.to_string()))
+            .expression_attribute_values(":o", n(usage.output_tokens.to_string()))
+            .expression_attribute_values(":c", n(format!("{cost_usd:.8}")))
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+}

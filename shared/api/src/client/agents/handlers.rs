@@ -1,0 +1,142 @@
+use agentplane_domain::ValidationError;
+use agentplane_domain::agent::{self, Agent};
+use agentplane_domain::ids::AgentId;
+use agentplane_domain::page::PageRequest;
+use agentplane_domain::query::Query;
+use agentplane_store::StoreError;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::wire::{render, render_version};
+use crate::body::JsonObject;
+use crate::client::auth::ProjectAuth;
+use crate::client::error::{self, agent_not_found, concurrent_update, cursor_not_found};
+use crate::envelope::ApiError;
+use crate::{App, edge};
+
+fn agent_id(text: &str) -> Result<AgentId, ApiError> {
+    text.parse().map_err(|_| agent_not_found())
+}
+
+/// Every tool an agent names must exist in the registry.
+fn check_tools(app: &App, agent: &Agent) -> Result<(), ApiError> {
+    for (i, name) in agent.draft.tools.iter().enumerate() {
+        if !app.engine.tools.contains(name) {
+            let known: Vec<&str> = app.engine.tools.names().collect();
+            return Err(ValidationError::new(
+                format!("tools[{i}]"),
+                format!("unknown tool `{name}`; known: {}", known.join(", ")),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+pub async fn create(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let id = AgentId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
+    let agent = agent::new_agent(&body, id, auth.project_id, edge::now())?;
+    check_tools(&app, &agent)?;
+    app.store.agents().create(&agent).await.map_err(|e| ApiError::storage(&e))?;
+    Ok((StatusCode::CREATED, Json(render(&agent))))
+}
+
+pub async fn list(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
+    let after = match &page.after {
+        Some(text) => Some(text.parse::<AgentId>().map_err(|_| cursor_not_found())?),
+        None => None,
+    };
+    let found = app
+        .store
+        .agents()
+        .list(&auth.project_id, &page, after.as_ref())
+        .await
+        .map_err(error::store(cursor_not_found))?;
+    Ok(Json(crate::list::body(&found, render, |a| a.id.to_string())))
+}
+
+pub async fn get(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let agent = app
+        .store
+        .agents()
+        .get(&auth.project_id, &agent_id(&id)?)
+        .await
+        .map_err(error::store(agent_not_found))?;
+    Ok(Json(render(&agent)))
+}
+
+/// Edits the draft (and `execution`, which is live). A concurrent edit is retried on the
+/// fresh agent a few times, so two patches of different fields both land.
+pub async fn update(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path(id): Path<String>,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<Json<Value>, ApiError> {
+    let id = agent_id(&id)?;
+    for _ in 0..5 {
+        let mut agent =
+            app.store.agents().get(&auth.project_id, &id).await.map_err(error::store(agent_not_found))?;
+        let previous = agent.updated_at;
+        let now = edge::now().max(previous.plus_millis(1));
+        agent::patch_agent(&mut agent, &body, now)?;
+        check_tools(&app, &agent)?;
+        match app.store.agents().replace(&agent, previous).await {
+            Ok(()) => return Ok(Json(render(&agent))),
+            Err(StoreError::Conflict) => continue,
+            Err(err) => return Err(ApiError::storage(&err)),
+        }
+    }
+    Err(concurrent_update())
+}
+
+/// Freezes the draft as the next version.
+pub async fn publish(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let id = agent_id(&id)?;
+    for _ in 0..5 {
+        let agent =
+            app.store.agents().get(&auth.project_id, &id).await.map_err(error::store(agent_not_found))?;
+        let now = edge::now().max(agent.updated_at.plus_millis(1));
+        match app.store.agents().publish(&agent, now).await {
+            Ok(version) => return Ok((StatusCode::CREATED, Json(render_version(&version)))),
+            Err(StoreError::Conflict) => continue,
+            Err(err) => return Err(ApiError::storage(&err)),
+        }
+    }
+    Err(concurrent_update())
+}
+
+pub async fn versions(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = agent_id(&id)?;
+    // Resolving the agent in this project first keeps other projects' versions invisible.
+    app.store.agents().get(&auth.project_id, &id).await.map_err(error::store(agent_not_found))?;
+    let versions = app.store.agents().versions(&id).await.map_err(|e| ApiError::storage(&e))?;
+    Ok(Json(json!({
+        "object": "list",
+        "data": versions.iter().map(render_version).collect::<Vec<_>>(),
+        "has_more": false,
+    })))
+}

@@ -1,0 +1,10 @@
+//! The session event log over HTTP: a poll route and a resumable Server-Sent-Events stream.
+//! Events carry a per-session gapless `id` (the sequence); clients must ignore event types they
+//! do not know, since later releases add new ones.
+
+mod poll;
+mod stream;
+mod wire;
+
+pub use poll::list;
+pub use stream::stream;

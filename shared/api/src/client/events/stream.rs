@@ -1,0 +1,117 @@
+//! `GET /api/client/v1/sessions/{id}/events/stream`: Server-Sent Events. Each event's `id:` is
+//! its sequence number; a client that reconnects with `Last-Event-ID` (or `?after=`) gets every
+//! later event exactly once. A `:` comment keeps the connection alive while nothing happens, and
+//! a `retry:` hint tells clients how soon to reconnect.
+
+use std::convert::Infallible;
+
+use agentplane_domain::page::PageLimit;
+use agentplane_domain::query::Query;
+use agentplane_domain::{SessionId, ValidationError};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, header};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::wire::{parse_seq, render};
+use crate::App;
+use crate::client::auth::ProjectAuth;
+use crate::client::error::{self, session_not_found};
+use crate::envelope::ApiError;
+
+/// Where to resume: `Last-Event-ID` wins over `?after=`; neither means from the start.
+fn resume_point(headers: &HeaderMap, query: &Query) -> Result<u64, ApiError> {
+    if let Some(value) = headers.get("last-event-id") {
+        let text = value.to_str().unwrap_or_default().trim();
+        return parse_seq(text).ok_or_else(|| {
+            ValidationError::new("Last-Event-ID", "`Last-Event-ID` must be a non-negative integer").into()
+        });
+    }
+    match query.single("after")? {
+        Some(text) => parse_seq(text)
+            .ok_or_else(|| ValidationError::new("after", "`after` must be a non-negative integer").into()),
+        None => Ok(0),
+    }
+}
+
+fn frame(event: &agentplane_domain::event::Event) -> Bytes {
+    let data = render(event).to_string();
+    Bytes::from(format!("id: {}\nevent: {}\ndata: {data}\n\n", event.seq, event.kind.as_str()))
+}
+
+pub async fn stream(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let id: SessionId = id.parse().map_err(|_| session_not_found())?;
+    let query = Query::parse(raw.as_deref());
+    let mut cursor = resume_point(&headers, &query)?;
+    app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))?;
+
+    let (tx, mut rx) = mpsc::channel::<Bytes>(32);
+    let config = app.stream.clone();
+    let mut news = app.engine.bus.subscribe();
+    tokio::spawn(async move {
+        let started = Instant::now();
+        if tx.send(Bytes::from(format!("retry: {}\n\n", config.retry_ms))).await.is_err() {
+            return;
+        }
+        let mut last_write = Instant::now();
+        let limit = PageLimit::new(100).unwrap_or(PageLimit::DEFAULT);
+        while started.elapsed() < config.max_duration {
+            match app.store.events().list_after(&id, cursor, limit).await {
+                Ok(page) => {
+                    for event in &page.items {
+                        if tx.send(frame(event)).await.is_err() {
+                            return; // the client went away
+                        }
+                        cursor = event.seq;
+                        last_write = Instant::now();
+                    }
+                    if page.has_more {
+                        continue;
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err, "event stream read failed; retrying"),
+            }
+            if last_write.elapsed() >= config.keep_alive {
+                if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                    return;
+                }
+                last_write = Instant::now();
+            }
+            // Wake on news of this session from this process, or poll for other writers.
+            let wait = config.poll.min(config.keep_alive.saturating_sub(last_write.elapsed()));
+            let _ = tokio::time::timeout(wait, async {
+                loop {
+                    match news.recv().await {
+                        Ok(session) if session == id => return,
+                        Ok(_) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                }
+            })
+            .await;
+            if tx.is_closed() {
+                return;
+            }
+        }
+    });
+    let body = Body::from_stream(futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx).map(|chunk| chunk.map(Ok::<_, Infallible>))
+    }));
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}

@@ -1,0 +1,204 @@
+use agentplane_domain::SessionId;
+use agentplane_domain::agent::{Agent, Channel, VersionedConfig};
+use agentplane_domain::ids::AgentId;
+use agentplane_domain::metadata::Metadata;
+use agentplane_domain::session::{NewSession, Session};
+use agentplane_engine::{TurnError, TurnRequest};
+use agentplane_store::StoreError;
+use axum::Json;
+use axum::extract::{Path, State};
+use http::StatusCode;
+use serde_json::{Map, Value};
+
+use super::validation::input_text;
+use super::wire::{Rendered, render};
+use crate::body::JsonObject;
+use crate::client::auth::ProjectAuth;
+use crate::client::error::{self, agent_not_published, session_busy, session_not_found};
+use crate::envelope::ApiError;
+use crate::{App, edge};
+
+/// `agent` is required; a missing or unknown one answers the older `{"error": "…"}` shape.
+async fn load_agent(app: &App, auth: &ProjectAuth, value: Option<&Value>) -> Result<Agent, ApiError> {
+    let text = match value {
+        Some(Value::String(s)) => s,
+        None | Some(Value::Null) => {
+            return Err(ApiError::legacy(StatusCode::BAD_REQUEST, "agent_required", "`agent` is required"));
+        }
+        Some(_) => {
+            return Err(ApiError::legacy(
+                StatusCode::BAD_REQUEST,
+                "agent_required",
+                "`agent` must be an agent id",
+            ));
+        }
+    };
+    let not_found =
+        || ApiError::legacy(StatusCode::NOT_FOUND, "agent_not_found", format!("agent {text} not found"));
+    let id: AgentId = text.parse().map_err(|_| not_found())?;
+    match app.store.agents().get(&auth.project_id, &id).await {
+        Ok(agent) => Ok(agent),
+        Err(StoreError::NotFound) => Err(not_found()),
+        Err(err) => Err(ApiError::storage(&err)),
+    }
+}
+
+/// The config a channel runs: the draft, or the newest published version.
+async fn config_for(
+    app: &App,
+    agent: &Agent,
+    channel: Channel,
+) -> Result<(VersionedConfig, Option<u32>), ApiError> {
+    match channel {
+        Channel::Draft => Ok((agent.draft.clone(), None)),
+        Channel::Published => {
+            let number = agent.latest_version.ok_or_else(agent_not_published)?;
+            let version =
+                app.store.agents().version(&agent.id, number).await.map_err(|e| ApiError::storage(&e))?;
+            Ok((version.config, Some(number)))
+        }
+    }
+}
+
+fn metadata(body: &Map<String, Value>) -> Result<Metadata, ApiError> {
+    Ok(body.get("metadata").map(|v| Metadata::from_json("metadata", v)).transpose()?.unwrap_or_default())
+}
+
+async fn session_for(
+    app: &App,
+    auth: &ProjectAuth,
+    body: &Map<String, Value>,
+    agent: &Agent,
+    metadata: &Metadata,
+) -> Result<Session, ApiError> {
+    match body.get("session_id") {
+        None | Some(Value::Null) => {
+            let id = SessionId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
+            let new =
+                NewSession { agent_id: Some(agent.id), metadata: metadata.clone(), ..NewSession::default() };
+            let session = new.into_session(id, auth.project_id, edge::now());
+            app.store.sessions().create(&session).await.map_err(|e| ApiError::storage(&e))?;
+            Ok(session)
+        }
+        Some(Value::String(text)) => {
+            let id: SessionId = text.parse().map_err(|_| session_not_found())?;
+            app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))
+        }
+        Some(_) => {
+            Err(agentplane_domain::ValidationError::new("session_id", "`session_id` must be a string").into())
+        }
+    }
+}
+
+/// Runs the turn in its own task (it must end and release the session even if the caller
+/// hangs up) and waits for it.
+async fn run(
+    app: &App,
+    auth: &ProjectAuth,
+    agent: &Agent,
+    channel: Channel,
+    session: &Session,
+    input: String,
+    metadata: &Metadata,
+) -> Result<Json<Value>, ApiError> {
+    let (config, version) = config_for(app, agent, channel).await?;
+    let timeout = app.sync_ceiling.min(std::time::Duration::from_millis(agent.execution.sync_timeout_ms));
+    let model = config.model.clone();
+    let request = TurnRequest {
+        project_id: auth.project_id,
+        session_id: session.id,
+        agent_id: agent.id,
+        channel,
+        version,
+        config,
+        input,
+        deadline: tokio::time::Instant::now() + timeout,
+    };
+    let engine = app.engine.clone();
+    let created_at = edge::now().unix_seconds();
+    let outcome = tokio::spawn(async move { engine.run_turn(request).await })
+        .await
+        .map_err(|_| ApiError::internal("the turn task failed"))?;
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(TurnError::Busy) => return Err(session_busy().with("session_id", session.id.to_string())),
+        Err(TurnError::SessionNotFound) => return Err(session_not_found()),
+        Err(TurnError::Storage(err)) => return Err(ApiError::storage(&err)),
+    };
+    let rendered = Rendered {
+        session_id: session.id,
+        agent_id: agent.id.to_string(),
+        version,
+        model: &model,
+        metadata,
+        created_at,
+    };
+    Ok(Json(render(&rendered, &outcome)))
+}
+
+async fn respond(
+    app: App,
+    auth: ProjectAuth,
+    body: Map<String, Value>,
+    channel: Channel,
+) -> Result<Json<Value>, ApiError> {
+    let agent = load_agent(&app, &auth, body.get("agent")).await?;
+    let input = input_text(body.get("input"))?;
+    let metadata = metadata(&body)?;
+    if channel == Channel::Published && agent.latest_version.is_none() {
+        return Err(agent_not_published());
+    }
+    let session = session_for(&app, &auth, &body, &agent, &metadata).await?;
+    run(&app, &auth, &agent, channel, &session, input, &metadata).await
+}
+
+/// `POST /api/client/v1/responses`: runs the draft.
+pub async fn create_draft(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<Json<Value>, ApiError> {
+    respond(app, auth, body, Channel::Draft).await
+}
+
+/// `POST /api/client/v1/agents/responses`: runs the published version.
+pub async fn create_published(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<Json<Value>, ApiError> {
+    respond(app, auth, body, Channel::Published).await
+}
+
+/// `POST /api/client/v1/sessions/{id}/messages`: asks in an existing session, with the agent
+/// and channel it last ran (or `agent` from the body).
+pub async fn session_message(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path(id): Path<String>,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<Json<Value>, ApiError> {
+    let id: SessionId = id.parse().map_err(|_| session_not_found())?;
+    let session =
+        app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))?;
+    let input = input_text(body.get("input"))?;
+    let agent = match (body.get("agent"), session.agent_id) {
+        (Some(value), _) => load_agent(&app, &auth, Some(value)).await?,
+        (None, Some(agent_id)) => app
+            .store
+            .agents()
+            .get(&auth.project_id, &agent_id)
+            .await
+            .map_err(error::store(error::agent_not_found))?,
+        (None, None) => {
+            return Err(agentplane_domain::ValidationError::new(
+                "agent",
+                "the session has no agent yet; give `agent`",
+            )
+            .into());
+        }
+    };
+    let channel = session.agent_channel.unwrap_or(Channel::Draft);
+    let metadata = session.metadata.clone();
+    run(&app, &auth, &agent, channel, &session, input, &metadata).await
+}

@@ -1,0 +1,9 @@
+//! Turns through the client API: `POST /responses` (the draft), `POST /agents/responses` (the
+//! published version) and `POST /sessions/{id}/messages`. The turn itself is
+//! `agentplane_engine::Engine::run_turn`.
+
+mod handlers;
+mod validation;
+mod wire;
+
+pub use handlers::{create_draft, create_published, session_message};

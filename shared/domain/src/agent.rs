@@ -1,0 +1,376 @@
+//! Agents: a mutable draft config and immutable published versions. `execution` is operational
+//! and read live from the agent; everything else travels with the version that runs.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::ids::AgentId;
+use crate::project::Name;
+use crate::{ProjectId, Timestamp, ValidationError};
+
+pub const MAX_MODEL_CHARS: usize = 128;
+pub const MAX_INSTRUCTIONS_CHARS: usize = 32_768;
+pub const MAX_TOOLS: usize = 32;
+pub const MAX_STEPS_CEILING: u32 = 50;
+pub const DEFAULT_MAX_STEPS: u32 = 8;
+/// The synchronous call ceiling: 600 s (`AGENT_SYNC_TIMEOUT_MS`); an agent can only lower it.
+pub const SYNC_TIMEOUT_CEILING_MS: u64 = 600_000;
+/// The background run ceiling: 30 min.
+pub const BACKGROUND_CEILING_MS: u64 = 1_800_000;
+
+/// Operational settings, read from the live agent (no publish needed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Execution {
+    pub sync_timeout_ms: u64,
+    /// Session budget in USD; `None` means no budget.
+    pub max_cost_usd: Option<f64>,
+    pub budget_action: BudgetAction,
+    pub background_enabled: bool,
+    pub background_max_duration_ms: u64,
+    pub default_callback_url: Option<String>,
+}
+
+impl Default for Execution {
+    fn default() -> Self {
+        Self {
+            sync_timeout_ms: SYNC_TIMEOUT_CEILING_MS,
+            max_cost_usd: None,
+            budget_action: BudgetAction::Pause,
+            background_enabled: false,
+            background_max_duration_ms: BACKGROUND_CEILING_MS,
+            default_callback_url: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetAction {
+    Pause,
+    Stop,
+}
+
+/// Session files (travel with the version).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Attachments {
+    pub enabled: bool,
+    pub bucket: Option<String>,
+    pub max_files: u32,
+    pub max_file_bytes: u64,
+}
+
+impl Default for Attachments {
+    fn default() -> Self {
+        Self { enabled: false, bucket: None, max_files: 10, max_file_bytes: 20 * 1024 * 1024 }
+    }
+}
+
+/// Approvals and questions (travel with the version).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HumanInTheLoop {
+    /// Tools that need a person's approval before they run.
+    pub tool_approvals: Vec<String>,
+    /// Minutes an action waits for an answer; `0` = never expires.
+    pub approval_timeout_minutes: u32,
+    pub questions_enabled: bool,
+}
+
+impl Default for HumanInTheLoop {
+    fn default() -> Self {
+        Self { tool_approvals: Vec::new(), approval_timeout_minutes: 1440, questions_enabled: false }
+    }
+}
+
+/// What a published version freezes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VersionedConfig {
+    pub model: String,
+    pub instructions: String,
+    pub tools: Vec<String>,
+    pub max_steps: u32,
+    pub attachments: Attachments,
+    #[serde(rename = "humanInTheLoop")]
+    pub human_in_the_loop: HumanInTheLoop,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Agent {
+    pub id: AgentId,
+    pub project_id: ProjectId,
+    pub name: Name,
+    pub draft: VersionedConfig,
+    pub execution: Execution,
+    /// The newest published version number; `None` until the first publish.
+    pub latest_version: Option<u32>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentVersion {
+    pub agent_id: AgentId,
+    pub version: u32,
+    pub config: VersionedConfig,
+    pub published_at: Timestamp,
+}
+
+/// Which config a turn runs: the draft, or a published version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Channel {
+    Draft,
+    Published,
+}
+
+fn string_field(
+    body: &Map<String, Value>,
+    field: &str,
+    max: usize,
+    required: bool,
+) -> Result<Option<String>, ValidationError> {
+    match body.get(field) {
+        None | Some(Value::Null) if required => {
+            Err(ValidationError::new(field, format!("`{field}` is required")))
+        }
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if required && s.trim().is_empty() => {
+            Err(ValidationError::new(field, format!("`{field}` must not be empty")))
+        }
+        Some(Value::String(s)) if s.chars().count() > max => {
+            Err(ValidationError::new(field, format!("`{field}` may be at most {max} characters")))
+        }
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ValidationError::new(field, format!("`{field}` must be a string"))),
+    }
+}
+
+fn section<T: serde::de::DeserializeOwned>(
+    body: &Map<String, Value>,
+    field: &str,
+) -> Result<Option<T>, ValidationError> {
+    match body.get(field) {
+        None => Ok(None),
+        // Serde would also read a struct from an array; only an object is a section.
+        Some(value) if !value.is_object() => {
+            Err(ValidationError::new(field, format!("`{field}` must be an object")))
+        }
+        Some(value) => serde_json::from_value(value.clone())
+            .map(Some)
+            .map_err(|e| ValidationError::new(field, format!("`{field}` is invalid: {e}"))),
+    }
+}
+
+fn tools(body: &Map<String, Value>) -> Result<Option<Vec<String>>, ValidationError> {
+    let Some(value) = body.get("tools") else { return Ok(None) };
+    let Value::Array(items) = value else {
+        return Err(ValidationError::new("tools", "`tools` must be an array of tool names"));
+    };
+    if items.len() > MAX_TOOLS {
+        return Err(ValidationError::new("tools", format!("at most {MAX_TOOLS} tools")));
+    }
+    let mut names = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        // A bare name, or `{"type":"function","name":…}` as OpenAI-style clients send it.
+        let name = match item {
+            Value::String(s) => Some(s.as_str()),
+            Value::Object(o) => o.get("name").and_then(Value::as_str),
+            _ => None,
+        };
+        match name {
+            Some(n) if !n.is_empty() && n.len() <= 64 && !names.iter().any(|x: &String| x == n) => {
+                names.push(n.to_owned())
+            }
+            _ => {
+                return Err(ValidationError::new(
+                    format!("tools[{i}]"),
+                    "each tool must be a distinct tool name",
+                ));
+            }
+        }
+    }
+    Ok(Some(names))
+}
+
+fn max_steps(body: &Map<String, Value>) -> Result<Option<u32>, ValidationError> {
+    match body.get("max_steps") {
+        None => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=u64::from(MAX_STEPS_CEILING)).contains(&n) => Ok(Some(n as u32)),
+            _ => Err(ValidationError::new(
+                "max_steps",
+                format!("`max_steps` must be an integer from 1 to {MAX_STEPS_CEILING}"),
+            )),
+        },
+    }
+}
+
+fn check_execution(execution: &Execution) -> Result<(), ValidationError> {
+    if !(1..=SYNC_TIMEOUT_CEILING_MS).contains(&execution.sync_timeout_ms) {
+        return Err(ValidationError::new(
+            "execution.sync_timeout_ms",
+            "must be from 1 to 600000 (the ceiling)",
+        ));
+    }
+    if !(1..=BACKGROUND_CEILING_MS).contains(&execution.background_max_duration_ms) {
+        return Err(ValidationError::new(
+            "execution.background_max_duration_ms",
+            "must be from 1 to 1800000",
+        ));
+    }
+    if execution.max_cost_usd.is_some_and(|c| !c.is_finite() || c < 0.0) {
+        return Err(ValidationError::new("execution.max_cost_usd", "must be a non-negative number or null"));
+    }
+    Ok(())
+}
+
+/// A create request: `name` and `model` required, everything else defaulted.
+pub fn new_agent(
+    body: &Map<String, Value>,
+    id: AgentId,
+    project_id: ProjectId,
+    now: Timestamp,
+) -> Result<Agent, ValidationError> {
+    let name = Name::from_json("name", body.get("name"))?;
+    let model = string_field(body, "model", MAX_MODEL_CHARS, true)?.unwrap_or_default();
+    let execution: Execution = section(body, "execution")?.unwrap_or_default();
+    check_execution(&execution)?;
+    let draft = VersionedConfig {
+        model,
+        instructions: string_field(body, "instructions", MAX_INSTRUCTIONS_CHARS, false)?.unwrap_or_default(),
+        tools: tools(body)?.unwrap_or_default(),
+        max_steps: max_steps(body)?.unwrap_or(DEFAULT_MAX_STEPS),
+        attachments: section(body, "attachments")?.unwrap_or_default(),
+        human_in_the_loop: section(body, "humanInTheLoop")?.unwrap_or_default(),
+    };
+    Ok(Agent {
+        id,
+        project_id,
+        name,
+        draft,
+        execution,
+        latest_version: None,
+        created_at: now,
+        updated_at: now,
+    })
+}
+
+/// A PATCH of the draft: every given field replaces the current one; sections replace whole.
+pub fn patch_agent(
+    agent: &mut Agent,
+    body: &Map<String, Value>,
+    now: Timestamp,
+) -> Result<(), ValidationError> {
+    const FIELDS: [&str; 8] =
+        ["name", "model", "instructions", "tools", "max_steps", "execution", "attachments", "humanInTheLoop"];
+    if !body.keys().any(|k| FIELDS.contains(&k.as_str())) {
+        return Err(ValidationError::body(
+            "give at least one of: name, model, instructions, tools, max_steps, execution, attachments, humanInTheLoop",
+        ));
+    }
+    if body.contains_key("name") {
+        agent.name = Name::from_json("name", body.get("name"))?;
+    }
+    if let Some(model) = string_field(body, "model", MAX_MODEL_CHARS, body.contains_key("model"))? {
+        agent.draft.model = model;
+    }
+    if body.contains_key("instructions") {
+        agent.draft.instructions =
+            string_field(body, "instructions", MAX_INSTRUCTIONS_CHARS, false)?.unwrap_or_default();
+    }
+    if let Some(tools) = tools(body)? {
+        agent.draft.tools = tools;
+    }
+    if let Some(steps) = max_steps(body)? {
+        agent.draft.max_steps = steps;
+    }
+    if let Some(execution) = section::<Execution>(body, "execution")? {
+        check_execution(&execution)?;
+        agent.execution = execution;
+    }
+    if let Some(attachments) = section(body, "attachments")? {
+        agent.draft.attachments = attachments;
+    }
+    if let Some(hitl) = section(body, "humanInTheLoop")? {
+        agent.draft.human_in_the_loop = hitl;
+    }
+    agent.updated_at = now;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    fn make(v: Value) -> Result<Agent, ValidationError> {
+        new_agent(
+            &body(v),
+            AgentId::from_random([1; 16]),
+            ProjectId::from_random([2; 16]),
+            Timestamp::from_unix_millis(0),
+        )
+    }
+
+    #[test]
+    fn defaults_follow_the_spec() {
+        let agent = make(json!({"name": "a", "model": "m"})).expect("valid");
+        assert_eq!(agent.execution.sync_timeout_ms, 600_000);
+        assert_eq!(agent.execution.background_max_duration_ms, 1_800_000);
+        assert_eq!(agent.draft.attachments.max_files, 10);
+        assert_eq!(agent.draft.attachments.max_file_bytes, 20 * 1024 * 1024);
+        assert_eq!(agent.draft.human_in_the_loop.approval_timeout_minutes, 1440);
+        assert_eq!(agent.latest_version, None);
+    }
+
+    #[test]
+    fn the_sync_timeout_can_only_be_lowered() {
+        assert!(make(json!({"name": "a", "model": "m", "execution": {"sync_timeout_ms": 600_001}})).is_err());
+        let agent =
+            make(json!({"name": "a", "model": "m", "execution": {"sync_timeout_ms": 5000}})).expect("valid");
+        assert_eq!(agent.execution.sync_timeout_ms, 5000);
+    }
+
+    #[test]
+    fn bad_fields_name_themselves() {
+        let param = |v| make(v).err().and_then(|e| e.param);
+        assert_eq!(param(json!({"name": "a"})).as_deref(), Some("model"));
+        assert_eq!(param(json!({"name": "a", "model": 1})).as_deref(), Some("model"));
+        assert_eq!(param(json!({"name": "a", "model": "m", "tools": "x"})).as_deref(), Some("tools"));
+        assert_eq!(
+            param(json!({"name": "a", "model": "m", "tools": ["a", "a"]})).as_deref(),
+            Some("tools[1]")
+        );
+        assert_eq!(param(json!({"name": "a", "model": "m", "max_steps": 0})).as_deref(), Some("max_steps"));
+        assert_eq!(
+            param(json!({"name": "a", "model": "m", "execution": {"nope": 1}})).as_deref(),
+            Some("execution")
+        );
+        assert_eq!(
+            param(json!({"name": "a", "model": "m", "humanInTheLoop": []})).as_deref(),
+            Some("humanInTheLoop")
+        );
+    }
+
+    #[test]
+    fn a_patch_replaces_only_what_it_names() {
+        let mut agent = make(json!({"name": "a", "model": "m", "instructions": "be brief"})).expect("valid");
+        patch_agent(&mut agent, &body(json!({"model": "m2"})), Timestamp::from_unix_millis(5))
+            .expect("valid");
+        assert_eq!(agent.draft.model, "m2");
+        assert_eq!(agent.draft.instructions, "be brief");
+        assert!(patch_agent(&mut agent, &body(json!({})), Timestamp::from_unix_millis(6)).is_err());
+        assert!(
+            patch_agent(&mut agent, &body(json!({"model": null})), Timestamp::from_unix_millis(6)).is_err()
+        );
+    }
+}

@@ -1,0 +1,42 @@
+//! Appending to the event log and telling live readers (SSE streams in this process) that a
+//! session has news. Readers in other processes poll; in-process readers wake at once.
+
+use agentplane_domain::event::{Event, NewEvent};
+use agentplane_domain::{SessionId, Timestamp};
+use agentplane_store::{Store, StoreError};
+use tokio::sync::broadcast;
+
+/// Days events are kept (`AGENT_SESSION_EVENT_RETENTION_DAYS`, default 30).
+pub fn retention_days_from_env() -> i64 {
+    std::env::var("AGENT_SESSION_EVENT_RETENTION_DAYS").ok().and_then(|v| v.parse().ok()).unwrap_or(30)
+}
+
+#[derive(Debug, Clone)]
+pub struct EventBus {
+    news: broadcast::Sender<SessionId>,
+    retention_days: i64,
+}
+
+impl EventBus {
+    pub fn new(retention_days: i64) -> Self {
+        let (news, _) = broadcast::channel(1024);
+        Self { news, retention_days }
+    }
+
+    pub async fn append(
+        &self,
+        store: &Store,
+        session: &SessionId,
+        events: Vec<NewEvent>,
+        now: Timestamp,
+    ) -> Result<Vec<Event>, StoreError> {
+        let appended = store.events().append(session, events, now, self.retention_days).await?;
+        // Nobody listening is fine.
+        let _ = self.news.send(*session);
+        Ok(appended)
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<SessionId> {
+        self.news.subscribe()
+    }
+}

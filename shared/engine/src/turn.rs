@@ -1,0 +1,274 @@
+//! One turn: a user message and everything the agent does until it answers or stops. Every step
+//! is written to the event log as it happens. The session is held (`running`) for the whole
+//! turn and always released, whatever ends it.
+
+use agentplane_domain::agent::{Channel, VersionedConfig};
+use agentplane_domain::event::{EventType, NewEvent};
+use agentplane_domain::ids::AgentId;
+use agentplane_domain::pricing::Usage;
+use agentplane_domain::session::StopReason;
+use agentplane_domain::{ProjectId, SessionId, Timestamp};
+use agentplane_store::StoreError;
+use serde_json::{Value, json};
+use thiserror::Error;
+use tokio::time::Instant;
+
+use crate::Engine;
+use crate::conversation::conversation;
+use crate::model::{ChatMessage, ModelError};
+
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    pub project_id: ProjectId,
+    pub session_id: SessionId,
+    pub agent_id: AgentId,
+    pub channel: Channel,
+    pub version: Option<u32>,
+    pub config: VersionedConfig,
+    pub input: String,
+    /// When the turn must stop (the synchronous timeout): it then ends with `limit`.
+    pub deadline: Instant,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub turn_id: String,
+    pub stop_reason: StopReason,
+    pub output_text: Option<String>,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    /// Why a turn ended in `error`: a stable code and a message safe to show.
+    pub error: Option<(String, String)>,
+}
+
+#[derive(Debug, Error)]
+pub enum TurnError {
+    #[error("another turn is running in this session")]
+    Busy,
+    #[error("session not found")]
+    SessionNotFound,
+    #[error(transparent)]
+    Storage(StoreError),
+}
+
+/// How the loop ended, before bookkeeping.
+enum Ending {
+    Answer(String),
+    Limit(&'static str),
+    Failed(String, String),
+}
+
+struct Turn<'a> {
+    engine: &'a Engine,
+    request: &'a TurnRequest,
+    turn_id: String,
+    usage: Usage,
+    cost_usd: f64,
+}
+
+impl Engine {
+    /// Runs a turn to its end. Call it from a spawned task: the turn must finish (and release
+    /// the session) even when the caller goes away.
+    pub async fn run_turn(&self, request: TurnRequest) -> Result<TurnOutcome, TurnError> {
+        let turn_id = format!("turn_{}", crate::random_hex::<12>());
+        let now = self.now();
+        match self
+            .store
+            .sessions()
+            .begin_turn(
+                &request.project_id,
+                &request.session_id,
+                &turn_id,
+                &request.agent_id,
+                request.channel,
+                now,
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(StoreError::Conflict) => return Err(TurnError::Busy),
+            Err(StoreError::NotFound) => return Err(TurnError::SessionNotFound),
+            Err(other) => return Err(TurnError::Storage(other)),
+        }
+        let mut turn =
+            Turn { engine: self, request: &request, turn_id, usage: Usage::default(), cost_usd: 0.0 };
+        let ending = match turn.drive().await {
+            Ok(ending) => ending,
+            Err(err) => {
+                tracing::error!(error = %err, "storage failed during a turn");
+                Ending::Failed("storage_unavailable".into(), "storage failed during the turn".into())
+            }
+        };
+        Ok(turn.finish(ending).await)
+    }
+}
+
+impl Turn<'_> {
+    async fn log(&self, kind: EventType, data: Value) -> Result<(), StoreError> {
+        self.log_many(vec![(kind, data)]).await
+    }
+
+    async fn log_many(&self, events: Vec<(EventType, Value)>) -> Result<(), StoreError> {
+        let events =
+            events.into_iter().map(|(k, d)| NewEvent::new(k, Some(self.turn_id.clone()), d)).collect();
+        self.engine
+            .bus
+            .append(&self.engine.store, &self.request.session_id, events, self.engine.now())
+            .await?;
+        Ok(())
+    }
+
+    async fn drive(&mut self) -> Result<Ending, StoreError> {
+        let request = self.request;
+        let history = self.engine.store.events().all(&request.session_id).await?;
+        let mut messages = Vec::new();
+        if !request.config.instructions.is_empty() {
+            messages.push(ChatMessage::System { content: request.config.instructions.clone() });
+        }
+        messages.extend(conversation(&history));
+        messages.push(ChatMessage::User { content: request.input.clone() });
+        self.log_many(vec![
+            (
+                EventType::TurnStarted,
+                json!({
+                    "agent_id": request.agent_id, "channel": request.channel,
+                    "version": request.version, "model": request.config.model,
+                }),
+            ),
+            (EventType::UserMessage, json!({ "text": request.input })),
+        ])
+        .await?;
+        let tools = self.engine.tools.definitions(&request.config.tools);
+
+        for step in 1..=request.config.max_steps {
+            if Instant::now() >= request.deadline {
+                return Ok(Ending::Limit("timeout"));
+            }
+            let reply = match self
+                .engine
+                .model
+                .complete(&request.config.model, &messages, &tools, request.deadline)
+                .await
+            {
+                Ok(reply) => reply,
+                Err(ModelError::Timeout) if Instant::now() >= request.deadline => {
+                    return Ok(Ending::Limit("timeout"));
+                }
+                Err(err) => return Ok(Ending::Failed(err.code().into(), err.to_string())),
+            };
+            let cost = self.engine.prices.cost_usd(&request.config.model, reply.usage);
+            self.usage = self.usage + reply.usage;
+            self.cost_usd += cost;
+            self.engine
+                .store
+                .sessions()
+                .add_usage(&request.project_id, &request.session_id, reply.usage, cost)
+                .await?;
+            self.log(
+                EventType::Usage,
+                json!({
+                    "step": step, "model": request.config.model,
+                    "input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens,
+                    "cost_usd": cost,
+                }),
+            )
+            .await?;
+
+            if reply.tool_calls.is_empty() {
+                let text = reply.text.unwrap_or_default();
+                self.log(EventType::AssistantMessage, json!({ "text": text })).await?;
+                return Ok(Ending::Answer(text));
+            }
+
+            // All of the step's calls first (as the model asked for them), then each result.
+            let calls: Vec<(EventType, Value)> = reply
+                .tool_calls
+                .iter()
+                .enumerate()
+                .map(|(i, call)| {
+                    let arguments: Value = serde_json::from_str(&call.function.arguments)
+                        .unwrap_or(Value::String(call.function.arguments.clone()));
+                    let mut data = json!({
+                        "step": step, "call_id": call.id, "name": call.function.name,
+                        "arguments": arguments, "arguments_text": call.function.arguments,
+                    });
+                    if let (0, Some(text)) = (i, &reply.text) {
+                        data["assistant_text"] = json!(text);
+                    }
+                    (EventType::ToolCall, data)
+                })
+                .collect();
+            self.log_many(calls).await?;
+            messages.push(ChatMessage::Assistant {
+                content: reply.text.clone(),
+                tool_calls: reply.tool_calls.clone(),
+            });
+            for call in &reply.tool_calls {
+                let remaining = request.deadline.saturating_duration_since(Instant::now());
+                let outcome = tokio::time::timeout(
+                    remaining,
+                    self.engine.tools.call(
+                        &request.config.tools,
+                        &call.function.name,
+                        &call.function.arguments,
+                    ),
+                )
+                .await
+                .unwrap_or_else(|_| Err("the tool did not finish before the turn's deadline".into()));
+                let (output, is_error, content) = match outcome {
+                    Ok(value) => (value.clone(), false, value.to_string()),
+                    Err(message) => (json!(message), true, format!("error: {message}")),
+                };
+                self.log(
+                    EventType::ToolResult,
+                    json!({ "step": step, "call_id": call.id, "name": call.function.name, "output": output, "is_error": is_error }),
+                )
+                .await?;
+                messages.push(ChatMessage::Tool { tool_call_id: call.id.clone(), content });
+            }
+        }
+        Ok(Ending::Limit("max_steps"))
+    }
+
+    /// Records the end and releases the session; storage failures here are logged, never
+    /// swallowed into a wrong answer.
+    async fn finish(self, ending: Ending) -> TurnOutcome {
+        let (stop_reason, output_text, error, detail) = match ending {
+            Ending::Answer(text) => (StopReason::EndTurn, Some(text), None, None),
+            Ending::Limit(which) => (StopReason::Limit, None, None, Some(which)),
+            Ending::Failed(code, message) => (StopReason::Error, None, Some((code, message)), None),
+        };
+        if let Some((code, message)) = &error
+            && let Err(err) = self.log(EventType::Error, json!({ "code": code, "message": message })).await
+        {
+            tracing::error!(error = %err, "could not record a turn error");
+        }
+        let ended = json!({
+            "stop_reason": stop_reason, "limit": detail,
+            "usage": { "input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
+                       "total_tokens": self.usage.total_tokens() },
+            "cost_usd": self.cost_usd,
+        });
+        if let Err(err) = self.log(EventType::TurnEnded, ended).await {
+            tracing::error!(error = %err, "could not record the end of a turn");
+        }
+        let now: Timestamp = self.engine.now();
+        if let Err(err) = self
+            .engine
+            .store
+            .sessions()
+            .end_turn(&self.request.project_id, &self.request.session_id, &self.turn_id, stop_reason, now)
+            .await
+        {
+            tracing::error!(error = %err, "could not release the session after a turn");
+        }
+        TurnOutcome {
+            turn_id: self.turn_id,
+            stop_reason,
+            output_text,
+            usage: self.usage,
+            cost_usd: self.cost_usd,
+            error,
+        }
+    }
+}

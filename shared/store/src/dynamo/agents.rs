@@ -1,0 +1,230 @@
+//! Agents and their published versions in the main table.
+//!
+//! | item     | PK                | SK                   | GSI1PK (by_created)        | GSI1SK     |
+//! |----------|-------------------|----------------------|----------------------------|------------|
+//! | agent    | `PROJECT#{pid}`   | `AGENT#{id}`         | `PROJECT#{pid}#AGENTS`     | created#id |
+//! | version  | `AGENT#{id}`      | `VERSION#{n:010}`    | —                          | —          |
+
+use agentplane_domain::agent::{Agent, AgentVersion};
+use agentplane_domain::ids::AgentId;
+use agentplane_domain::page::{Page, PageRequest, created_sort_key};
+use agentplane_domain::{ProjectId, Timestamp};
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use serde::{Deserialize, Serialize};
+
+use super::keys::project_pk;
+use super::page::{Item, query_created, start_key};
+use super::{backend, conditional, s, transaction_conflict};
+use crate::{Store, StoreError};
+
+fn agent_sk(id: &AgentId) -> String {
+    format!("AGENT#{id}")
+}
+fn agents_list(project: &ProjectId) -> String {
+    format!("PROJECT#{project}#AGENTS")
+}
+fn versions_pk(id: &AgentId) -> String {
+    format!("AGENT#{id}")
+}
+fn version_sk(version: u32) -> String {
+    format!("VERSION#{version:010}")
+}
+
+#[derive(Serialize, Deserialize)]
+struct AgentItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    #[serde(rename = "GSI1PK")]
+    gsi1pk: String,
+    #[serde(rename = "GSI1SK")]
+    gsi1sk: String,
+    #[serde(flatten)]
+    agent: Agent,
+}
+
+impl AgentItem {
+    fn of(agent: &Agent) -> Self {
+        Self {
+            pk: project_pk(&agent.project_id),
+            sk: agent_sk(&agent.id),
+            gsi1pk: agents_list(&agent.project_id),
+            gsi1sk: created_sort_key(agent.created_at, &agent.id),
+            agent: agent.clone(),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct VersionItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    #[serde(flatten)]
+    version: AgentVersion,
+}
+
+pub struct Agents<'a> {
+    store: &'a Store,
+}
+
+impl<'a> Agents<'a> {
+    pub(crate) fn new(store: &'a Store) -> Self {
+        Self { store }
+    }
+
+    pub async fn create(&self, agent: &Agent) -> Result<(), StoreError> {
+        self.store
+            .dynamo
+            .put_item()
+            .table_name(&self.store.names.main_table)
+            .set_item(Some(serde_dynamo::to_item(AgentItem::of(agent))?))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    async fn raw(&self, project: &ProjectId, id: &AgentId) -> Result<Item, StoreError> {
+        self.store
+            .dynamo
+            .get_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(agent_sk(id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(backend)?
+            .item
+            .ok_or(StoreError::NotFound)
+    }
+
+    pub async fn get(&self, project: &ProjectId, id: &AgentId) -> Result<Agent, StoreError> {
+        let item: AgentItem = serde_dynamo::from_item(self.raw(project, id).await?)?;
+        Ok(item.agent)
+    }
+
+    pub async fn list(
+        &self,
+        project: &ProjectId,
+        page: &PageRequest,
+        after: Option<&AgentId>,
+    ) -> Result<Page<Agent>, StoreError> {
+        let start = match after {
+            Some(id) => Some(start_key(&self.raw(project, id).await?).ok_or(StoreError::NotFound)?),
+            None => None,
+        };
+        let page: Page<AgentItem> =
+            query_created(self.store, &agents_list(project), start, page.limit, page.order).await?;
+        Ok(Page { items: page.items.into_iter().map(|i| i.agent).collect(), has_more: page.has_more })
+    }
+
+    /// Replaces the agent if nobody changed it since `previous_update` (optimistic concurrency:
+    /// `Conflict` tells the caller to re-read and re-apply).
+    pub async fn replace(&self, agent: &Agent, previous_update: Timestamp) -> Result<(), StoreError> {
+        self.store
+            .dynamo
+            .put_item()
+            .table_name(&self.store.names.main_table)
+            .set_item(Some(serde_dynamo::to_item(AgentItem::of(agent))?))
+            .condition_expression("attribute_exists(PK) AND updated_at = :prev")
+            .expression_attribute_values(":prev", serde_dynamo::to_attribute_value(previous_update)?)
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    /// Freezes the draft as version `latest + 1`: the version item and the agent's new
+    /// `latest_version` are written in one transaction, conditional on the agent being unchanged,
+    /// so two concurrent publishes never produce the same number.
+    pub async fn publish(&self, agent: &Agent, now: Timestamp) -> Result<AgentVersion, StoreError> {
+        let number = agent.latest_version.unwrap_or(0) + 1;
+        let version = AgentVersion {
+            agent_id: agent.id,
+            version: number,
+            config: agent.draft.clone(),
+            published_at: now,
+        };
+        let mut updated = agent.clone();
+        updated.latest_version = Some(number);
+        updated.updated_at = now;
+        let table = &self.store.names.main_table;
+        let put_agent = Put::builder()
+            .table_name(table)
+            .set_item(Some(serde_dynamo::to_item(AgentItem::of(&updated))?))
+            .condition_expression("attribute_exists(PK) AND updated_at = :prev")
+            .expression_attribute_values(":prev", serde_dynamo::to_attribute_value(agent.updated_at)?)
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let item =
+            VersionItem { pk: versions_pk(&agent.id), sk: version_sk(number), version: version.clone() };
+        let put_version = Put::builder()
+            .table_name(table)
+            .set_item(Some(serde_dynamo::to_item(item)?))
+            .condition_expression("attribute_not_exists(PK)")
+            .build()
+            .map_err(StoreError::unavailable)?;
+        self.store
+            .dynamo
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put_agent).build())
+            .transact_items(TransactWriteItem::builder().put(put_version).build())
+            .send()
+            .await
+            .map_err(transaction_conflict)?;
+        Ok(version)
+    }
+
+    pub async fn version(&self, id: &AgentId, version: u32) -> Result<AgentVersion, StoreError> {
+        let item = self
+            .store
+            .dynamo
+            .get_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(versions_pk(id)))
+            .key("SK", s(version_sk(version)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(backend)?
+            .item
+            .ok_or(StoreError::NotFound)?;
+        let item: VersionItem = serde_dynamo::from_item(item)?;
+        Ok(item.version)
+    }
+
+    /// Every published version, newest first (an agent has few; one query pages through all).
+    pub async fn versions(&self, id: &AgentId) -> Result<Vec<AgentVersion>, StoreError> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .store
+                .dynamo
+                .query()
+                .table_name(&self.store.names.main_table)
+                .key_condition_expression("PK = :pk AND begins_with(SK, :v)")
+                .expression_attribute_values(":pk", s(versions_pk(id)))
+                .expression_attribute_values(":v", s("VERSION#"))
+                .scan_index_forward(false)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(backend)?;
+            for item in page.items.unwrap_or_default() {
+                let item: VersionItem = serde_dynamo::from_item(item)?;
+                out.push(item.version);
+            }
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(out),
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The session event log in the events table: `PK = SESSION#{id}`, `SK = seq` (a number).
+//!
+//! Appends are gapless under any number of concurrent writers: each event is a conditional put
+//! of `seq = last + 1`; a writer that loses the race moves on to the next number, which is only
+//! possible because the one it lost was taken. So every number below the highest is occupied.
+
+use agentplane_domain::event::{Event, EventType, NewEvent};
+use agentplane_domain::page::{Page, PageLimit};
+use agentplane_domain::{SessionId, Timestamp};
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+
+use super::{backend, s};
+use crate::{Store, StoreError};
+
+fn session_pk(id: &SessionId) -> String {
+    format!("SESSION#{id}")
+}
+
+#[derive(Serialize, Deserialize)]
+struct EventItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: u64,
+    session_id: SessionId,
+    #[serde(rename = "type")]
+    kind: EventType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    turn_id: Option<String>,
+    /// JSON text: any shape the event carries, without DynamoDB's type limits.
+    data: String,
+    created_at: Timestamp,
+    expires_at: i64,
+}
+
+impl EventItem {
+    fn into_event(self) -> Event {
+        Event {
+            session_id: self.session_id,
+            seq: self.sk,
+            kind: self.kind,
+            turn_id: self.turn_id,
+            data: serde_json::from_str(&self.data).unwrap_or(serde_json::Value::Null),
+            created_at: self.created_at,
+        }
+    }
+}
+
+pub struct EventLog<'a> {
+    store: &'a Store,
+}
+
+impl<'a> EventLog<'a> {
+    pub(crate) fn new(store: &'a Store) -> Self {
+        Self { store }
+    }
+
+    /// The highest sequence number of the session's log (0 when empty).
+    pub async fn last_seq(&self, session: &SessionId) -> Result<u64, StoreError> {
+        let out = self
+            .store
+            .dynamo
+            .query()
+            .table_name(&self.store.names.events_table)
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", s(session_pk(session)))
+            .scan_index_forward(false)
+            .limit(1)
+            .consistent_read(true)
+            .projection_expression("SK")
+            .send()
+            .await
+            .map_err(backend)?;
+        let seq = out
+            .items()
+            .first()
+            .and_then(|item| item.get("SK"))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        Ok(seq)
+    }
+
+    /// Appends `events` in order; each gets the next free sequence number.
+    pub async fn append(
+        &self,
+        session: &SessionId,
+        events: Vec<NewEvent>,
+        now: Timestamp,
+        retention_days: i64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let mut next = self.last_seq(session).await? + 1;
+        let mut out = Vec::with_capacity(events.len());
+        for event in events {
+            let data = serde_json::to_string(&event.data).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            loop {
+                let item = EventItem {
+                    pk: session_pk(session),
+                    sk: next,
+                    session_id: *session,
+                    kind: event.kind,
+                    turn_id: event.turn_id.clone(),
+                    data: data.clone(),
+                    created_at: now,
+                    expires_at: now.unix_seconds() + retention_days * 86_400,
+                };
+                let result = self
+                    .store
+                    .dynamo
+                    .put_item()
+                    .table_name(&self.store.names.events_table)
+                    .set_item(Some(serde_dynamo::to_item(&item)?))
+                    .condition_expression("attribute_not_exists(PK)")
+                    .send()
+                    .await;
+                match result {
+                    Ok(_) => {
+                        out.push(item.into_event());
+                        next += 1;
+                        break;
+                    }
+                    Err(err)
+                        if err
+                            .as_service_error()
+                            .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+                    {
+                        next += 1;
+                    }
+                    Err(err) => return Err(backend(err)),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Events after `after` (exclusive), oldest first.
+    pub async fn list_after(
+        &self,
+        session: &SessionId,
+        after: u64,
+        limit: PageLimit,
+    ) -> Result<Page<Event>, StoreError> {
+        let wanted = limit.get();
+        let out = self
+            .store
+            .dynamo
+            .query()
+            .table_name(&self.store.names.events_table)
+            .key_condition_expression("PK = :pk AND SK > :after")
+            .expression_attribute_values(":pk", s(session_pk(session)))
+            .expression_attribute_values(":after", AttributeValue::N(after.to_string()))
+            .scan_index_forward(true)
+            .consistent_read(true)
+            .limit(i32::try_from(wanted + 1).unwrap_or(101))
+            .send()
+            .await
+            .map_err(backend)?;
+        let mut items = Vec::new();
+        for item in out.items.unwrap_or_default() {
+            let item: EventItem = serde_dynamo::from_item(item)?;
+            items.push(item.into_event());
+        }
+        let has_more = items.len() > wanted;
+        items.truncate(wanted);
+        Ok(Page { items, has_more })
+    }
+
+    /// The whole log, oldest first (to rebuild a conversation).
+    pub async fn all(&self, session: &SessionId) -> Result<Vec<Event>, StoreError> {
+        let mut out = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = self
+                .list_after(session, after, PageLimit::new(100).map_err(|e| StoreError::Corrupt(e.message))?)
+                .await?;
+            after = page.items.last().map_or(after, |e| e.seq);
+            out.extend(page.items);
+            if !page.has_more {
+                return Ok(out);
+            }
+        }
+    }
+}
