@@ -2,6 +2,8 @@
 //! tables, buckets and queues, serves the full router on a random loopback port, and hands back
 //! a small typed client. Each test reads as: set up, act through the public API, assert.
 
+pub mod model;
+
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -11,6 +13,9 @@ use agentplane_store::{ResourceNames, Store, provision};
 use anyhow::{Context, bail};
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
+
+/// The model API key the test apps send; it must never appear in events, answers or logs.
+pub const MODEL_KEY: &str = "sk-test-do-not-leak-4242";
 
 pub fn endpoint() -> String {
     std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
@@ -83,6 +88,31 @@ impl TestApp {
     pub async fn serve(store: Store) -> anyhow::Result<Self> {
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
         let app = App::new(store.clone(), CoreKey::new(core_key.clone()));
+        Self::serve_app(app, store, core_key).await
+    }
+
+    /// An app whose agents talk to `model` (fast retries, short timeouts, a 1 s keep-alive).
+    pub async fn spawn_with_model(model: &model::ScriptedModel) -> anyhow::Result<Self> {
+        let store = fresh_store().await?;
+        let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
+        let app = App::new(store.clone(), CoreKey::new(core_key.clone()))
+            .with_model(agentplane_engine::ModelConfig {
+                base_url: model.base_url.clone(),
+                api_key: Some(MODEL_KEY.into()),
+                call_timeout: Duration::from_secs(3),
+                max_retries: 2,
+                initial_backoff: Duration::from_millis(20),
+            })
+            .with_stream(agentplane_api::app::StreamConfig {
+                keep_alive: Duration::from_secs(1),
+                poll: Duration::from_millis(200),
+                retry_ms: 1000,
+                max_duration: Duration::from_secs(120),
+            });
+        Self::serve_app(app, store, core_key).await
+    }
+
+    async fn serve_app(app: App, store: Store, core_key: String) -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
         tokio::spawn(agentplane_api::serve_http(listener, routes::full_router(app), std::future::pending()));
@@ -120,6 +150,15 @@ impl TestApp {
             bail!("create key: {status} {body}");
         }
         Ok((str_field(&body, "id")?, str_field(&body, "key")?))
+    }
+
+    /// Creates an agent and returns its id.
+    pub async fn create_agent(&self, key: &str, body: Value) -> anyhow::Result<String> {
+        let (status, answer) = send(self.client(key, Method::POST, "/agents").json(&body)).await?;
+        if status != StatusCode::CREATED {
+            bail!("create agent: {status} {answer}");
+        }
+        str_field(&answer, "id")
     }
 
     pub async fn tenant(&self) -> anyhow::Result<Tenant> {

@@ -13,6 +13,13 @@ pub fn render(session: &Session) -> Value {
         "environment_mode": session.environment_mode,
         "runtime_status": session.runtime_status,
         "stop_reason": session.stop_reason,
+        // Measured usage: every recorded turn's tokens, a running turn's included.
+        "usage": {
+            "input_tokens": session.usage.input_tokens,
+            "output_tokens": session.usage.output_tokens,
+            "total_tokens": session.usage.total_tokens(),
+        },
+        "cost_usd": session.cost_usd,
         "created_at": session.created_at.unix_seconds(),
         "updated_at": session.updated_at.unix_seconds(),
     })

@@ -1,0 +1,136 @@
+//! A scripted OpenAI-compatible model server on loopback: each call to
+//! `POST /v1/chat/completions` takes the next scripted reply (text, tool calls, a failure
+//! status, or a hang) and records the request it got.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Text {
+        text: String,
+        input: u64,
+        output: u64,
+    },
+    /// `(call id, tool name, arguments as JSON text)`.
+    Tools {
+        calls: Vec<(String, String, String)>,
+        text: Option<String>,
+        input: u64,
+        output: u64,
+    },
+    Status(u16),
+    /// Sleeps, then answers with a text.
+    Hang(Duration),
+}
+
+impl Reply {
+    pub fn text(text: &str) -> Self {
+        Reply::Text { text: text.into(), input: 10, output: 5 }
+    }
+
+    pub fn tool(id: &str, name: &str, arguments: &Value) -> Self {
+        Reply::Tools {
+            calls: vec![(id.into(), name.into(), arguments.to_string())],
+            text: None,
+            input: 12,
+            output: 7,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Script {
+    replies: VecDeque<Reply>,
+    requests: Vec<Value>,
+    authorizations: Vec<Option<String>>,
+}
+
+#[derive(Clone)]
+pub struct ScriptedModel {
+    pub base_url: String,
+    script: Arc<Mutex<Script>>,
+}
+
+impl ScriptedModel {
+    pub async fn start() -> anyhow::Result<Self> {
+        let script = Arc::new(Mutex::new(Script::default()));
+        let router =
+            axum::Router::new().route("/v1/chat/completions", post(complete)).with_state(script.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base_url = format!("http://{}/v1", listener.local_addr()?);
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Ok(Self { base_url, script })
+    }
+
+    pub fn push(&self, reply: Reply) {
+        if let Ok(mut script) = self.script.lock() {
+            script.replies.push_back(reply);
+        }
+    }
+
+    pub fn requests(&self) -> Vec<Value> {
+        self.script.lock().map(|s| s.requests.clone()).unwrap_or_default()
+    }
+
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.script.lock().map(|s| s.authorizations.clone()).unwrap_or_default()
+    }
+}
+
+fn completion(text: Option<&str>, tool_calls: Option<Value>, input: u64, output: u64) -> Value {
+    let mut message = json!({ "role": "assistant", "content": text });
+    if let Some(calls) = tool_calls {
+        message["tool_calls"] = calls;
+    }
+    json!({
+        "id": "chatcmpl-test", "object": "chat.completion", "model": "scripted",
+        "choices": [{ "index": 0, "message": message, "finish_reason": "stop" }],
+        "usage": { "prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output },
+    })
+}
+
+async fn complete(
+    State(script): State<Arc<Mutex<Script>>>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let reply = {
+        let Ok(mut script) = script.lock() else { return StatusCode::INTERNAL_SERVER_ERROR.into_response() };
+        script.requests.push(body);
+        script
+            .authorizations
+            .push(headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned));
+        script.replies.pop_front()
+    };
+    match reply {
+        None => (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": {"message": "script exhausted"}})))
+            .into_response(),
+        Some(Reply::Text { text, input, output }) => {
+            Json(completion(Some(&text), None, input, output)).into_response()
+        }
+        Some(Reply::Tools { calls, text, input, output }) => {
+            let calls: Vec<Value> = calls
+                .into_iter()
+                .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+                .collect();
+            Json(completion(text.as_deref(), Some(Value::Array(calls)), input, output)).into_response()
+        }
+        Some(Reply::Status(status)) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, Json(json!({"error": {"message": "scripted failure"}}))).into_response()
+        }
+        Some(Reply::Hang(duration)) => {
+            tokio::time::sleep(duration).await;
+            Json(completion(Some("late"), None, 1, 1)).into_response()
+        }
+    }
+}
