@@ -10,6 +10,7 @@ pub mod page;
 pub mod project;
 pub mod query;
 pub mod session;
+pub mod telemetry;
 pub mod time;
 
 pub use error::ValidationError;
