@@ -201,8 +201,10 @@ pub fn build_runtime_history(
             if readings.capacity_cores.is_some() {
                 point.capacity = readings.capacity_cores;
             }
-            if readings.memory_usage_bytes.is_some() || readings.memory_limit_bytes.is_some() {
-                point.memory = Some((readings.memory_usage_bytes, readings.memory_limit_bytes));
+            // A limit beyond JSON's safe integers is an unlimited cgroup: unknown, so null.
+            let limit = readings.memory_limit_bytes.filter(|l| *l <= MAX_SAFE_INTEGER as u64);
+            if readings.memory_usage_bytes.is_some() || limit.is_some() {
+                point.memory = Some((readings.memory_usage_bytes, limit));
                 point.memory_contributors += 1;
             }
         }
@@ -237,7 +239,7 @@ pub fn build_runtime_history(
             environment_id: acc.environment_id,
             provider_type: acc.provider_type,
             started_at: acc.started_at,
-            points: acc.points.into_iter().map(|(index, point)| series_point(&plan, index, point)).collect(),
+            points: acc.points.into_iter().map(|(index, point)| series_point(&plan, index, &point)).collect(),
         })
         .collect();
     let total_points = coverage_buckets.len() + series.iter().map(|s| s.points.len()).sum::<usize>();
@@ -303,7 +305,7 @@ fn advance_baseline(
     Some((total - previous.total, elapsed * capacity))
 }
 
-fn series_point(plan: &BucketPlan, index: usize, point: PointAcc) -> SeriesPoint {
+fn series_point(plan: &BucketPlan, index: usize, point: &PointAcc) -> SeriesPoint {
     let (start, end) = plan.bounds(index);
     let cpu = if point.intervals > 0 && point.capacity_seconds > 0.0 {
         Some((point.consumed_seconds / point.capacity_seconds, point.intervals))
@@ -341,8 +343,7 @@ fn check_readings(readings: &SampleReadings) -> Result<(), HistoryError> {
         && nonnegative(readings.utilization_ratio)
         && readings.capacity_cores.is_none_or(|c| c.is_finite() && c > 0.0)
         && readings.memory_limit_bytes != Some(0)
-        && safe(readings.memory_usage_bytes)
-        && safe(readings.memory_limit_bytes);
+        && safe(readings.memory_usage_bytes);
     if ok { Ok(()) } else { Err(HistoryError::InvalidSample) }
 }
 
