@@ -77,9 +77,8 @@ impl AdminClient {
         }
         let page: RuntimeObservationList = self.transport.get(&path, INVALID_ADMIN_RESPONSE).await?;
         check::check_observation_list(&page).map_err(invalid(INVALID_ADMIN_RESPONSE))?;
-        if let Some(limit) = params.limit {
-            ensure_len(page.data.len(), usize::from(limit))?;
-        }
+        let limit = params.limit.map_or(PageLimit::DEFAULT.get(), usize::from);
+        ensure_len(page.data.len(), limit)?;
         Ok(page)
     }
 

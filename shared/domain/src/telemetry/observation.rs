@@ -18,8 +18,9 @@ use thiserror::Error;
 use super::ids::{AllocationId, DeviceId, EnvironmentId};
 use super::observation_wire::*;
 use super::sample::{Reason, SampleReadings};
+use crate::query::Query;
 use crate::session::EnvironmentMode;
-use crate::{SessionId, Timestamp};
+use crate::{SessionId, Timestamp, ValidationError};
 
 /// The states of Core's allocation record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -105,6 +106,20 @@ pub struct ObservationRecords<'a> {
     pub mode: EnvironmentMode,
     pub environment_id: Option<EnvironmentId>,
     pub allocation: Option<&'a AllocationRecord>,
+}
+
+/// The single read accepts no query parameters: any one is `unsupported_parameter`.
+pub fn reject_query_parameters(query: &Query) -> Result<(), ValidationError> {
+    match query.names().next() {
+        None => Ok(()),
+        Some(name) => Err(ValidationError::new(name, format!("`{name}` is not a parameter of this route"))),
+    }
+}
+
+/// Runtime history exists only for openai_hosted Sessions; others answer 409
+/// `runtime_history_unsupported`.
+pub fn history_supported(mode: EnvironmentMode) -> bool {
+    mode == EnvironmentMode::OpenaiHosted
 }
 
 /// Whether Core must read a provider for these records: only an openai_hosted allocation that is

@@ -1,3 +1,5 @@
+use proptest::prelude::*;
+
 use super::*;
 use crate::telemetry::check::check_observation;
 
@@ -261,4 +263,91 @@ fn observation_refuses_records_that_contradict_the_mode() {
         runtime_observation(&self_hosted_with_alloc, None, RESOLVED),
         Err(ObservationError::InconsistentIdentity)
     );
+}
+
+#[test]
+fn observation_single_read_refuses_any_query_parameter() {
+    assert_eq!(reject_query_parameters(&Query::parse(None)), Ok(()));
+    assert!(reject_query_parameters(&Query::parse(Some("x=1"))).is_err());
+    assert!(history_supported(EnvironmentMode::OpenaiHosted));
+    assert!(!history_supported(EnvironmentMode::SelfHosted));
+}
+
+fn arb_state() -> impl Strategy<Value = AllocationState> {
+    use AllocationState::*;
+    prop::sample::select(vec![
+        Pending,
+        Creating,
+        Running,
+        Quiescing,
+        Suspending,
+        Suspended,
+        Restoring,
+        Waking,
+        CleanupPending,
+        Released,
+    ])
+}
+
+fn arb_read() -> impl Strategy<Value = Option<ProviderRead>> {
+    let sample = (
+        prop::option::of(0.0f64..1e6),
+        prop::option::of(0.0f64..4.0),
+        prop::option::of(0.1f64..64.0),
+        prop::option::of(0u64..1 << 40),
+        prop::option::of(1u64..1 << 40),
+        prop::option::of((0u64..1 << 40, 1u64..1 << 40)),
+        prop::bool::ANY,
+    )
+        .prop_map(|(cpu, ratio, capacity, usage, limit, disk, cumulative)| {
+            ProviderRead::Sampled(ProviderSample {
+                observed_at: Timestamp::from_unix_seconds(1_789_953_000),
+                started_at: capacity.map(|_| Timestamp::from_unix_seconds(1_789_950_000)),
+                readings: SampleReadings {
+                    cpu_seconds_total: if cumulative { cpu } else { None },
+                    utilization_ratio: if cumulative { None } else { ratio },
+                    capacity_cores: capacity,
+                    memory_usage_bytes: usage,
+                    memory_limit_bytes: limit,
+                },
+                disk: disk.map(|(u, l)| ByteUsage { usage_bytes: Some(u), limit_bytes: Some(l) }),
+            })
+        });
+    prop_oneof![
+        Just(None),
+        Just(Some(ProviderRead::NotRunning)),
+        Just(Some(ProviderRead::SourceNotConfigured)),
+        Just(Some(ProviderRead::Timeout)),
+        Just(Some(ProviderRead::Unavailable)),
+        sample.prop_map(Some),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn observation_builder_output_always_passes_the_client_checks(
+        mode in prop::sample::select(vec![EnvironmentMode::None, EnvironmentMode::SelfHosted, EnvironmentMode::OpenaiHosted]),
+        state in prop::option::of(arb_state()),
+        device in prop::bool::ANY,
+        read in arb_read(),
+    ) {
+        let mut alloc = record(state.unwrap_or(AllocationState::Running));
+        if !device {
+            alloc.device_id = None;
+        }
+        let managed = mode == EnvironmentMode::OpenaiHosted;
+        let records = ObservationRecords {
+            session_id: session(),
+            mode,
+            environment_id: if mode == EnvironmentMode::None { None } else { env() },
+            allocation: if managed && state.is_some() { Some(&alloc) } else { None },
+        };
+        let row = runtime_observation(&records, read.as_ref(), RESOLVED).expect("consistent records");
+        let (single, disk) = row.split();
+        prop_assert_eq!(check_observation(&single, Some(disk.as_ref())), Ok(()));
+        prop_assert_eq!(check_observation(&single, None), Ok(()));
+        if disk.is_some() {
+            prop_assert_eq!(single.status, ObservationStatus::Observed);
+        }
+    }
 }
