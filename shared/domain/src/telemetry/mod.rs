@@ -9,6 +9,7 @@ pub mod history_query;
 pub mod history_wire;
 pub mod ids;
 pub mod node;
+pub mod node_host;
 pub mod observation;
 pub mod observation_wire;
 pub mod sample;
