@@ -2,10 +2,15 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::telemetry::history::build_runtime_history;
+use crate::telemetry::history_query::HistoryQuery;
 use crate::telemetry::history_query::SamplingInterval;
+use crate::telemetry::history_wire::RuntimeHistory;
 use crate::telemetry::ids::{AllocationId, EnvironmentId};
+use crate::telemetry::node::NodeRange;
 use crate::telemetry::node::{NodeObservation, host_observation, node_history};
+use crate::telemetry::sample::ComputeStart;
 use crate::telemetry::sample::{RuntimeSample, SampleAllocation, SampleReadings, SampleStatus, TokenUsage};
+use crate::{SessionId, Timestamp};
 
 const START: i64 = 1_789_951_200;
 const END: i64 = START + 3600;
