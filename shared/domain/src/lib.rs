@@ -13,6 +13,7 @@ pub mod pricing;
 pub mod project;
 pub mod query;
 pub mod session;
+pub mod telemetry;
 pub mod time;
 
 pub use error::ValidationError;
