@@ -47,7 +47,7 @@ async fn events_keep_30_days_and_big_data_is_truncated() -> R {
     let session = SessionId::from_random(*uuid::Uuid::new_v4().as_bytes());
     let now = agentplane_domain::Timestamp::from_unix_seconds(1_000_000);
     let big = NewEvent::new(EventType::AssistantMessage, None, json!({ "text": "y".repeat(50_000) }));
-    app.store.events().append(&session, vec![big], now, 30).await?;
+    app.store.events().append(&session, vec![big], now, 30, None).await?;
     let stored = app
         .store
         .dynamo

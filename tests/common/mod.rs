@@ -66,6 +66,8 @@ pub async fn fresh_store() -> anyhow::Result<Store> {
 }
 
 pub struct TestApp {
+    /// The app behind the server (its store, engine and event bus).
+    pub app: App,
     pub base: String,
     pub http: reqwest::Client,
     pub core_key: String,
@@ -115,9 +117,13 @@ impl TestApp {
     async fn serve_app(app: App, store: Store, core_key: String) -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
-        tokio::spawn(agentplane_api::serve_http(listener, routes::full_router(app), std::future::pending()));
+        tokio::spawn(agentplane_api::serve_http(
+            listener,
+            routes::full_router(app.clone()),
+            std::future::pending(),
+        ));
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
-        Ok(Self { base, http, core_key, store })
+        Ok(Self { app, base, http, core_key, store })
     }
 
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {

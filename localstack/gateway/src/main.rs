@@ -7,6 +7,8 @@
 //!   `.agentplane/core-key` (git-ignored) so that it survives restarts.
 //! - `AWS_ENDPOINT_URL`: the emulator (default `http://127.0.0.1:4566`).
 //! - `AGENTPLANE_RESOURCE_PREFIX`: resource name prefix (default `agentplane`).
+//! - `AGENTPLANE_MODEL_BASE_URL`, `AGENTPLANE_MODEL_API_KEY`: the model behind agents.
+//! - `AGENTPLANE_PRICES_FILE`: token prices (JSON), else built-in defaults.
 
 use std::path::PathBuf;
 
@@ -28,7 +30,8 @@ async fn main() -> anyhow::Result<()> {
         )
     })?;
     let core_key = core_key()?;
-    let app = App::new(store, Some(core_key.clone()));
+    let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
+    let app = App::new(store, Some(core_key.clone())).with_prices(prices);
     let listener =
         tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("binding {listen}"))?;
     announce(&listen, &core_key);

@@ -30,7 +30,19 @@ impl EventBus {
         events: Vec<NewEvent>,
         now: Timestamp,
     ) -> Result<Vec<Event>, StoreError> {
-        let appended = store.events().append(session, events, now, self.retention_days).await?;
+        self.append_from(store, session, events, now, None).await
+    }
+
+    /// `append` with a starting hint (see `EventLog::append`).
+    pub async fn append_from(
+        &self,
+        store: &Store,
+        session: &SessionId,
+        events: Vec<NewEvent>,
+        now: Timestamp,
+        from: Option<u64>,
+    ) -> Result<Vec<Event>, StoreError> {
+        let appended = store.events().append(session, events, now, self.retention_days, from).await?;
         // Nobody listening is fine.
         let _ = self.news.send(*session);
         Ok(appended)

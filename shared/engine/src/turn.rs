@@ -64,6 +64,8 @@ struct Turn<'a> {
     turn_id: String,
     usage: Usage,
     cost_usd: f64,
+    /// Where the next append starts: one past the last event this turn wrote.
+    next_seq: Option<u64>,
 }
 
 impl Engine {
@@ -90,8 +92,14 @@ impl Engine {
             Err(StoreError::NotFound) => return Err(TurnError::SessionNotFound),
             Err(other) => return Err(TurnError::Storage(other)),
         }
-        let mut turn =
-            Turn { engine: self, request: &request, turn_id, usage: Usage::default(), cost_usd: 0.0 };
+        let mut turn = Turn {
+            engine: self,
+            request: &request,
+            turn_id,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            next_seq: None,
+        };
         let ending = match turn.drive().await {
             Ok(ending) => ending,
             Err(err) => {
@@ -104,17 +112,27 @@ impl Engine {
 }
 
 impl Turn<'_> {
-    async fn log(&self, kind: EventType, data: Value) -> Result<(), StoreError> {
+    async fn log(&mut self, kind: EventType, data: Value) -> Result<(), StoreError> {
         self.log_many(vec![(kind, data)]).await
     }
 
-    async fn log_many(&self, events: Vec<(EventType, Value)>) -> Result<(), StoreError> {
+    async fn log_many(&mut self, events: Vec<(EventType, Value)>) -> Result<(), StoreError> {
         let events =
             events.into_iter().map(|(k, d)| NewEvent::new(k, Some(self.turn_id.clone()), d)).collect();
-        self.engine
+        let appended = self
+            .engine
             .bus
-            .append(&self.engine.store, &self.request.session_id, events, self.engine.now())
+            .append_from(
+                &self.engine.store,
+                &self.request.session_id,
+                events,
+                self.engine.now(),
+                self.next_seq,
+            )
             .await?;
+        if let Some(last) = appended.last() {
+            self.next_seq = Some(last.seq + 1);
+        }
         Ok(())
     }
 
@@ -232,7 +250,7 @@ impl Turn<'_> {
 
     /// Records the end and releases the session; storage failures here are logged, never
     /// swallowed into a wrong answer.
-    async fn finish(self, ending: Ending) -> TurnOutcome {
+    async fn finish(mut self, ending: Ending) -> TurnOutcome {
         let (stop_reason, output_text, error, detail) = match ending {
             Ending::Answer(text) => (StopReason::EndTurn, Some(text), None, None),
             Ending::Limit(which) => (StopReason::Limit, None, None, Some(which)),

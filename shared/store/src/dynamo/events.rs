@@ -83,14 +83,22 @@ impl<'a> EventLog<'a> {
     }
 
     /// Appends `events` in order; each gets the next free sequence number.
+    ///
+    /// `from` is where to start looking when the caller knows (a turn that just appended knows
+    /// its next number); it must never be above `last + 1`, which would leave a gap, so only
+    /// pass a number this log handed out plus one. `None` reads the current end first.
     pub async fn append(
         &self,
         session: &SessionId,
         events: Vec<NewEvent>,
         now: Timestamp,
         retention_days: i64,
+        from: Option<u64>,
     ) -> Result<Vec<Event>, StoreError> {
-        let mut next = self.last_seq(session).await? + 1;
+        let mut next = match from {
+            Some(next) => next.max(1),
+            None => self.last_seq(session).await? + 1,
+        };
         let mut out = Vec::with_capacity(events.len());
         for event in events {
             let data = serde_json::to_string(&event.data).map_err(|e| StoreError::Corrupt(e.to_string()))?;

@@ -1,0 +1,146 @@
+//! Turns and the event log: turn overhead against a model that answers at once (minus the
+//! model's own time), event append throughput, and SSE delivery latency from append to receipt.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentplane_domain::event::{EventType, NewEvent};
+use agentplane_domain::{SessionId, Timestamp};
+use agentplane_tests::model::{Reply, ScriptedModel};
+use agentplane_tests::{TestApp, send, str_field};
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::stats::{measure, ms, stats};
+
+pub async fn run(n: usize) -> anyhow::Result<()> {
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let tenant = app.tenant().await?;
+    let agent = app
+        .create_agent(&tenant.key, json!({"name": "bench", "model": "gpt-4o-mini", "instructions": "hi"}))
+        .await?;
+    let turns = n.min(200);
+
+    // The model's own time: the same completion request straight to the scripted server.
+    let http = reqwest::Client::new();
+    let model_url = format!("{}/chat/completions", model.base_url);
+    let model_time = measure(turns, |_| {
+        model.push(Reply::text("ok"));
+        let request = http
+            .post(&model_url)
+            .json(&json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}));
+        async move {
+            request.send().await?.error_for_status()?;
+            Ok(())
+        }
+    })
+    .await?;
+    let turn = measure(turns, |_| {
+        model.push(Reply::text("ok"));
+        let request =
+            app.client(&tenant.key, Method::POST, "/responses").json(&json!({"agent": agent, "input": "hi"}));
+        async move {
+            let (status, body) = send(request).await?;
+            anyhow::ensure!(status == StatusCode::OK && body["status"] == "completed", "{status} {body}");
+            Ok(())
+        }
+    })
+    .await?;
+
+    // Append throughput: one writer, then eight writers on one session.
+    let bus = app.app.engine.bus.clone();
+    let store = app.store.clone();
+    let appends = n.max(100);
+    let session = SessionId::from_random(*uuid::Uuid::new_v4().as_bytes());
+    let started = Instant::now();
+    for i in 0..appends {
+        let event = NewEvent::new(EventType::Usage, None, json!({ "i": i }));
+        bus.append(&store, &session, vec![event], Timestamp::from_unix_millis(0)).await?;
+    }
+    let sequential = appends as f64 / started.elapsed().as_secs_f64();
+    let session = SessionId::from_random(*uuid::Uuid::new_v4().as_bytes());
+    let started = Instant::now();
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (bus, store) = (bus.clone(), store.clone());
+            tokio::spawn(async move {
+                for i in 0..appends / 8 {
+                    let event = NewEvent::new(EventType::Usage, None, json!({ "w": w, "i": i }));
+                    bus.append(&store, &session, vec![event], Timestamp::from_unix_millis(0)).await?;
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await??;
+    }
+    let concurrent = (appends / 8 * 8) as f64 / started.elapsed().as_secs_f64();
+    let gapless = store.events().last_seq(&session).await? == (appends / 8 * 8) as u64;
+
+    // SSE delivery: append with a timestamp, measure until the client has the frame.
+    let (_, created) = send(app.client(&tenant.key, Method::POST, "/sessions")).await?;
+    let sse_session: SessionId = str_field(&created, "id")?.parse()?;
+    let mut response = app
+        .client(&tenant.key, Method::GET, &format!("/sessions/{sse_session}/events/stream"))
+        .send()
+        .await?;
+    let sent: Arc<std::sync::Mutex<Vec<Instant>>> = Arc::default();
+    let deliveries = n.min(200);
+    let appender = {
+        let (bus, store, sent) = (bus.clone(), store.clone(), sent.clone());
+        tokio::spawn(async move {
+            for i in 0..deliveries {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                if let Ok(mut s) = sent.lock() {
+                    s.push(Instant::now());
+                }
+                let event = NewEvent::new(EventType::Usage, None, json!({ "i": i }));
+                bus.append(&store, &sse_session, vec![event], Timestamp::from_unix_millis(0)).await?;
+            }
+            anyhow::Ok(())
+        })
+    };
+    let mut received = Vec::with_capacity(deliveries);
+    let mut buffer = String::new();
+    while received.len() < deliveries {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk()).await??;
+        let Some(chunk) = chunk else { anyhow::bail!("the stream ended") };
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let frame: String = buffer.drain(..end + 2).collect();
+            if frame.starts_with("id: ") {
+                received.push(Instant::now());
+            }
+        }
+    }
+    appender.await??;
+    let sent = sent.lock().map(|s| s.clone()).unwrap_or_default();
+    let latency = stats(sent.iter().zip(&received).map(|(s, r)| r.saturating_duration_since(*s)).collect());
+
+    println!("Turns and events: {turns} turns, {appends} appends, {deliveries} SSE deliveries");
+    println!("{:<44} {:>9} {:>9}", "measure", "p50 ms", "p99 ms");
+    println!("{:<44} {:>9.2} {:>9.2}", "turn (POST /responses, new session)", ms(turn.p50), ms(turn.p99));
+    println!(
+        "{:<44} {:>9.2} {:>9.2}",
+        "model call alone (scripted, instant)",
+        ms(model_time.p50),
+        ms(model_time.p99)
+    );
+    println!(
+        "{:<44} {:>9.2} {:>9.2}",
+        "turn overhead (turn - model)",
+        ms(turn.p50) - ms(model_time.p50),
+        ms(turn.p99) - ms(model_time.p99)
+    );
+    println!(
+        "{:<44} {:>9.2} {:>9.2}",
+        "SSE delivery, append start to client receipt",
+        ms(latency.p50),
+        ms(latency.p99)
+    );
+    println!("event appends, 1 writer:  {sequential:>8.0} events/s");
+    println!("event appends, 8 writers: {concurrent:>8.0} events/s (gapless: {gapless})");
+    Ok(())
+}
