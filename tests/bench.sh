@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash localstack/emulator.sh start
-cargo run --release -q -p agentplane-tests --bin bench
+cargo run --release -q -p agentplane-tests --bin bench -- "$@"
