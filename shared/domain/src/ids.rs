@@ -66,6 +66,9 @@ macro_rules! uuid_id {
     };
 }
 
+/// For ids defined elsewhere in the crate (telemetry), with the same rules.
+pub(crate) use uuid_id;
+
 uuid_id!(
     /// A project: the unit of isolation. Every object belongs to exactly one.
     ProjectId,

@@ -7,70 +7,24 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::ids::InvalidId;
+use crate::ids::{InvalidId, uuid_id};
 
-macro_rules! telemetry_id {
-    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(Uuid);
-
-        impl $name {
-            pub fn from_random(bytes: [u8; 16]) -> Self {
-                Self(uuid::Builder::from_random_bytes(bytes).into_uuid())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = InvalidId;
-
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                let parsed = Uuid::try_parse(s).map_err(|_| InvalidId { kind: $kind })?;
-                if parsed.hyphenated().to_string() != s {
-                    return Err(InvalidId { kind: $kind });
-                }
-                Ok(Self(parsed))
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = InvalidId;
-            fn try_from(s: String) -> Result<Self, Self::Error> {
-                s.parse()
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(id: $name) -> String {
-                id.to_string()
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Display::fmt(&self.0.hyphenated(), f)
-            }
-        }
-    };
-}
-
-telemetry_id!(
+uuid_id!(
     /// The environment a Session runs in.
     EnvironmentId,
     "environment"
 );
-telemetry_id!(
+uuid_id!(
     /// A managed allocation: the compute identity of a managed Session.
     AllocationId,
     "allocation"
 );
-telemetry_id!(
+uuid_id!(
     /// A Runtime device bound to a managed allocation.
     DeviceId,
     "device"
 );
-telemetry_id!(
+uuid_id!(
     /// A sandbox node (a host running the node daemon).
     NodeId,
     "node"

@@ -89,17 +89,8 @@ impl<'a> Agents<'a> {
     }
 
     async fn raw(&self, project: &ProjectId, id: &AgentId) -> Result<Item, StoreError> {
-        self.store
-            .dynamo
-            .get_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(agent_sk(id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?
-            .item
+        super::get_item(self.store, &self.store.names.main_table, project_pk(project), agent_sk(id))
+            .await?
             .ok_or(StoreError::NotFound)
     }
 
@@ -181,19 +172,10 @@ impl<'a> Agents<'a> {
     }
 
     pub async fn version(&self, id: &AgentId, version: u32) -> Result<AgentVersion, StoreError> {
-        let item = self
-            .store
-            .dynamo
-            .get_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(versions_pk(id)))
-            .key("SK", s(version_sk(version)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?
-            .item
-            .ok_or(StoreError::NotFound)?;
+        let item =
+            super::get_item(self.store, &self.store.names.main_table, versions_pk(id), version_sk(version))
+                .await?
+                .ok_or(StoreError::NotFound)?;
         let item: VersionItem = serde_dynamo::from_item(item)?;
         Ok(item.version)
     }

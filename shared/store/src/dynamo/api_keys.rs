@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, TransactWriteItem, Up
 use serde::{Deserialize, Serialize};
 
 use super::keys::{KEY_HASH_SK, PROJECT_SK, api_key_sk, key_hash_pk, project_pk};
-use super::{backend, s, transaction_conflict};
+use super::{s, transaction_conflict};
 use crate::{Store, StoreError};
 
 #[derive(Serialize, Deserialize)]
@@ -94,19 +94,10 @@ impl<'a> ApiKeys<'a> {
     }
 
     async fn get_item(&self, project: &ProjectId, id: &ApiKeyId) -> Result<ApiKeyItem, StoreError> {
-        let item = self
-            .store
-            .dynamo
-            .get_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(api_key_sk(id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?
-            .item
-            .ok_or(StoreError::NotFound)?;
+        let item =
+            super::get_item(self.store, &self.store.names.main_table, project_pk(project), api_key_sk(id))
+                .await?
+                .ok_or(StoreError::NotFound)?;
         Ok(serde_dynamo::from_item(item)?)
     }
 
@@ -158,18 +149,13 @@ impl<'a> ApiKeys<'a> {
 
     /// The project a presented key belongs to, if the key exists and is not revoked.
     pub async fn authenticate(&self, hash: &KeyHash) -> Result<Option<(ProjectId, ApiKeyId)>, StoreError> {
-        let item = self
-            .store
-            .dynamo
-            .get_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(key_hash_pk(hash.as_str())))
-            .key("SK", s(KEY_HASH_SK))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?
-            .item;
+        let item = super::get_item(
+            self.store,
+            &self.store.names.main_table,
+            key_hash_pk(hash.as_str()),
+            KEY_HASH_SK,
+        )
+        .await?;
         match item {
             Some(item) => {
                 let lookup: KeyHashItem = serde_dynamo::from_item(item)?;

@@ -13,6 +13,26 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::StoreError;
 
+/// A strongly consistent read of one item by its `PK`/`SK`.
+pub(crate) async fn get_item(
+    store: &crate::Store,
+    table: &str,
+    pk: impl Into<String>,
+    sk: impl Into<String>,
+) -> Result<Option<std::collections::HashMap<String, AttributeValue>>, StoreError> {
+    Ok(store
+        .dynamo
+        .get_item()
+        .table_name(table)
+        .key("PK", s(pk))
+        .key("SK", s(sk))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(backend)?
+        .item)
+}
+
 pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }

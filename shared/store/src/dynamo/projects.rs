@@ -5,9 +5,9 @@ use agentplane_domain::page::{Page, PageRequest, created_sort_key};
 use agentplane_domain::project::Project;
 use serde::{Deserialize, Serialize};
 
+use super::conditional;
 use super::keys::{PROJECT_SK, PROJECTS_LIST, project_pk};
 use super::page::{query_created, start_key};
-use super::{backend, conditional, s};
 use crate::{Store, StoreError};
 
 #[derive(Serialize, Deserialize)]
@@ -60,17 +60,8 @@ impl<'a> Projects<'a> {
     }
 
     async fn raw(&self, id: &ProjectId) -> Result<super::page::Item, StoreError> {
-        self.store
-            .dynamo
-            .get_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(id)))
-            .key("SK", s(PROJECT_SK))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?
-            .item
+        super::get_item(self.store, &self.store.names.main_table, project_pk(id), PROJECT_SK)
+            .await?
             .ok_or(StoreError::NotFound)
     }
 

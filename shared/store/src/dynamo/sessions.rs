@@ -67,19 +67,10 @@ impl<'a> Sessions<'a> {
     }
 
     async fn raw(&self, project: &ProjectId, id: &SessionId) -> Result<Item, StoreError> {
-        let item = self
-            .store
-            .dynamo
-            .get_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(session_sk(id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?
-            .item
-            .ok_or(StoreError::NotFound)?;
+        let item =
+            super::get_item(self.store, &self.store.names.main_table, project_pk(project), session_sk(id))
+                .await?
+                .ok_or(StoreError::NotFound)?;
         if item.contains_key("deleted_at") {
             return Err(StoreError::NotFound);
         }
