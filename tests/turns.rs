@@ -421,3 +421,54 @@ async fn bad_responses_requests_are_refused_without_calling_the_model() -> R {
     assert_eq!(s["stop_reason"], Value::Null);
     Ok(())
 }
+
+/// Marks a session as held by a turn that never finished (its process died).
+async fn hold_session(
+    app: &TestApp,
+    tenant: &Tenant,
+    session: &str,
+    held_until_ms: i64,
+) -> anyhow::Result<()> {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    app.store
+        .dynamo
+        .update_item()
+        .table_name(&app.store.names.main_table)
+        .key("PK", AttributeValue::S(format!("PROJECT#{}", tenant.project_id)))
+        .key("SK", AttributeValue::S(format!("SESSION#{session}")))
+        .update_expression("SET runtime_status = :r, current_turn_id = :t, turn_held_until = :h")
+        .expression_attribute_values(":r", AttributeValue::S("running".into()))
+        .expression_attribute_values(":t", AttributeValue::S("turn_dead".into()))
+        .expression_attribute_values(":h", AttributeValue::N(held_until_ms.to_string()))
+        .send()
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_session_held_by_a_dead_turn_is_taken_over_once_its_hold_expires() -> R {
+    let (model, app, tenant) = setup().await?;
+    let agent = agent(&app, &tenant, json!({})).await?;
+    model.push(Reply::text("first"));
+    let (_, first) = respond(&app, &tenant, json!({"agent": agent, "input": "one"})).await?;
+    let session = str_field(&first, "session_id")?;
+    let now_ms =
+        i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis())?;
+
+    // A holder still within its hold: busy.
+    hold_session(&app, &tenant, &session, now_ms + 600_000).await?;
+    let (status, body) =
+        respond(&app, &tenant, json!({"agent": agent, "input": "two", "session_id": session})).await?;
+    assert_error((status, &body), StatusCode::CONFLICT, "session_busy");
+
+    // A holder past its hold died: the next turn takes the session over and releases it.
+    hold_session(&app, &tenant, &session, now_ms - 1).await?;
+    model.push(Reply::text("recovered"));
+    let (status, body) =
+        respond(&app, &tenant, json!({"agent": agent, "input": "three", "session_id": session})).await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["output_text"], "recovered");
+    let (_, s) = send(app.client(&tenant.key, Method::GET, &format!("/sessions/{session}"))).await?;
+    assert_eq!(s["runtime_status"], "idle");
+    Ok(())
+}

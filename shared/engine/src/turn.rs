@@ -51,6 +51,9 @@ pub enum TurnError {
     Storage(StoreError),
 }
 
+/// How long past its deadline a turn keeps its session before another turn may take it over.
+const HOLD_GRACE_MS: i64 = 60_000;
+
 /// How the loop ended, before bookkeeping.
 enum Ending {
     Answer(String),
@@ -74,6 +77,11 @@ impl Engine {
     pub async fn run_turn(&self, request: TurnRequest) -> Result<TurnOutcome, TurnError> {
         let turn_id = format!("turn_{}", crate::random_hex::<12>());
         let now = self.now();
+        // The session is ours until the deadline plus a grace for the bookkeeping after it;
+        // past that, a new turn may take it over from a holder that died.
+        let remaining = request.deadline.saturating_duration_since(Instant::now());
+        let hold_until =
+            now.plus_millis(i64::try_from(remaining.as_millis()).unwrap_or(i64::MAX / 2) + HOLD_GRACE_MS);
         match self
             .store
             .sessions()
@@ -84,6 +92,7 @@ impl Engine {
                 &request.agent_id,
                 request.channel,
                 now,
+                hold_until,
             )
             .await
         {

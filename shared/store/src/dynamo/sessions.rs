@@ -162,8 +162,11 @@ impl<'a> Sessions<'a> {
 
 /// Turn bookkeeping on the session item: one turn at a time, usage added atomically.
 impl Sessions<'_> {
-    /// Marks the session running for `turn_id`, only if it is idle. `Conflict` means another
-    /// turn holds it; `NotFound` that there is no such live session.
+    /// Marks the session running for `turn_id` until `hold_until`, only if it is idle, or if
+    /// the turn holding it is past its own `hold_until` (its process died: a Lambda timeout or
+    /// a crash must not leave a session busy forever). `Conflict` means a live turn holds it;
+    /// `NotFound` that there is no such live session.
+    #[allow(clippy::too_many_arguments)]
     pub async fn begin_turn(
         &self,
         project: &ProjectId,
@@ -172,6 +175,7 @@ impl Sessions<'_> {
         agent: &agentplane_domain::ids::AgentId,
         channel: agentplane_domain::agent::Channel,
         now: Timestamp,
+        hold_until: Timestamp,
     ) -> Result<Session, StoreError> {
         let result = self
             .store
@@ -180,11 +184,14 @@ impl Sessions<'_> {
             .table_name(&self.store.names.main_table)
             .key("PK", s(project_pk(project)))
             .key("SK", s(session_sk(id)))
-            .condition_expression(format!("{LIVE} AND runtime_status = :idle"))
+            .condition_expression(format!(
+                "{LIVE} AND (runtime_status = :idle OR (runtime_status = :running AND turn_held_until < :now))"
+            ))
             .update_expression(
                 "SET runtime_status = :running, current_turn_id = :turn, agent_id = :agent, \
-                 agent_channel = :channel, updated_at = :now",
+                 agent_channel = :channel, updated_at = :now, turn_held_until = :hold",
             )
+            .expression_attribute_values(":hold", serde_dynamo::to_attribute_value(hold_until)?)
             .expression_attribute_values(":idle", s("idle"))
             .expression_attribute_values(":running", s("running"))
             .expression_attribute_values(":turn", s(turn_id))
