@@ -9,6 +9,7 @@ pub mod metadata;
 pub mod page;
 pub mod project;
 pub mod query;
+pub mod sandbox;
 pub mod session;
 pub mod time;
 
