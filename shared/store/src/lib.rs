@@ -8,7 +8,10 @@ pub mod provision;
 pub mod resources;
 
 pub use dynamo::api_keys::ApiKeys;
+pub use dynamo::nodes::Nodes;
+pub use dynamo::observations::Observations;
 pub use dynamo::projects::Projects;
+pub use dynamo::sandboxes::Sandboxes;
 pub use dynamo::sessions::Sessions;
 pub use error::StoreError;
 pub use resources::ResourceNames;
@@ -42,5 +45,17 @@ impl Store {
 
     pub fn sessions(&self) -> Sessions<'_> {
         Sessions::new(self)
+    }
+
+    pub fn nodes(&self) -> Nodes<'_> {
+        Nodes::new(self)
+    }
+
+    pub fn sandboxes(&self) -> Sandboxes<'_> {
+        Sandboxes::new(self)
+    }
+
+    pub fn observations(&self) -> Observations<'_> {
+        Observations::new(self)
     }
 }

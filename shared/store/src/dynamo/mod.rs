@@ -2,8 +2,11 @@
 
 pub mod api_keys;
 pub mod keys;
+pub mod nodes;
+pub mod observations;
 pub mod page;
 pub mod projects;
+pub mod sandboxes;
 pub mod sessions;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
