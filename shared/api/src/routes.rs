@@ -9,7 +9,7 @@ use axum::routing::{MethodRouter, delete, get, patch, post};
 use http::{HeaderValue, Method, StatusCode, header};
 
 use crate::envelope::ApiError;
-use crate::{App, client, core};
+use crate::{App, client, core, node, sandbox};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Route {
@@ -22,6 +22,22 @@ pub enum Route {
     ClientSessionsGet,
     ClientSessionsUpdate,
     ClientSessionsDelete,
+    CoreSandboxNodesRegister,
+    NodeCommandsPoll,
+    NodeCommandsComplete,
+    NodeHeartbeat,
+    NodeReports,
+    NodeSandboxesList,
+    SandboxCreate,
+    SandboxList,
+    SandboxGet,
+    SandboxKill,
+    SandboxPause,
+    SandboxResume,
+    SandboxTimeout,
+    SandboxProcessStart,
+    SandboxProcessList,
+    SandboxProcessOutput,
 }
 
 impl Route {
@@ -35,6 +51,22 @@ impl Route {
         Route::ClientSessionsGet,
         Route::ClientSessionsUpdate,
         Route::ClientSessionsDelete,
+        Route::CoreSandboxNodesRegister,
+        Route::NodeCommandsPoll,
+        Route::NodeCommandsComplete,
+        Route::NodeHeartbeat,
+        Route::NodeReports,
+        Route::NodeSandboxesList,
+        Route::SandboxCreate,
+        Route::SandboxList,
+        Route::SandboxGet,
+        Route::SandboxKill,
+        Route::SandboxPause,
+        Route::SandboxResume,
+        Route::SandboxTimeout,
+        Route::SandboxProcessStart,
+        Route::SandboxProcessList,
+        Route::SandboxProcessOutput,
     ];
 
     /// (function binary name, method, path). Paths use `{param}`, which axum and API Gateway
@@ -62,6 +94,40 @@ impl Route {
             Route::ClientSessionsDelete => {
                 ("client-sessions-delete", Method::DELETE, "/api/client/v1/sessions/{session_id}")
             }
+            Route::CoreSandboxNodesRegister => {
+                ("core-sandbox-nodes-register", Method::POST, "/core/v1/sandbox/nodes")
+            }
+            Route::NodeCommandsPoll => ("node-commands-poll", Method::GET, "/node/v1/commands"),
+            Route::NodeCommandsComplete => {
+                ("node-commands-complete", Method::POST, "/node/v1/commands/{command_id}")
+            }
+            Route::NodeHeartbeat => ("node-heartbeat", Method::POST, "/node/v1/heartbeat"),
+            Route::NodeReports => ("node-reports", Method::POST, "/node/v1/reports"),
+            Route::NodeSandboxesList => ("node-sandboxes-list", Method::GET, "/node/v1/sandboxes"),
+            Route::SandboxCreate => ("sandbox-create", Method::POST, "/sandbox/v1/sandboxes"),
+            Route::SandboxList => ("sandbox-list", Method::GET, "/sandbox/v1/sandboxes"),
+            Route::SandboxGet => ("sandbox-get", Method::GET, "/sandbox/v1/sandboxes/{sandbox_id}"),
+            Route::SandboxKill => ("sandbox-kill", Method::DELETE, "/sandbox/v1/sandboxes/{sandbox_id}"),
+            Route::SandboxPause => {
+                ("sandbox-pause", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/pause")
+            }
+            Route::SandboxResume => {
+                ("sandbox-resume", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/resume")
+            }
+            Route::SandboxTimeout => {
+                ("sandbox-timeout", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/timeout")
+            }
+            Route::SandboxProcessStart => {
+                ("sandbox-process-start", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/processes")
+            }
+            Route::SandboxProcessList => {
+                ("sandbox-process-list", Method::GET, "/sandbox/v1/sandboxes/{sandbox_id}/processes")
+            }
+            Route::SandboxProcessOutput => (
+                "sandbox-process-output",
+                Method::GET,
+                "/sandbox/v1/sandboxes/{sandbox_id}/processes/{process_id}/output",
+            ),
         }
     }
 
@@ -88,6 +154,22 @@ impl Route {
             Route::ClientSessionsGet => get(client::sessions::get),
             Route::ClientSessionsUpdate => patch(client::sessions::update),
             Route::ClientSessionsDelete => delete(client::sessions::delete),
+            Route::CoreSandboxNodesRegister => post(core::nodes::register),
+            Route::NodeCommandsPoll => get(node::handlers::poll),
+            Route::NodeCommandsComplete => post(node::handlers::complete),
+            Route::NodeHeartbeat => post(node::handlers::heartbeat),
+            Route::NodeReports => post(node::handlers::reports),
+            Route::NodeSandboxesList => get(node::handlers::sandboxes),
+            Route::SandboxCreate => post(sandbox::sandboxes::create),
+            Route::SandboxList => get(sandbox::sandboxes::list),
+            Route::SandboxGet => get(sandbox::sandboxes::get),
+            Route::SandboxKill => delete(sandbox::sandboxes::kill),
+            Route::SandboxPause => post(sandbox::sandboxes::pause),
+            Route::SandboxResume => post(sandbox::sandboxes::resume),
+            Route::SandboxTimeout => post(sandbox::sandboxes::set_timeout),
+            Route::SandboxProcessStart => post(sandbox::processes::start),
+            Route::SandboxProcessList => get(sandbox::processes::list),
+            Route::SandboxProcessOutput => get(sandbox::processes::output),
         }
     }
 
