@@ -68,6 +68,7 @@ async fn apply_sandbox(
     let mut chunks: Vec<StoredChunk> = Vec::new();
     let mut eviction = Eviction::default();
     for SequencedEvent { seq, event } in events {
+        tracing::debug!(%sandbox_id, seq, ?event, "applying");
         state.applied_connection = Some(connection.to_owned());
         state.applied_seq = seq;
         match event {

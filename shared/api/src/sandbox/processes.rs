@@ -35,7 +35,7 @@ pub async fn start(
     let command =
         Command::StartProcess { sandbox_id: sandbox.id.clone(), number, config: new.config, tag: new.tag };
     match dispatch::run(&app, &sandbox.node_id, command).await? {
-        agentplane_domain::sandbox::command::CommandOutcome::Done { pid } => Ok(Json(json!({
+        agentplane_domain::sandbox::command::CommandOutcome::Done { pid, .. } => Ok(Json(json!({
             "processId": ProcessId::Observed(number).to_string(),
             "pid": pid,
         }))),

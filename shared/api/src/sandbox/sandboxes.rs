@@ -39,9 +39,9 @@ async fn pick_node(app: &App, now: Timestamp) -> Result<NodeId, SandboxError> {
         .ok_or_else(|| SandboxError::unavailable("no sandbox node is online"))
 }
 
-fn failed(outcome: CommandOutcome) -> Result<Option<u32>, SandboxError> {
+fn failed(outcome: CommandOutcome) -> Result<std::collections::BTreeMap<String, String>, SandboxError> {
     match outcome {
-        CommandOutcome::Done { pid } => Ok(pid),
+        CommandOutcome::Done { details, .. } => Ok(details),
         CommandOutcome::Failed { message } => {
             tracing::warn!(%message, "node refused a command");
             Err(SandboxError::unavailable(format!("the sandbox node could not do it: {message}")))
@@ -74,13 +74,21 @@ pub async fn create(
         env_vars: sandbox.env_vars.clone(),
     };
     let outcome = dispatch::run(&app, &node_id, command).await.and_then(failed);
-    if let Err(err) = outcome {
-        // Nothing usable was created: record it as killed so it never looks alive.
-        if let Ok(killed) = sandbox.lifecycle.kill(edge::now()) {
-            let _ = app.store.sandboxes().transition(&sandbox, &sandbox.lifecycle, &killed).await;
+    let isolation = match outcome {
+        Ok(isolation) => isolation,
+        Err(err) => {
+            // Nothing usable was created: record it as killed so it never looks alive.
+            if let Ok(killed) = sandbox.lifecycle.kill(edge::now()) {
+                let _ = app.store.sandboxes().transition(&sandbox, &sandbox.lifecycle, &killed).await;
+            }
+            return Err(err);
         }
-        return Err(err);
-    }
+    };
+    app.store
+        .sandboxes()
+        .set_isolation(&sandbox.id, &isolation)
+        .await
+        .map_err(|e| SandboxError::storage(&e))?;
     let stored = app.store.sandboxes().get_any(&sandbox.id).await.unwrap_or(sandbox);
     Ok((StatusCode::CREATED, Json(render::sandbox(&stored, edge::now()))))
 }

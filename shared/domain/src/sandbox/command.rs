@@ -50,6 +50,9 @@ pub enum CommandOutcome {
     Done {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pid: Option<u32>,
+        /// What the node wants recorded about the result (e.g. a new sandbox's isolation).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        details: BTreeMap<String, String>,
     },
     Failed {
         message: String,
@@ -142,6 +145,6 @@ mod tests {
         assert!(text.contains("\"type\":\"kill\""), "{text}");
         assert_eq!(serde_json::from_str::<Command>(&text).ok(), Some(cmd));
         let done: CommandOutcome = serde_json::from_str(r#"{"status":"done","pid":4}"#).expect("parses");
-        assert_eq!(done, CommandOutcome::Done { pid: Some(4) });
+        assert_eq!(done, CommandOutcome::Done { pid: Some(4), details: BTreeMap::new() });
     }
 }

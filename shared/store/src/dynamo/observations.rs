@@ -186,11 +186,13 @@ impl<'a> Observations<'a> {
             .expression_attribute_values(":exited", s(ProcessState::Exited.as_str()))
             .expression_attribute_values(":at", serde_dynamo::to_attribute_value(at)?);
         if let Some(code) = exit_code {
-            set.push("exit_code = :code");
+            set.push("#code = :code");
+            request = request.expression_attribute_names("#code", "exit_code");
             request = request.expression_attribute_values(":code", AttributeValue::N(code.to_string()));
         }
         if let Some(signal) = signal {
-            set.push("signal = :signal");
+            set.push("#signal = :signal");
+            request = request.expression_attribute_names("#signal", "signal");
             request = request.expression_attribute_values(":signal", AttributeValue::N(signal.to_string()));
         }
         let out = request
@@ -316,7 +318,8 @@ impl<'a> Observations<'a> {
             request.condition_expression("attribute_not_exists(PK)")
         } else {
             request
-                .condition_expression("version = :v")
+                .condition_expression("#version = :v")
+                .expression_attribute_names("#version", "version")
                 .expression_attribute_values(":v", AttributeValue::N(version.to_string()))
         };
         request.send().await.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;

@@ -235,7 +235,8 @@ impl<'a> Sandboxes<'a> {
             .key("PK", s(sandbox_pk(id)))
             .key("SK", s(SANDBOX_SK))
             .condition_expression("attribute_exists(PK)")
-            .update_expression("SET isolation = :iso")
+            .update_expression("SET #iso = :iso")
+            .expression_attribute_names("#iso", "isolation")
             .expression_attribute_values(":iso", serde_dynamo::to_attribute_value(isolation)?)
             .send()
             .await
