@@ -1,5 +1,7 @@
 //! The sandbox API against real processes: an embedded node daemon (the same code as
 //! `agentplane-node`) runs each test's sandboxes under bubblewrap and cgroups on this host.
+// The helpers below are test code too: a failed expectation should fail the test right there.
+#![allow(clippy::expect_used)]
 
 use std::time::Duration;
 
@@ -118,6 +120,7 @@ impl Env {
 }
 
 #[track_caller]
+#[allow(clippy::needless_pass_by_value)]
 fn assert_e2b(actual: (StatusCode, Value), status: StatusCode) {
     assert_eq!(actual.0, status, "body: {}", actual.1);
     assert_eq!(actual.1["code"], status.as_u16(), "body: {}", actual.1);

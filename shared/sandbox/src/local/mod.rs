@@ -118,11 +118,11 @@ impl LocalProvider {
         let outer = child.id().ok_or("bubblewrap exited at once")?;
         let mut init = None;
         for _ in 0..400 {
-            if let Some(pid) = procfs::children(outer).first() {
-                if procfs::ns_pids(*pid).len() >= 2 {
-                    init = Some(*pid);
-                    break;
-                }
+            if let Some(pid) = procfs::children(outer).first()
+                && procfs::ns_pids(*pid).len() >= 2
+            {
+                init = Some(*pid);
+                break;
             }
             if let Ok(Some(status)) = child.try_wait() {
                 let mut err = String::new();
@@ -202,12 +202,13 @@ impl LocalProvider {
         for _ in 0..1000 {
             // nsenter stops itself when its child stops, and continues the child when it is
             // continued: so wait for both to stop, then continue nsenter.
-            if let Some(&inner) = procfs::children(helper).first() {
-                if procfs::state(inner) == Some('T') && procfs::state(helper) == Some('T') {
-                    let pid = procfs::ns_pids(inner).last().copied().unwrap_or(0);
-                    if procfs::signal(helper, "CONT").await {
-                        return Ok(Started { child, pid });
-                    }
+            if let Some(&inner) = procfs::children(helper).first()
+                && procfs::state(inner) == Some('T')
+                && procfs::state(helper) == Some('T')
+            {
+                let pid = procfs::ns_pids(inner).last().copied().unwrap_or(0);
+                if procfs::signal(helper, "CONT").await {
+                    return Ok(Started { child, pid });
                 }
             }
             if let Ok(Some(status)) = child.try_wait() {

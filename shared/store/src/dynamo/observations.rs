@@ -374,17 +374,15 @@ impl<'a> Observations<'a> {
                 .send()
                 .await
                 .map_err(backend)?;
-            if let Some(unprocessed) = out.unprocessed_items.and_then(|mut m| m.remove(self.telemetry())) {
-                if !unprocessed.is_empty() {
-                    attempts += 1;
-                    if attempts > 8 {
-                        return Err(StoreError::Unavailable(
-                            "batch write kept leaving items unprocessed".into(),
-                        ));
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(20 * attempts)).await;
-                    requests.extend(unprocessed);
+            let unprocessed =
+                out.unprocessed_items.and_then(|mut m| m.remove(self.telemetry())).unwrap_or_default();
+            if !unprocessed.is_empty() {
+                attempts += 1;
+                if attempts > 8 {
+                    return Err(StoreError::Unavailable("batch write kept leaving items unprocessed".into()));
                 }
+                tokio::time::sleep(std::time::Duration::from_millis(20 * attempts)).await;
+                requests.extend(unprocessed);
             }
         }
         Ok(())
