@@ -12,7 +12,7 @@ use agentplane_domain::sandbox::command::{
     Command, CommandEnvelope, CommandOutcome, NodeEvent, Report, SequencedEvent, Stream,
 };
 use agentplane_domain::sandbox::host::{Heartbeat, SandboxUsage};
-use agentplane_domain::sandbox::retention::MAX_CHUNK_BYTES;
+use agentplane_domain::sandbox::retention::{MAX_CHUNK_BYTES, trim_batch};
 use agentplane_domain::sandbox::{ProcessId, SandboxId};
 use base64::Engine;
 use tokio::io::AsyncReadExt;
@@ -158,6 +158,8 @@ async fn command_loop(node: Arc<Node>) {
 
 async fn execute(node: Arc<Node>, envelope: CommandEnvelope) {
     let late = now() > envelope.expires_at;
+    let started = std::time::Instant::now();
+    let queued_ms = now().unix_millis() - envelope.issued_at.unix_millis();
     let outcome = match envelope.command {
         // Late lifecycle commands still apply: they were recorded before they were sent.
         Command::Kill { sandbox_id } => kill(&node, &sandbox_id).await,
@@ -179,7 +181,15 @@ async fn execute(node: Arc<Node>, envelope: CommandEnvelope) {
         Command::Pause { sandbox_id } => pause(&node, &sandbox_id).await,
         Command::Resume { sandbox_id, end_at } => resume(&node, &sandbox_id, end_at).await,
     };
-    if let Err(err) = node.client.complete(&envelope.id, &outcome).await {
+    let executed = started.elapsed();
+    let answer = node.client.complete(&envelope.id, &outcome).await;
+    tracing::debug!(
+        queued_ms,
+        executed_ms = executed.as_millis() as u64,
+        answered_ms = started.elapsed().as_millis() as u64,
+        "command done"
+    );
+    if let Err(err) = answer {
         tracing::warn!(error = %err, command = %envelope.id, "could not answer a command");
     }
 }
@@ -434,43 +444,47 @@ async fn heartbeat_loop(node: Arc<Node>, config: NodeConfig) {
 
 /// Largest report body (Core accepts 1 MiB); output is base64, so this leaves room.
 const REPORT_DATA_BYTES: usize = 640 * 1024;
+/// Most output gathered into one round before trimming (bounds memory and latency).
+const ROUND_DATA_BYTES: usize = 16 * 1024 * 1024;
 
 /// Sends events in order, in batches; a failed batch is sent again as it was (Core applies each
-/// event once per connection), so nothing is skipped or reordered.
+/// event once per connection), so nothing is skipped or reordered. Each round takes what is
+/// queued and drops up front the output Core would drop anyway (saying so), which keeps a
+/// fast printer from outrunning the node.
 async fn report_loop(node: Arc<Node>, mut inbox: mpsc::UnboundedReceiver<NodeEvent>) {
     let mut seq = 0u64;
     while let Some(first) = inbox.recv().await {
-        let mut events = Vec::new();
+        let mut round = vec![first];
         let mut size = 0usize;
-        let mut push = |event: NodeEvent, events: &mut Vec<SequencedEvent>| {
-            if let NodeEvent::Output { data, .. } = &event {
-                size += data.len();
-            }
-            seq += 1;
-            events.push(SequencedEvent { seq, event });
-            size
-        };
-        push(first, &mut events);
-        // Gather what is already queued, up to a body's worth.
-        loop {
-            if events.len() >= 500 {
-                break;
-            }
+        while size < ROUND_DATA_BYTES {
             match inbox.try_recv() {
                 Ok(event) => {
-                    if push(event, &mut events) >= REPORT_DATA_BYTES {
-                        break;
+                    if let NodeEvent::Output { data, .. } = &event {
+                        size += data.len();
                     }
+                    round.push(event);
                 }
                 Err(_) => break,
             }
         }
-        let report = Report { connection_id: node.connection.clone(), events };
-        let mut backoff = Duration::from_millis(50);
-        while let Err(err) = node.client.report(&report).await {
-            tracing::warn!(error = %err, "report failed; retrying");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(5));
+        let mut pending = trim_batch(round).into_iter().peekable();
+        while pending.peek().is_some() {
+            let mut events = Vec::new();
+            let mut bytes = 0usize;
+            while let Some(event) = pending.next_if(|_| bytes < REPORT_DATA_BYTES && events.len() < 500) {
+                if let NodeEvent::Output { data, .. } = &event {
+                    bytes += data.len();
+                }
+                seq += 1;
+                events.push(SequencedEvent { seq, event });
+            }
+            let report = Report { connection_id: node.connection.clone(), events };
+            let mut backoff = Duration::from_millis(50);
+            while let Err(err) = node.client.report(&report).await {
+                tracing::warn!(error = %err, "report failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
         }
     }
 }

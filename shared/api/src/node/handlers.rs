@@ -107,7 +107,11 @@ pub async fn reports(
     JsonObject(body, _): JsonObject<ApiError>,
 ) -> Result<StatusCode, ApiError> {
     let report: Report = parse(body)?;
-    match report::apply(&app, &node, report, edge::now()).await {
+    let started = std::time::Instant::now();
+    let events = report.events.len();
+    let applied = report::apply(&app, &node, report, edge::now()).await;
+    tracing::debug!(events, elapsed_ms = started.elapsed().as_millis() as u64, "report applied");
+    match applied {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(StoreError::Conflict) => Err(ApiError::new(
             StatusCode::CONFLICT,

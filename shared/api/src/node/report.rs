@@ -127,6 +127,9 @@ async fn apply_sandbox(
                 eviction.merge(pushed);
                 chunks.push(StoredChunk { seq, process, stream, at, data });
             }
+            NodeEvent::OutputDropped { process, .. } => {
+                eviction.truncated.insert(process);
+            }
             NodeEvent::ProcessExited { process, exit_code, signal, at, .. } => {
                 obs.record_exit(sandbox_id, process, exit_code_for(exit_code, signal), signal, at).await?;
                 finished.insert(process);

@@ -98,6 +98,9 @@ pub enum NodeEvent {
     /// A new daemon connection took the sandbox over: whatever the previous one was watching
     /// may have printed or ended unseen.
     ObservationResumed { sandbox_id: SandboxId, at: Timestamp },
+    /// The node dropped this much of a process's oldest output before sending it, because
+    /// the retention limits would have dropped it anyway.
+    OutputDropped { sandbox_id: SandboxId, process: ProcessId, bytes: u64, chunks: u64 },
     /// A process found running that this connection did not see start.
     LiveSeen { sandbox_id: SandboxId, pid: u32, cmd: String, args: Vec<String>, at: Timestamp },
     /// The node enforced the deadline: every process was killed.
@@ -111,6 +114,7 @@ impl NodeEvent {
         match self {
             Self::ProcessStarted { sandbox_id, .. }
             | Self::Output { sandbox_id, .. }
+            | Self::OutputDropped { sandbox_id, .. }
             | Self::ProcessExited { sandbox_id, .. }
             | Self::ObservationResumed { sandbox_id, .. }
             | Self::LiveSeen { sandbox_id, .. }

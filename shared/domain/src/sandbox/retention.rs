@@ -116,11 +116,107 @@ impl RetentionIndex {
     }
 }
 
+/// Bytes that a base64 text decodes to.
+pub fn base64_decoded_len(text: &str) -> usize {
+    let padding = text.bytes().rev().take_while(|b| *b == b'=').count().min(2);
+    (text.len() / 4 * 3).saturating_sub(padding)
+}
+
+/// Before a node sends a batch of events, the oldest output of a process beyond what one
+/// process may retain (1 MiB / 1024 chunks) is certain to be dropped by Core: the node drops it
+/// first and says so with one `OutputDropped` per process, placed where the last dropped chunk
+/// was. Everything else keeps its order.
+pub fn trim_batch(events: Vec<super::command::NodeEvent>) -> Vec<super::command::NodeEvent> {
+    use std::collections::BTreeMap;
+
+    use super::command::NodeEvent;
+
+    let mut kept_bytes: BTreeMap<(String, ProcessId), (u64, usize)> = BTreeMap::new();
+    let mut drop = vec![false; events.len()];
+    // Newest first: the newest output of each process is what stays.
+    for (i, event) in events.iter().enumerate().rev() {
+        if let NodeEvent::Output { sandbox_id, process, data, .. } = event {
+            let bytes = base64_decoded_len(data) as u64;
+            let used = kept_bytes.entry((sandbox_id.to_string(), *process)).or_default();
+            if used.0 + bytes > PROCESS_MAX_BYTES || used.1 + 1 > PROCESS_MAX_CHUNKS {
+                drop[i] = true;
+            } else {
+                used.0 += bytes;
+                used.1 += 1;
+            }
+        }
+    }
+    let mut dropped: BTreeMap<(String, ProcessId), (u64, u64, usize)> = BTreeMap::new();
+    for (i, event) in events.iter().enumerate() {
+        if let (true, NodeEvent::Output { sandbox_id, process, data, .. }) = (drop[i], event) {
+            let entry = dropped.entry((sandbox_id.to_string(), *process)).or_default();
+            entry.0 += base64_decoded_len(data) as u64;
+            entry.1 += 1;
+            entry.2 = i;
+        }
+    }
+    let mut out = Vec::with_capacity(events.len());
+    for (i, event) in events.into_iter().enumerate() {
+        if !drop[i] {
+            out.push(event);
+            continue;
+        }
+        if let NodeEvent::Output { sandbox_id, process, .. } = event
+            && let Some(&(bytes, chunks, last)) = dropped.get(&(sandbox_id.to_string(), process))
+            && last == i
+        {
+            out.push(NodeEvent::OutputDropped { sandbox_id, process, bytes, chunks });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn base64_lengths() {
+        assert_eq!(base64_decoded_len(""), 0);
+        assert_eq!(base64_decoded_len("aGk="), 2);
+        assert_eq!(base64_decoded_len("aGkh"), 3);
+        assert_eq!(base64_decoded_len("aA=="), 1);
+    }
+
+    #[test]
+    fn a_batch_keeps_the_newest_mib_per_process_and_says_what_it_dropped() {
+        use crate::Timestamp;
+        use crate::sandbox::SandboxId;
+        use crate::sandbox::command::{NodeEvent, Stream};
+        let sandbox = SandboxId::from_random([1; 16]);
+        // 32 KiB of data per chunk: "AAAA" decodes to 3 bytes.
+        let chunk = "A".repeat(32 * 1024 / 3 * 4);
+        let output = |p: ProcessId| NodeEvent::Output {
+            sandbox_id: sandbox.clone(),
+            process: p,
+            stream: Stream::Stdout,
+            at: Timestamp::from_unix_millis(0),
+            data: chunk.clone(),
+        };
+        let mut events: Vec<NodeEvent> = (0..40).map(|_| output(P1)).collect();
+        events.push(output(P2));
+        let trimmed = trim_batch(events);
+        let kept = trimmed
+            .iter()
+            .filter(|e| matches!(e, NodeEvent::Output { process, .. } if *process == P1))
+            .count();
+        assert!((30..=32).contains(&kept), "{kept}");
+        let drops: Vec<_> = trimmed.iter().filter(|e| matches!(e, NodeEvent::OutputDropped { .. })).collect();
+        assert_eq!(drops.len(), 1);
+        assert!(
+            matches!(drops[0], NodeEvent::OutputDropped { process, chunks, .. } if *process == P1 && *chunks == 40 - kept as u64)
+        );
+        // The drop marker comes before the kept (newer) output, and P2 is untouched.
+        assert!(matches!(trimmed[0], NodeEvent::OutputDropped { .. }));
+        assert!(matches!(trimmed.last(), Some(NodeEvent::Output { process, .. }) if *process == P2));
+    }
 
     const P1: ProcessId = ProcessId::Observed(1);
     const P2: ProcessId = ProcessId::Observed(2);
