@@ -117,7 +117,7 @@ async fn adopt(node: &Arc<Node>) {
         let at = now();
         node.emit(NodeEvent::ObservationResumed { sandbox_id: h.sandbox_id.clone(), at });
         let Some(local) = node.provider.adopt(&h.sandbox_id, h.env_vars.clone()) else {
-            tracing::warn!(sandbox = %h.sandbox_id, "a hosted sandbox's init is gone; its processes cannot be observed");
+            tracing::warn!(sandbox = %h.sandbox_id, connection = %node.connection, state = %h.state, "a hosted sandbox's init is gone; its processes cannot be observed");
             continue;
         };
         for (pid, argv) in node.provider.live_processes(&local) {
