@@ -76,9 +76,16 @@ impl Bench {
         str_field(&body, "sandboxID")
     }
 
-    async fn kill(&self, sandbox: &str) -> anyhow::Result<()> {
+    /// Kills and waits until the node has torn the sandbox down.
+    async fn kill(&self, node: &TestNode, sandbox: &str) -> anyhow::Result<()> {
         self.call(Method::DELETE, &format!("/sandboxes/{sandbox}"), None).await?;
-        Ok(())
+        for _ in 0..500 {
+            if !node.config.state_dir.join("sandboxes").join(sandbox).exists() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        anyhow::bail!("the node did not tear {sandbox} down")
     }
 }
 
@@ -104,7 +111,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let (p50, p99) = percentiles(samples);
     println!("process start (request → running, pid known)   n={n:<4} p50 {p50:7.1} ms   p99 {p99:7.1} ms");
-    bench.kill(&sandbox).await?;
+    bench.kill(&node, &sandbox).await?;
 
     // 2. Output throughput, with the retention limits holding.
     let sandbox = bench.sandbox().await?;
@@ -133,7 +140,7 @@ async fn main() -> anyhow::Result<()> {
         exited["outputTruncated"],
     );
     anyhow::ensure!(chunks.len() <= 1024 && retained <= 1024 * 1024, "retention limits broken");
-    bench.kill(&sandbox).await?;
+    bench.kill(&node, &sandbox).await?;
 
     // 3. Listing 256 retained observations (more were started; the oldest were dropped).
     let sandbox = bench.sandbox().await?;
@@ -154,7 +161,7 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "list processes?state=all ({listed} observations)     n={n:<4} p50 {p50:7.1} ms   p99 {p99:7.1} ms"
     );
-    bench.kill(&sandbox).await?;
+    bench.kill(&node, &sandbox).await?;
     drop(node);
     Ok(())
 }

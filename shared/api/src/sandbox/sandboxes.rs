@@ -77,10 +77,12 @@ pub async fn create(
     let isolation = match outcome {
         Ok(isolation) => isolation,
         Err(err) => {
-            // Nothing usable was created: record it as killed so it never looks alive.
+            // Nothing usable was created: record it as killed so it never looks alive, and let
+            // the node remove whatever it did make.
             if let Ok(killed) = sandbox.lifecycle.kill(edge::now()) {
                 let _ = app.store.sandboxes().transition(&sandbox, &sandbox.lifecycle, &killed).await;
             }
+            let _ = dispatch::enqueue(&app, &node_id, Command::Kill { sandbox_id: sandbox.id.clone() }).await;
             return Err(err);
         }
     };
@@ -176,7 +178,13 @@ pub async fn resume(
     let sandbox = load(&app, &auth, &id).await?;
     let resumed = change(&app, &sandbox, |l, now| l.resume(now)).await?;
     let command = Command::Resume { sandbox_id: resumed.id.clone(), end_at: resumed.lifecycle.end_at };
-    failed(dispatch::run(&app, &resumed.node_id, command).await?)?;
+    if let Err(err) = dispatch::run(&app, &resumed.node_id, command).await.and_then(failed) {
+        // Still frozen: record it as paused again, with the time it had left.
+        if let Ok(paused) = resumed.lifecycle.pause(edge::now()) {
+            let _ = app.store.sandboxes().transition(&resumed, &resumed.lifecycle, &paused).await;
+        }
+        return Err(err);
+    }
     Ok((StatusCode::CREATED, Json(render::sandbox(&resumed, edge::now()))))
 }
 
