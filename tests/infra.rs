@@ -1,8 +1,8 @@
 //! infra/template.yaml against the code: every function binary is deployed (and nothing else),
 //! each route's API event matches the router, tables/queues/buckets agree with the one resource
 //! definition, IAM is least-privilege, the Core key is never a literal, and cfn-lint is clean.
-
-#![allow(clippy::expect_used)] // a test file: a missing or malformed template should fail loudly
+// Helpers are test code: a broken template should fail loudly where it is read.
+#![allow(clippy::expect_used)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -215,3 +215,89 @@ pub fn assert_error(actual: (StatusCode, &Value), status: StatusCode, code: &str
         actual.1
     );
 }
+
+/// A sandbox node daemon running in the test process against a `TestApp`, with its own state
+/// directory. `restart` stops the daemon and starts a new connection; sandboxes and their
+/// processes survive, as they would a real daemon restart.
+pub struct TestNode {
+    pub node_id: String,
+    pub config: agentplane_sandbox::NodeConfig,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TestNode {
+    pub async fn start(app: &TestApp) -> anyhow::Result<Self> {
+        let (status, body) =
+            send(app.core(Method::POST, "/core/v1/sandbox/nodes").json(&json!({"name": "test"}))).await?;
+        if status != StatusCode::CREATED {
+            bail!("register node: {status} {body}");
+        }
+        let state_dir = std::env::temp_dir().join(format!("agentplane-test-{}", unique_prefix()));
+        let config = agentplane_sandbox::NodeConfig {
+            core_url: app.base.clone(),
+            token: str_field(&body, "token")?,
+            state_dir,
+            heartbeat_every: Duration::from_secs(1),
+        };
+        let mut node = Self { node_id: str_field(&body, "id")?, config, task: None };
+        node.run();
+        node.wait_online(app).await?;
+        Ok(node)
+    }
+
+    fn run(&mut self) {
+        let config = self.config.clone();
+        self.task = Some(tokio::spawn(async move {
+            let _ = agentplane_sandbox::run(config).await;
+        }));
+    }
+
+    async fn wait_online(&self, app: &TestApp) -> anyhow::Result<()> {
+        let id: agentplane_domain::ids::NodeId = self.node_id.parse()?;
+        for _ in 0..100 {
+            if app.store.nodes().get(&id).await?.last_seen_at.is_some() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("the test node never came online")
+    }
+
+    /// Stops the daemon (not its sandboxes) and starts it again as a new connection.
+    pub async fn restart(&mut self, app: &TestApp) -> anyhow::Result<()> {
+        self.stop().await;
+        let id: agentplane_domain::ids::NodeId = self.node_id.parse()?;
+        let before = app.store.nodes().get(&id).await?.connection_id;
+        self.run();
+        for _ in 0..100 {
+            if app.store.nodes().get(&id).await?.connection_id != before {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("the restarted node never heartbeated")
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        let _ = std::fs::remove_dir_all(&self.config.state_dir);
+    }
+}
+
+impl TestApp {
+    /// A request to the sandbox API with a project key in `X-API-Key`.
+    pub fn sandbox(&self, key: &str, method: Method, path: &str) -> RequestBuilder {
+        self.request(method, &format!("/sandbox/v1{path}")).header("X-API-Key", key)
+    }
+}

@@ -9,6 +9,8 @@
 //! - `AGENTPLANE_RESOURCE_PREFIX`: resource name prefix (default `agentplane`).
 //! - `AGENTPLANE_MODEL_BASE_URL`, `AGENTPLANE_MODEL_API_KEY`: the model behind agents.
 //! - `AGENTPLANE_PRICES_FILE`: token prices (JSON), else built-in defaults.
+//! - `AGENTPLANE_EMBEDDED_NODE`: `0` to not start the embedded sandbox node (default: started,
+//!   workspaces under `.agentplane/node/`), so that the sandbox API works out of the box.
 
 use std::path::PathBuf;
 
@@ -35,7 +37,54 @@ async fn main() -> anyhow::Result<()> {
     let listener =
         tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("binding {listen}"))?;
     announce(&listen, &core_key);
-    axum_serve(listener, app).await
+    let node = if std::env::var("AGENTPLANE_EMBEDDED_NODE").as_deref() == Ok("0") {
+        None
+    } else {
+        Some(embedded_node(&app, &listen).await?)
+    };
+    let served = axum_serve(listener, app).await;
+    drop(node);
+    served
+}
+
+/// Registers (once; the token is kept in `.agentplane/node-token`) and runs a sandbox node in
+/// this process. It talks to the gateway over HTTP like any other node.
+async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    use agentplane_domain::api_key::KeyHash;
+    use agentplane_domain::ids::NodeId;
+    use agentplane_domain::sandbox::{Node, NodeTokenSecret};
+
+    let token_path = state_dir().join("node-token");
+    let saved = std::fs::read_to_string(&token_path).ok().map(|t| t.trim().to_owned());
+    let token = match saved {
+        Some(token) if app.store.nodes().authenticate(&KeyHash::of(&token)).await?.is_some() => token,
+        _ => {
+            let secret = NodeTokenSecret::from_random(edge::random().context("randomness")?);
+            let node = Node {
+                id: NodeId::from_random(edge::random().context("randomness")?),
+                name: "embedded".into(),
+                created_at: edge::now(),
+                connection_id: None,
+                last_seen_at: None,
+                host: None,
+            };
+            app.store.nodes().register(&node, &secret.hash()).await?;
+            std::fs::create_dir_all(state_dir())?;
+            std::fs::write(&token_path, secret.expose())?;
+            secret.expose().to_owned()
+        }
+    };
+    let config = agentplane_sandbox::NodeConfig {
+        core_url: format!("http://{listen}"),
+        token,
+        state_dir: state_dir().join("node"),
+        heartbeat_every: std::time::Duration::from_secs(5),
+    };
+    Ok(tokio::spawn(async move {
+        if let Err(err) = agentplane_sandbox::run(config).await {
+            tracing::error!(error = %err, "the embedded sandbox node stopped");
+        }
+    }))
 }
 
 async fn axum_serve(listener: tokio::net::TcpListener, app: App) -> anyhow::Result<()> {

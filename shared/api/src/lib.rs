@@ -10,7 +10,9 @@ pub mod edge;
 pub mod envelope;
 pub mod lambda;
 pub mod list;
+pub mod node;
 pub mod routes;
+pub mod sandbox;
 
 pub use app::App;
 pub use routes::Route;

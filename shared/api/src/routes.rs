@@ -9,7 +9,7 @@ use axum::routing::{MethodRouter, delete, get, patch, post};
 use http::{HeaderValue, Method, StatusCode, header};
 
 use crate::envelope::ApiError;
-use crate::{App, client, core};
+use crate::{App, client, core, node, sandbox};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Route {
@@ -33,6 +33,22 @@ pub enum Route {
     ClientSessionMessagesCreate,
     ClientSessionEventsList,
     ClientSessionEventsStream,
+    CoreSandboxNodesRegister,
+    NodeCommandsPoll,
+    NodeCommandsComplete,
+    NodeHeartbeat,
+    NodeReports,
+    NodeSandboxesList,
+    SandboxCreate,
+    SandboxList,
+    SandboxGet,
+    SandboxKill,
+    SandboxPause,
+    SandboxResume,
+    SandboxTimeout,
+    SandboxProcessStart,
+    SandboxProcessList,
+    SandboxProcessOutput,
 }
 
 impl Route {
@@ -57,6 +73,22 @@ impl Route {
         Route::ClientSessionMessagesCreate,
         Route::ClientSessionEventsList,
         Route::ClientSessionEventsStream,
+        Route::CoreSandboxNodesRegister,
+        Route::NodeCommandsPoll,
+        Route::NodeCommandsComplete,
+        Route::NodeHeartbeat,
+        Route::NodeReports,
+        Route::NodeSandboxesList,
+        Route::SandboxCreate,
+        Route::SandboxList,
+        Route::SandboxGet,
+        Route::SandboxKill,
+        Route::SandboxPause,
+        Route::SandboxResume,
+        Route::SandboxTimeout,
+        Route::SandboxProcessStart,
+        Route::SandboxProcessList,
+        Route::SandboxProcessOutput,
     ];
 
     /// (function binary name, method, path). Paths use `{param}`, which axum and API Gateway
@@ -115,6 +147,40 @@ impl Route {
                 Method::GET,
                 "/api/client/v1/sessions/{session_id}/events/stream",
             ),
+            Route::CoreSandboxNodesRegister => {
+                ("core-sandbox-nodes-register", Method::POST, "/core/v1/sandbox/nodes")
+            }
+            Route::NodeCommandsPoll => ("node-commands-poll", Method::GET, "/node/v1/commands"),
+            Route::NodeCommandsComplete => {
+                ("node-commands-complete", Method::POST, "/node/v1/commands/{command_id}")
+            }
+            Route::NodeHeartbeat => ("node-heartbeat", Method::POST, "/node/v1/heartbeat"),
+            Route::NodeReports => ("node-reports", Method::POST, "/node/v1/reports"),
+            Route::NodeSandboxesList => ("node-sandboxes-list", Method::GET, "/node/v1/sandboxes"),
+            Route::SandboxCreate => ("sandbox-create", Method::POST, "/sandbox/v1/sandboxes"),
+            Route::SandboxList => ("sandbox-list", Method::GET, "/sandbox/v1/sandboxes"),
+            Route::SandboxGet => ("sandbox-get", Method::GET, "/sandbox/v1/sandboxes/{sandbox_id}"),
+            Route::SandboxKill => ("sandbox-kill", Method::DELETE, "/sandbox/v1/sandboxes/{sandbox_id}"),
+            Route::SandboxPause => {
+                ("sandbox-pause", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/pause")
+            }
+            Route::SandboxResume => {
+                ("sandbox-resume", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/resume")
+            }
+            Route::SandboxTimeout => {
+                ("sandbox-timeout", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/timeout")
+            }
+            Route::SandboxProcessStart => {
+                ("sandbox-process-start", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/processes")
+            }
+            Route::SandboxProcessList => {
+                ("sandbox-process-list", Method::GET, "/sandbox/v1/sandboxes/{sandbox_id}/processes")
+            }
+            Route::SandboxProcessOutput => (
+                "sandbox-process-output",
+                Method::GET,
+                "/sandbox/v1/sandboxes/{sandbox_id}/processes/{process_id}/output",
+            ),
         }
     }
 
@@ -152,6 +218,22 @@ impl Route {
             Route::ClientSessionMessagesCreate => post(client::responses::session_message),
             Route::ClientSessionEventsList => get(client::events::list),
             Route::ClientSessionEventsStream => get(client::events::stream),
+            Route::CoreSandboxNodesRegister => post(core::nodes::register),
+            Route::NodeCommandsPoll => get(node::handlers::poll),
+            Route::NodeCommandsComplete => post(node::handlers::complete),
+            Route::NodeHeartbeat => post(node::handlers::heartbeat),
+            Route::NodeReports => post(node::handlers::reports),
+            Route::NodeSandboxesList => get(node::handlers::sandboxes),
+            Route::SandboxCreate => post(sandbox::sandboxes::create),
+            Route::SandboxList => get(sandbox::sandboxes::list),
+            Route::SandboxGet => get(sandbox::sandboxes::get),
+            Route::SandboxKill => delete(sandbox::sandboxes::kill),
+            Route::SandboxPause => post(sandbox::sandboxes::pause),
+            Route::SandboxResume => post(sandbox::sandboxes::resume),
+            Route::SandboxTimeout => post(sandbox::sandboxes::set_timeout),
+            Route::SandboxProcessStart => post(sandbox::processes::start),
+            Route::SandboxProcessList => get(sandbox::processes::list),
+            Route::SandboxProcessOutput => get(sandbox::processes::output),
         }
     }
 
@@ -180,6 +262,9 @@ impl Route {
             &["MainTable", "EventsTable", "ModelApiKeySecret"]
         } else if matches!(self, Route::ClientSessionEventsList | Route::ClientSessionEventsStream) {
             &["MainTable", "EventsTable"]
+        } else if matches!(self, Route::NodeHeartbeat | Route::NodeReports | Route::SandboxProcessOutput) {
+            // Heartbeats and reports write telemetry; reading process output reads it.
+            &["MainTable", "TelemetryTable"]
         } else {
             &["MainTable"]
         }

@@ -89,6 +89,16 @@ uuid_id!(
     AgentId,
     "agent"
 );
+uuid_id!(
+    /// A sandbox node: a host running the node daemon.
+    NodeId,
+    "node"
+);
+uuid_id!(
+    /// A command queued for a node daemon.
+    CommandId,
+    "command"
+);
 
 #[cfg(test)]
 mod tests {

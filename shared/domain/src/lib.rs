@@ -12,6 +12,7 @@ pub mod page;
 pub mod pricing;
 pub mod project;
 pub mod query;
+pub mod sandbox;
 pub mod session;
 pub mod telemetry;
 pub mod time;

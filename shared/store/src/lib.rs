@@ -10,7 +10,10 @@ pub mod resources;
 pub use dynamo::agents::Agents;
 pub use dynamo::api_keys::ApiKeys;
 pub use dynamo::events::EventLog;
+pub use dynamo::nodes::Nodes;
+pub use dynamo::observations::Observations;
 pub use dynamo::projects::Projects;
+pub use dynamo::sandboxes::Sandboxes;
 pub use dynamo::sessions::Sessions;
 pub use error::StoreError;
 pub use resources::ResourceNames;
@@ -52,5 +55,17 @@ impl Store {
 
     pub fn events(&self) -> EventLog<'_> {
         EventLog::new(self)
+    }
+
+    pub fn nodes(&self) -> Nodes<'_> {
+        Nodes::new(self)
+    }
+
+    pub fn sandboxes(&self) -> Sandboxes<'_> {
+        Sandboxes::new(self)
+    }
+
+    pub fn observations(&self) -> Observations<'_> {
+        Observations::new(self)
     }
 }

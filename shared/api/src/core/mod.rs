@@ -3,4 +3,5 @@
 pub mod api_keys;
 pub mod auth;
 pub mod error;
+pub mod nodes;
 pub mod projects;

@@ -7,6 +7,9 @@
 //! | key hash lookup | `KEYHASH#{sha256}`    | `KEYHASH`           | —                            | —                 |
 //! | session         | `PROJECT#{pid}`       | `SESSION#{id}`      | `PROJECT#{pid}#SESSIONS`     | created#id        |
 //!
+//! Sandbox items, nodes, node commands and process records keep their key design beside their
+//! adapters: `nodes.rs`, `sandboxes.rs`, `observations.rs`.
+//!
 //! A deleted session keeps its item (later telemetry and retention read it) but loses its GSI1
 //! attributes, so it leaves every list at once.
 

@@ -4,8 +4,11 @@ pub mod agents;
 pub mod api_keys;
 pub mod events;
 pub mod keys;
+pub mod nodes;
+pub mod observations;
 pub mod page;
 pub mod projects;
+pub mod sandboxes;
 pub mod sessions;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};

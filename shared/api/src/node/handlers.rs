@@ -1,0 +1,143 @@
+//! The node API (`/node/v1`), spoken only by node daemons: long-poll for commands, answer them,
+//! report observations, heartbeat, and read back the sandboxes the node hosts.
+
+use std::time::Duration;
+
+use agentplane_domain::ids::CommandId;
+use agentplane_domain::query::Query;
+use agentplane_domain::sandbox::command::{CommandOutcome, Report};
+use agentplane_domain::sandbox::host::{Heartbeat, HostObservation};
+use agentplane_store::StoreError;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use super::auth::NodeAuth;
+use super::report;
+use crate::body::JsonObject;
+use crate::envelope::ApiError;
+use crate::{App, edge};
+
+/// Longest long poll (the Lambda timeout is 29 s).
+const MAX_WAIT_S: u64 = 20;
+const POLL_EVERY: Duration = Duration::from_millis(50);
+
+fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_request_error", message)
+}
+
+fn parse<T: serde::de::DeserializeOwned>(body: Map<String, Value>) -> Result<T, ApiError> {
+    serde_json::from_value(Value::Object(body)).map_err(|e| bad(format!("malformed body: {e}")))
+}
+
+/// GET /node/v1/commands?connection=…&wait=…: pending commands, waiting up to `wait` seconds
+/// for one to arrive.
+pub async fn poll(
+    State(app): State<App>,
+    NodeAuth(node): NodeAuth,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let query = Query::parse(raw.as_deref());
+    let connection = query
+        .single("connection")?
+        .filter(|c| !c.is_empty() && c.len() <= 64)
+        .ok_or_else(|| bad("`connection` is required"))?
+        .to_owned();
+    let wait = match query.single("wait")? {
+        None => MAX_WAIT_S,
+        Some(text) => text
+            .parse::<u64>()
+            .ok()
+            .filter(|w| *w <= MAX_WAIT_S)
+            .ok_or_else(|| bad("`wait` must be 0 to 20 seconds"))?,
+    };
+    let until = tokio::time::Instant::now() + Duration::from_secs(wait);
+    loop {
+        let commands =
+            app.store.nodes().claim_pending(&node, &connection).await.map_err(|e| ApiError::storage(&e))?;
+        if !commands.is_empty() || tokio::time::Instant::now() >= until {
+            return Ok(Json(json!({ "commands": commands })));
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// POST /node/v1/commands/{command_id}: the command's outcome.
+pub async fn complete(
+    State(app): State<App>,
+    NodeAuth(node): NodeAuth,
+    Path(command): Path<String>,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<StatusCode, ApiError> {
+    let command: CommandId = command.parse().map_err(|_| crate::core::error::not_found("command"))?;
+    let outcome: CommandOutcome = parse(body)?;
+    app.store
+        .nodes()
+        .complete(&node, &command, &outcome, edge::now())
+        .await
+        .map_err(crate::core::error::store("command"))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// POST /node/v1/heartbeat.
+pub async fn heartbeat(
+    State(app): State<App>,
+    NodeAuth(node): NodeAuth,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<StatusCode, ApiError> {
+    let heartbeat: Heartbeat = parse(body)?;
+    if heartbeat.connection_id.is_empty() || heartbeat.connection_id.len() > 64 {
+        return Err(bad("`connection_id` must be 1 to 64 characters"));
+    }
+    let previous = app.store.nodes().get(&node).await.map_err(crate::core::error::store("node"))?;
+    let observation = HostObservation::from_heartbeat(heartbeat, previous.host.as_ref());
+    app.store
+        .nodes()
+        .record_heartbeat(&node, &observation)
+        .await
+        .map_err(crate::core::error::store("node"))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// POST /node/v1/reports: observation events, applied once each.
+pub async fn reports(
+    State(app): State<App>,
+    NodeAuth(node): NodeAuth,
+    JsonObject(body, _): JsonObject<ApiError>,
+) -> Result<StatusCode, ApiError> {
+    let report: Report = parse(body)?;
+    let started = std::time::Instant::now();
+    let events = report.events.len();
+    let applied = report::apply(&app, &node, report, edge::now()).await;
+    tracing::debug!(events, elapsed_ms = started.elapsed().as_millis() as u64, "report applied");
+    match applied {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(StoreError::Conflict) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "invalid_request_error",
+            "conflict",
+            "the sandbox's observations changed concurrently; send the report again",
+        )),
+        Err(StoreError::NotFound) => Err(crate::core::error::not_found("sandbox")),
+        Err(err) => Err(ApiError::storage(&err)),
+    }
+}
+
+/// GET /node/v1/sandboxes: the sandboxes this node hosts, as Core knows them.
+pub async fn sandboxes(State(app): State<App>, NodeAuth(node): NodeAuth) -> Result<Json<Value>, ApiError> {
+    let hosted = app.store.sandboxes().hosted_by(&node).await.map_err(|e| ApiError::storage(&e))?;
+    let now = edge::now();
+    let data: Vec<Value> = hosted
+        .iter()
+        .map(|s| {
+            json!({
+                "sandbox_id": s.id,
+                "state": s.lifecycle.effective(now).as_str(),
+                "end_at": s.lifecycle.end_at,
+                "env_vars": s.env_vars,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "sandboxes": data })))
+}

@@ -1,0 +1,6 @@
+//! The node API (`/node/v1`): how node daemons talk to Core, over HTTP only, authenticated by
+//! the node token. Errors use the Core envelope.
+
+pub mod auth;
+pub mod handlers;
+pub mod report;

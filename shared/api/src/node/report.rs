@@ -1,0 +1,173 @@
+//! Applying a node's observation report: process records, output chunks under the retention
+//! rules, gaps, expiry. Per sandbox: read the retention index, apply the events it has not seen,
+//! write what they imply, and save the index last, conditionally on its version.
+
+use std::collections::BTreeSet;
+
+use agentplane_domain::Timestamp;
+use agentplane_domain::ids::NodeId;
+use agentplane_domain::sandbox::command::{NodeEvent, Report, SequencedEvent};
+use agentplane_domain::sandbox::process::exit_code_for;
+use agentplane_domain::sandbox::retention::{Eviction, MAX_CHUNK_BYTES};
+use agentplane_domain::sandbox::{ProcessConfig, ProcessId, ProcessRecord, ProcessState, SandboxId};
+use agentplane_store::StoreError;
+use agentplane_store::dynamo::observations::StoredChunk;
+use base64::Engine;
+
+use crate::App;
+
+pub async fn apply(app: &App, node: &NodeId, report: Report, now: Timestamp) -> Result<(), StoreError> {
+    // Group by sandbox, keeping each sandbox's events in order.
+    let mut groups: Vec<(SandboxId, Vec<SequencedEvent>)> = Vec::new();
+    for event in report.events {
+        let id = event.event.sandbox_id().clone();
+        match groups.iter_mut().find(|(s, _)| *s == id) {
+            Some((_, events)) => events.push(event),
+            None => groups.push((id, vec![event])),
+        }
+    }
+    for (sandbox, events) in groups {
+        apply_sandbox(app, node, &report.connection_id, &sandbox, events, now).await?;
+    }
+    Ok(())
+}
+
+async fn apply_sandbox(
+    app: &App,
+    node: &NodeId,
+    connection: &str,
+    sandbox_id: &SandboxId,
+    events: Vec<SequencedEvent>,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    let sandbox = app.store.sandboxes().get_any(sandbox_id).await?;
+    if sandbox.node_id != *node {
+        return Err(StoreError::NotFound);
+    }
+    let obs = app.store.observations();
+    let (mut state, version) = obs.load_index(sandbox_id).await?;
+    let same_connection = state.applied_connection.as_deref() == Some(connection);
+    let last_applied = if same_connection { state.applied_seq } else { 0 };
+    let events: Vec<SequencedEvent> =
+        events.into_iter().filter(|e| !same_connection || e.seq > last_applied).collect();
+    if events.is_empty() {
+        return Ok(());
+    }
+    // Which observations are finished (for choosing what to drop past 256).
+    let mut finished: BTreeSet<ProcessId> = BTreeSet::new();
+    if events.iter().any(|e| matches!(e.event, NodeEvent::ProcessStarted { .. } | NodeEvent::LiveSeen { .. }))
+    {
+        finished = obs
+            .processes(sandbox_id)
+            .await?
+            .into_iter()
+            .filter(|p| p.state != ProcessState::Running)
+            .map(|p| p.id)
+            .collect();
+    }
+    let mut chunks: Vec<StoredChunk> = Vec::new();
+    let mut eviction = Eviction::default();
+    for SequencedEvent { seq, event } in events {
+        tracing::debug!(%sandbox_id, seq, ?event, "applying");
+        state.applied_connection = Some(connection.to_owned());
+        state.applied_seq = seq;
+        match event {
+            NodeEvent::ProcessStarted { process, pid, config, tag, at, .. } => {
+                eviction.merge(state.index.admit_observation(process, |p| finished.contains(&p)));
+                let record = ProcessRecord {
+                    id: process,
+                    pid,
+                    tag,
+                    config,
+                    pty: false,
+                    started_at: at,
+                    exited_at: None,
+                    exit_code: None,
+                    signal: None,
+                    state: ProcessState::Running,
+                    observed: true,
+                    observation_gap: false,
+                    output_truncated: false,
+                };
+                ignore_conflict(obs.put_process(sandbox_id, &record).await)?;
+            }
+            NodeEvent::LiveSeen { pid, cmd, args, at, .. } => {
+                let process = ProcessId::Live(pid);
+                eviction.merge(state.index.admit_observation(process, |p| finished.contains(&p)));
+                let record = ProcessRecord {
+                    id: process,
+                    pid,
+                    tag: None,
+                    config: ProcessConfig { cmd, args, ..ProcessConfig::default() },
+                    pty: false,
+                    started_at: at,
+                    exited_at: None,
+                    exit_code: None,
+                    signal: None,
+                    state: ProcessState::Running,
+                    observed: false,
+                    observation_gap: true,
+                    output_truncated: false,
+                };
+                ignore_conflict(obs.put_process(sandbox_id, &record).await)?;
+            }
+            NodeEvent::Output { process, stream, at, data, .. } => {
+                let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(&data) else {
+                    tracing::warn!(%sandbox_id, %process, "node sent output that is not base64; dropped");
+                    continue;
+                };
+                if bytes.is_empty()
+                    || bytes.len() > MAX_CHUNK_BYTES
+                    || !state.index.observations.contains(&process)
+                {
+                    continue;
+                }
+                let (seq, pushed) =
+                    state.index.admit_chunk(process, u32::try_from(bytes.len()).unwrap_or(u32::MAX));
+                eviction.merge(pushed);
+                chunks.push(StoredChunk { seq, process, stream, at, data });
+            }
+            NodeEvent::OutputDropped { process, .. } => {
+                eviction.truncated.insert(process);
+            }
+            NodeEvent::ProcessExited { process, exit_code, signal, at, .. } => {
+                obs.record_exit(sandbox_id, process, exit_code_for(exit_code, signal), signal, at).await?;
+                finished.insert(process);
+            }
+            NodeEvent::ObservationResumed { .. } => obs.mark_gap(sandbox_id).await?,
+            NodeEvent::SandboxExpired { at, .. } => {
+                let current = app.store.sandboxes().get_any(sandbox_id).await?;
+                if let Ok(expired) = current.lifecycle.expire(at.max(now)) {
+                    ignore_conflict(
+                        app.store
+                            .sandboxes()
+                            .transition(&current, &current.lifecycle, &expired)
+                            .await
+                            .map(|_| ()),
+                    )?;
+                }
+            }
+            NodeEvent::Isolation { isolation, .. } => {
+                app.store.sandboxes().set_isolation(sandbox_id, &isolation).await?
+            }
+        }
+    }
+    let dropped: BTreeSet<u64> = eviction.chunks.iter().map(|c| c.seq).collect();
+    chunks.retain(|c| !dropped.contains(&c.seq));
+    obs.put_chunks(sandbox_id, chunks, now).await?;
+    obs.delete_chunks(sandbox_id, &eviction.chunks).await?;
+    for gone in &eviction.observations {
+        obs.delete_process(sandbox_id, *gone).await?;
+    }
+    for process in eviction.truncated.iter().filter(|p| !eviction.observations.contains(p)) {
+        obs.set_truncated(sandbox_id, *process).await?;
+    }
+    obs.save_index(sandbox_id, &state, version).await
+}
+
+fn ignore_conflict(result: Result<(), StoreError>) -> Result<(), StoreError> {
+    match result {
+        Err(StoreError::Conflict) => Ok(()),
+        other => other,
+    }
+}

@@ -1,0 +1,28 @@
+//! The sandbox API takes the project key in `X-API-Key` (E2B's header) or as a bearer token.
+
+use axum::extract::FromRequestParts;
+use http::request::Parts;
+
+use super::error::SandboxError;
+use crate::App;
+use crate::client::auth::{ProjectAuth, authenticate};
+use crate::core::auth::bearer;
+
+pub struct SandboxAuth(pub ProjectAuth);
+
+impl FromRequestParts<App> for SandboxAuth {
+    type Rejection = SandboxError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, SandboxError> {
+        let header = parts.headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim);
+        let token = header
+            .filter(|t| !t.is_empty())
+            .or_else(|| bearer(parts))
+            .ok_or_else(SandboxError::unauthorized)?;
+        match authenticate(app, token).await {
+            Ok(auth) => Ok(Self(auth)),
+            Err(err) if err.status == http::StatusCode::UNAUTHORIZED => Err(SandboxError::unauthorized()),
+            Err(err) => Err(SandboxError::new(err.status, err.message)),
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! The sandbox API (`/sandbox/v1`, E2B-compatible): sandboxes, their processes and retained
+//! output. Project key in `X-API-Key` or as a bearer token; E2B error format.
+
+pub mod auth;
+pub mod dispatch;
+pub mod error;
+pub mod processes;
+pub mod render;
+pub mod sandboxes;

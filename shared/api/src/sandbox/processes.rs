@@ -1,0 +1,133 @@
+//! POST/GET /sandbox/v1/sandboxes/{id}/processes and GET …/processes/{processId}/output.
+//! Reads show what was observed and nothing more; they never touch the node, so reading never
+//! resumes a paused sandbox.
+
+use agentplane_domain::query::Query;
+use agentplane_domain::sandbox::command::Command;
+use agentplane_domain::sandbox::process::{StateFilter, newest_first};
+use agentplane_domain::sandbox::{ProcessId, as_seen, request};
+use agentplane_store::StoreError;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use serde_json::{Value, json};
+
+use super::auth::SandboxAuth;
+use super::error::SandboxError;
+use super::sandboxes::{load, require_running};
+use super::{dispatch, render};
+use crate::body::JsonObject;
+use crate::{App, edge};
+
+pub async fn start(
+    State(app): State<App>,
+    auth: SandboxAuth,
+    Path(id): Path<String>,
+    JsonObject(body, _): JsonObject<SandboxError>,
+) -> Result<Json<Value>, SandboxError> {
+    let sandbox = load(&app, &auth, &id).await?;
+    let new = request::start_process(&body)?;
+    require_running(&sandbox, edge::now())?;
+    let number =
+        app.store.sandboxes().next_process_number(&sandbox.id, edge::now()).await.map_err(|e| match e {
+            StoreError::Conflict => SandboxError::conflict("the sandbox is not running"),
+            other => SandboxError::storage(&other),
+        })?;
+    let command =
+        Command::StartProcess { sandbox_id: sandbox.id.clone(), number, config: new.config, tag: new.tag };
+    match dispatch::run(&app, &sandbox.node_id, command).await? {
+        agentplane_domain::sandbox::command::CommandOutcome::Done { pid, .. } => Ok(Json(json!({
+            "processId": ProcessId::Observed(number).to_string(),
+            "pid": pid,
+        }))),
+        agentplane_domain::sandbox::command::CommandOutcome::Failed { message } => {
+            Err(SandboxError::unavailable(format!("the process could not be started: {message}")))
+        }
+    }
+}
+
+pub async fn list(
+    State(app): State<App>,
+    auth: SandboxAuth,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, SandboxError> {
+    let query = Query::parse(raw.as_deref());
+    if let Some(other) = query.names().find(|n| *n != "state") {
+        return Err(SandboxError::bad_request(format!("unknown query parameter `{other}`")));
+    }
+    let filter = StateFilter::parse(query.single("state")?)
+        .ok_or_else(|| SandboxError::bad_request("`state` must be live, exited or all"))?;
+    let sandbox = load(&app, &auth, &id).await?;
+    let state = sandbox.lifecycle.effective(edge::now());
+    let mut records: Vec<_> = app
+        .store
+        .observations()
+        .processes(&sandbox.id)
+        .await
+        .map_err(|e| SandboxError::storage(&e))?
+        .into_iter()
+        .map(|r| as_seen(r, state))
+        .filter(|r| filter.admits(r.state))
+        .collect();
+    newest_first(&mut records);
+    Ok(Json(json!({ "processes": records.iter().map(render::process).collect::<Vec<_>>() })))
+}
+
+/// Most chunks one read returns (a process retains at most 1024).
+const MAX_CHUNKS_PER_READ: usize = 1024;
+
+pub async fn output(
+    State(app): State<App>,
+    auth: SandboxAuth,
+    Path((id, process)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, SandboxError> {
+    let query = Query::parse(raw.as_deref());
+    if let Some(other) = query.names().find(|n| !matches!(*n, "cursor" | "limit")) {
+        return Err(SandboxError::bad_request(format!("unknown query parameter `{other}`")));
+    }
+    let after = match query.single("cursor")? {
+        None => None,
+        Some(text) => Some(
+            text.parse::<u64>()
+                .ok()
+                .filter(|_| !text.starts_with('+') && (text == "0" || !text.starts_with('0')))
+                .ok_or_else(|| SandboxError::bad_request("`cursor` is not a cursor this API handed out"))?,
+        ),
+    };
+    let limit = match query.single("limit")? {
+        None => MAX_CHUNKS_PER_READ,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_CHUNKS_PER_READ).contains(n))
+            .ok_or_else(|| SandboxError::bad_request("`limit` must be an integer from 1 to 1024"))?,
+    };
+    let sandbox = load(&app, &auth, &id).await?;
+    let process: ProcessId = process.parse().map_err(|_| SandboxError::process_not_found())?;
+    let record = app.store.observations().process(&sandbox.id, process).await.map_err(|e| match e {
+        StoreError::NotFound => SandboxError::process_not_found(),
+        other => SandboxError::storage(&other),
+    })?;
+    let record = as_seen(record, sandbox.lifecycle.effective(edge::now()));
+    let (chunks, has_more) = app
+        .store
+        .observations()
+        .output(&sandbox.id, process, after, limit)
+        .await
+        .map_err(|e| SandboxError::storage(&e))?;
+    let cursor = chunks.last().map(|c| c.seq).or(after);
+    Ok(Json(json!({
+        "processId": process.to_string(),
+        "state": record.state.as_str(),
+        "chunks": chunks.iter().map(|c| json!({
+            "stream": c.stream.as_str(),
+            "data": c.data,
+            "timestamp": c.at.unix_millis(),
+        })).collect::<Vec<_>>(),
+        "cursor": cursor.map(|c| c.to_string()),
+        "hasMore": has_more,
+        "truncated": record.output_truncated,
+        "observationGap": record.observation_gap,
+    })))
+}

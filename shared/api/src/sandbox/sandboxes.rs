@@ -1,0 +1,214 @@
+//! POST/GET /sandbox/v1/sandboxes, GET/DELETE …/{id}, POST …/{id}/pause, …/resume, …/timeout.
+
+use agentplane_domain::Timestamp;
+use agentplane_domain::ids::NodeId;
+use agentplane_domain::page::PageLimit;
+use agentplane_domain::sandbox::command::{Command, CommandOutcome};
+use agentplane_domain::sandbox::{Lifecycle, LifecycleError, Sandbox, SandboxId, SandboxState, request};
+use agentplane_store::StoreError;
+use axum::Json;
+use axum::extract::{Path, State};
+use http::StatusCode;
+use serde_json::Value;
+
+use super::auth::SandboxAuth;
+use super::dispatch;
+use super::error::SandboxError;
+use super::render;
+use crate::body::JsonObject;
+use crate::{App, edge};
+
+/// A malformed id is indistinguishable from a missing sandbox.
+pub fn sandbox_id(text: &str) -> Result<SandboxId, SandboxError> {
+    text.parse().map_err(|_| SandboxError::sandbox_not_found())
+}
+
+pub async fn load(app: &App, auth: &SandboxAuth, id: &str) -> Result<Sandbox, SandboxError> {
+    let id = sandbox_id(id)?;
+    app.store.sandboxes().get(&auth.0.project_id, &id).await.map_err(SandboxError::store)
+}
+
+/// The node that takes a new sandbox: the online node heard from most recently.
+async fn pick_node(app: &App, now: Timestamp) -> Result<NodeId, SandboxError> {
+    let nodes = app.store.nodes().all().await.map_err(|e| SandboxError::storage(&e))?;
+    nodes
+        .into_iter()
+        .filter(|n| n.online(now))
+        .max_by_key(|n| n.last_seen_at)
+        .map(|n| n.id)
+        .ok_or_else(|| SandboxError::unavailable("no sandbox node is online"))
+}
+
+fn failed(outcome: CommandOutcome) -> Result<std::collections::BTreeMap<String, String>, SandboxError> {
+    match outcome {
+        CommandOutcome::Done { details, .. } => Ok(details),
+        CommandOutcome::Failed { message } => {
+            tracing::warn!(%message, "node refused a command");
+            Err(SandboxError::unavailable(format!("the sandbox node could not do it: {message}")))
+        }
+    }
+}
+
+pub async fn create(
+    State(app): State<App>,
+    auth: SandboxAuth,
+    JsonObject(body, _): JsonObject<SandboxError>,
+) -> Result<(StatusCode, Json<Value>), SandboxError> {
+    let new = request::create_sandbox(&body)?;
+    let now = edge::now();
+    let node_id = pick_node(&app, now).await?;
+    let sandbox = Sandbox {
+        id: SandboxId::from_random(edge::random().map_err(|_| SandboxError::internal("randomness"))?),
+        project_id: auth.0.project_id,
+        node_id,
+        started_at: now,
+        lifecycle: Lifecycle::start(now, new.timeout_s),
+        metadata: new.metadata,
+        env_vars: new.env_vars,
+        isolation: Default::default(),
+    };
+    app.store.sandboxes().create(&sandbox).await.map_err(|e| SandboxError::storage(&e))?;
+    let command = Command::CreateSandbox {
+        sandbox_id: sandbox.id.clone(),
+        end_at: sandbox.lifecycle.end_at,
+        env_vars: sandbox.env_vars.clone(),
+    };
+    let outcome = dispatch::run(&app, &node_id, command).await.and_then(failed);
+    let isolation = match outcome {
+        Ok(isolation) => isolation,
+        Err(err) => {
+            // Nothing usable was created: record it as killed so it never looks alive, and let
+            // the node remove whatever it did make.
+            if let Ok(killed) = sandbox.lifecycle.kill(edge::now()) {
+                let _ = app.store.sandboxes().transition(&sandbox, &sandbox.lifecycle, &killed).await;
+            }
+            let _ = dispatch::enqueue(&app, &node_id, Command::Kill { sandbox_id: sandbox.id.clone() }).await;
+            return Err(err);
+        }
+    };
+    app.store
+        .sandboxes()
+        .set_isolation(&sandbox.id, &isolation)
+        .await
+        .map_err(|e| SandboxError::storage(&e))?;
+    let stored = app.store.sandboxes().get_any(&sandbox.id).await.unwrap_or(sandbox);
+    Ok((StatusCode::CREATED, Json(render::sandbox(&stored, edge::now()))))
+}
+
+pub async fn list(State(app): State<App>, auth: SandboxAuth) -> Result<Json<Value>, SandboxError> {
+    let limit = PageLimit::new(100).map_err(|_| SandboxError::internal("page limit"))?;
+    let found =
+        app.store.sandboxes().list(&auth.0.project_id, limit).await.map_err(|e| SandboxError::storage(&e))?;
+    let now = edge::now();
+    Ok(Json(Value::Array(found.iter().map(|s| render::sandbox(s, now)).collect())))
+}
+
+pub async fn get(
+    State(app): State<App>,
+    auth: SandboxAuth,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, SandboxError> {
+    let sandbox = load(&app, &auth, &id).await?;
+    Ok(Json(render::sandbox(&sandbox, edge::now())))
+}
+
+/// Applies a lifecycle rule as one conditional write; a concurrent change is a 409.
+async fn change(
+    app: &App,
+    sandbox: &Sandbox,
+    rule: impl FnOnce(&Lifecycle, Timestamp) -> Result<Lifecycle, LifecycleError>,
+) -> Result<Sandbox, SandboxError> {
+    let next = rule(&sandbox.lifecycle, edge::now())?;
+    app.store.sandboxes().transition(sandbox, &sandbox.lifecycle, &next).await.map_err(|e| match e {
+        StoreError::Conflict => SandboxError::conflict("the sandbox changed concurrently; try again"),
+        other => SandboxError::storage(&other),
+    })
+}
+
+pub async fn kill(
+    State(app): State<App>,
+    auth: SandboxAuth,
+    Path(id): Path<String>,
+) -> Result<StatusCode, SandboxError> {
+    let sandbox = load(&app, &auth, &id).await?;
+    // An ended sandbox cannot be killed again: it is gone as far as E2B clients know.
+    if sandbox.lifecycle.effective(edge::now()).is_final() {
+        return Err(SandboxError::sandbox_not_found());
+    }
+    change(&app, &sandbox, |l, now| l.kill(now)).await?;
+    // Recorded first; the node applies it when it gets it (the command stays queued).
+    let _ =
+        dispatch::enqueue(&app, &sandbox.node_id, Command::Kill { sandbox_id: sandbox.id.clone() }).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn pause(
+    State(app): State<App>,
+    auth: SandboxAuth,
+    Path(id): Path<String>,
+) -> Result<StatusCode, SandboxError> {
+    let sandbox = load(&app, &auth, &id).await?;
+    let next = sandbox.lifecycle.pause(edge::now())?;
+    // Freeze first: a sandbox recorded paused must really be frozen.
+    let outcome =
+        dispatch::run(&app, &sandbox.node_id, Command::Pause { sandbox_id: sandbox.id.clone() }).await?;
+    failed(outcome)?;
+    let stored = app.store.sandboxes().transition(&sandbox, &sandbox.lifecycle, &next).await;
+    if let Err(err) = stored {
+        // Lost a race (killed, expired or paused meanwhile): undo the freeze where it still runs.
+        let _ = dispatch::enqueue(
+            &app,
+            &sandbox.node_id,
+            Command::Resume { sandbox_id: sandbox.id.clone(), end_at: sandbox.lifecycle.end_at },
+        )
+        .await;
+        return Err(match err {
+            StoreError::Conflict => SandboxError::conflict("the sandbox changed concurrently; try again"),
+            other => SandboxError::storage(&other),
+        });
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn resume(
+    State(app): State<App>,
+    auth: SandboxAuth,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Value>), SandboxError> {
+    let sandbox = load(&app, &auth, &id).await?;
+    let resumed = change(&app, &sandbox, |l, now| l.resume(now)).await?;
+    let command = Command::Resume { sandbox_id: resumed.id.clone(), end_at: resumed.lifecycle.end_at };
+    if let Err(err) = dispatch::run(&app, &resumed.node_id, command).await.and_then(failed) {
+        // Still frozen: record it as paused again, with the time it had left.
+        if let Ok(paused) = resumed.lifecycle.pause(edge::now()) {
+            let _ = app.store.sandboxes().transition(&resumed, &resumed.lifecycle, &paused).await;
+        }
+        return Err(err);
+    }
+    Ok((StatusCode::CREATED, Json(render::sandbox(&resumed, edge::now()))))
+}
+
+pub async fn set_timeout(
+    State(app): State<App>,
+    auth: SandboxAuth,
+    Path(id): Path<String>,
+    JsonObject(body, _): JsonObject<SandboxError>,
+) -> Result<StatusCode, SandboxError> {
+    let sandbox = load(&app, &auth, &id).await?;
+    let timeout = request::set_timeout(&body)?;
+    let extended = change(&app, &sandbox, |l, now| l.extend(timeout, now)).await?;
+    // The node re-reads Core's deadline before it enforces one, so this only speeds it up.
+    let command = Command::SetDeadline { sandbox_id: extended.id.clone(), end_at: extended.lifecycle.end_at };
+    let _ = dispatch::enqueue(&app, &extended.node_id, command).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Whether processes may start: only in a running sandbox.
+pub fn require_running(sandbox: &Sandbox, now: Timestamp) -> Result<(), SandboxError> {
+    match sandbox.lifecycle.effective(now) {
+        SandboxState::Running => Ok(()),
+        SandboxState::Paused => Err(SandboxError::conflict("the sandbox is paused")),
+        SandboxState::Expired => Err(SandboxError::conflict("the sandbox has expired")),
+        SandboxState::Killed => Err(SandboxError::conflict("the sandbox was killed")),
+    }
+}

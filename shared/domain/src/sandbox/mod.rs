@@ -1,0 +1,73 @@
+//! Sandboxes, their processes and the nodes that host them: the pure rules (ids, deadline and
+//! timeout arithmetic, the lifecycle state machine, output retention, host telemetry
+//! arithmetic). Storage, HTTP and the provider live elsewhere.
+
+pub mod command;
+pub mod host;
+pub mod ids;
+pub mod lifecycle;
+pub mod process;
+pub mod request;
+pub mod retention;
+
+pub use ids::{NodeTokenSecret, ProcessId, SandboxId};
+pub use lifecycle::{Lifecycle, LifecycleError, SandboxState, TimeoutSeconds};
+pub use process::{ProcessConfig, ProcessRecord, ProcessState};
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::NodeId;
+use crate::metadata::Metadata;
+use crate::{ProjectId, Timestamp};
+
+/// A sandbox: a workspace and the processes started in it, on one node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sandbox {
+    pub id: SandboxId,
+    pub project_id: ProjectId,
+    pub node_id: NodeId,
+    pub started_at: Timestamp,
+    #[serde(flatten)]
+    pub lifecycle: Lifecycle,
+    pub metadata: Metadata,
+    #[serde(default)]
+    pub env_vars: BTreeMap<String, String>,
+    /// What the provider could and could not enforce (filled in by the node).
+    #[serde(default)]
+    pub isolation: BTreeMap<String, String>,
+}
+
+/// A registered sandbox node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub id: NodeId,
+    pub name: String,
+    pub created_at: Timestamp,
+    #[serde(default)]
+    pub connection_id: Option<String>,
+    #[serde(default)]
+    pub last_seen_at: Option<Timestamp>,
+    #[serde(default)]
+    pub host: Option<host::HostObservation>,
+}
+
+/// How long a node may be silent and still count as online.
+pub const NODE_ONLINE_WINDOW_MS: i64 = 20_000;
+
+impl Node {
+    pub fn online(&self, now: Timestamp) -> bool {
+        self.last_seen_at.is_some_and(|t| now.unix_millis() - t.unix_millis() <= NODE_ONLINE_WINDOW_MS)
+    }
+}
+
+/// A process as a reader should see it: when the sandbox has ended without the node
+/// witnessing a process's end, that process's state is unknown, not running.
+pub fn as_seen(mut record: ProcessRecord, sandbox_state: SandboxState) -> ProcessRecord {
+    if sandbox_state.is_final() && record.state == ProcessState::Running {
+        record.state = ProcessState::Unknown;
+        record.observation_gap = true;
+    }
+    record
+}

@@ -1,0 +1,97 @@
+//! The daemon's only way to Core: the node API over HTTP, with the node token.
+
+use std::time::Duration;
+
+use agentplane_domain::ids::CommandId;
+use agentplane_domain::sandbox::command::{CommandEnvelope, CommandOutcome, Report};
+use agentplane_domain::sandbox::host::Heartbeat;
+use anyhow::{Context, bail};
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Clone)]
+pub struct CoreClient {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct HostedSandbox {
+    pub sandbox_id: agentplane_domain::sandbox::SandboxId,
+    pub state: String,
+    pub end_at: agentplane_domain::Timestamp,
+    #[serde(default)]
+    pub env_vars: std::collections::BTreeMap<String, String>,
+}
+
+impl CoreClient {
+    pub fn new(base: impl Into<String>, token: impl Into<String>) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(40)).build()?;
+        Ok(Self { http, base: base.into().trim_end_matches('/').to_owned(), token: token.into() })
+    }
+
+    async fn check(response: reqwest::Response) -> anyhow::Result<reqwest::Response> {
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body = response.text().await.unwrap_or_default();
+        bail!("Core answered {status}: {body}")
+    }
+
+    pub async fn poll(&self, connection: &str, wait_s: u64) -> anyhow::Result<Vec<CommandEnvelope>> {
+        #[derive(Deserialize)]
+        struct Answer {
+            commands: Vec<CommandEnvelope>,
+        }
+        let response = self
+            .http
+            // The connection id is ours (hex), so it needs no escaping.
+            .get(format!("{}/node/v1/commands?connection={connection}&wait={wait_s}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await?;
+        Ok(Self::check(response).await?.json::<Answer>().await.context("commands")?.commands)
+    }
+
+    pub async fn complete(&self, command: &CommandId, outcome: &CommandOutcome) -> anyhow::Result<()> {
+        let response = self
+            .http
+            .post(format!("{}/node/v1/commands/{command}", self.base))
+            .bearer_auth(&self.token)
+            .json(outcome)
+            .send()
+            .await?;
+        Self::check(response).await.map(|_| ())
+    }
+
+    pub async fn heartbeat(&self, heartbeat: &Heartbeat) -> anyhow::Result<()> {
+        let response = self
+            .http
+            .post(format!("{}/node/v1/heartbeat", self.base))
+            .bearer_auth(&self.token)
+            .json(heartbeat)
+            .send()
+            .await?;
+        Self::check(response).await.map(|_| ())
+    }
+
+    pub async fn report(&self, report: &Report) -> anyhow::Result<()> {
+        let response = self
+            .http
+            .post(format!("{}/node/v1/reports", self.base))
+            .bearer_auth(&self.token)
+            .json(report)
+            .send()
+            .await?;
+        Self::check(response).await.map(|_| ())
+    }
+
+    pub async fn hosted(&self) -> anyhow::Result<Vec<HostedSandbox>> {
+        let response =
+            self.http.get(format!("{}/node/v1/sandboxes", self.base)).bearer_auth(&self.token).send().await?;
+        let body: Value = Self::check(response).await?.json().await?;
+        Ok(serde_json::from_value(body.get("sandboxes").cloned().unwrap_or(Value::Null))?)
+    }
+}

@@ -1,0 +1,490 @@
+//! The node daemon: heartbeats, executes the commands Core queues for it, watches the processes
+//! it starts, enforces deadlines, and reports what it observed. Each start is a new connection:
+//! what a previous connection was watching is reported as a gap, never guessed.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agentplane_domain::Timestamp;
+use agentplane_domain::sandbox::command::{
+    Command, CommandEnvelope, CommandOutcome, NodeEvent, Report, SequencedEvent, Stream,
+};
+use agentplane_domain::sandbox::host::{Heartbeat, SandboxUsage};
+use agentplane_domain::sandbox::retention::{MAX_CHUNK_BYTES, trim_batch};
+use agentplane_domain::sandbox::{ProcessId, SandboxId};
+use base64::Engine;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{Mutex, mpsc};
+use tokio::task::JoinSet;
+
+use crate::client::CoreClient;
+use crate::host;
+use crate::local::{LocalProvider, LocalSandbox};
+
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Core's base URL (the node API is under `/node/v1`).
+    pub core_url: String,
+    pub token: String,
+    /// Where sandboxes' workspaces and the daemon's state live.
+    pub state_dir: PathBuf,
+    pub heartbeat_every: Duration,
+}
+
+pub fn now() -> Timestamp {
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    Timestamp::from_unix_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+}
+
+struct Hosted {
+    sandbox: Arc<LocalSandbox>,
+    end_at: Timestamp,
+    paused: bool,
+}
+
+struct Node {
+    client: CoreClient,
+    connection: String,
+    provider: LocalProvider,
+    sandboxes: Mutex<HashMap<SandboxId, Hosted>>,
+    events: mpsc::UnboundedSender<NodeEvent>,
+    tasks: Mutex<JoinSet<()>>,
+}
+
+impl Node {
+    fn emit(&self, event: NodeEvent) {
+        let _ = self.events.send(event);
+    }
+
+    async fn spawn(self: &Arc<Self>, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut tasks = self.tasks.lock().await;
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(task);
+    }
+}
+
+/// Runs the daemon until the future is dropped (which also stops every task it started; the
+/// sandboxes and their processes keep running, as they would if the process died).
+pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&config.state_dir)?;
+    let client = CoreClient::new(&config.core_url, &config.token)?;
+    let connection = uuid::Uuid::new_v4().simple().to_string();
+    let (events, inbox) = mpsc::unbounded_channel();
+    let node = Arc::new(Node {
+        client,
+        connection,
+        provider: LocalProvider::new(&config.state_dir),
+        sandboxes: Mutex::new(HashMap::new()),
+        events,
+        tasks: Mutex::new(JoinSet::new()),
+    });
+    tracing::info!(connection = %node.connection, state_dir = %config.state_dir.display(), "node daemon starting");
+    let reporter = tokio::spawn(report_loop(node.clone(), inbox));
+    let _reporter = AbortOnDrop(reporter);
+    heartbeat_once(&node, &config).await;
+    adopt(&node).await;
+    let heartbeats = AbortOnDrop(tokio::spawn(heartbeat_loop(node.clone(), config.clone())));
+    let deadlines = AbortOnDrop(tokio::spawn(deadline_loop(node.clone())));
+    let _keep = (heartbeats, deadlines);
+    command_loop(node).await;
+    Ok(())
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Takes over the sandboxes Core says this node hosts: each one's processes were watched by
+/// an earlier connection (or nobody), so that is reported as a gap and whatever still runs is
+/// reported as seen, not as observed from its start.
+async fn adopt(node: &Arc<Node>) {
+    let hosted = loop {
+        match node.client.hosted().await {
+            Ok(h) => break h,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot list hosted sandboxes yet");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    for h in hosted {
+        let at = now();
+        node.emit(NodeEvent::ObservationResumed { sandbox_id: h.sandbox_id.clone(), at });
+        let Some(local) = node.provider.adopt(&h.sandbox_id, h.env_vars.clone()) else {
+            tracing::warn!(sandbox = %h.sandbox_id, connection = %node.connection, state = %h.state, "a hosted sandbox's init is gone; its processes cannot be observed");
+            continue;
+        };
+        for (pid, argv) in node.provider.live_processes(&local) {
+            let mut argv = argv.into_iter();
+            let cmd = argv.next().unwrap_or_default();
+            node.emit(NodeEvent::LiveSeen {
+                sandbox_id: h.sandbox_id.clone(),
+                pid,
+                cmd,
+                args: argv.collect(),
+                at,
+            });
+        }
+        let paused = h.state == "paused";
+        node.sandboxes
+            .lock()
+            .await
+            .insert(h.sandbox_id.clone(), Hosted { sandbox: Arc::new(local), end_at: h.end_at, paused });
+    }
+}
+
+async fn command_loop(node: Arc<Node>) {
+    loop {
+        match node.client.poll(&node.connection, 20).await {
+            Ok(commands) => {
+                for command in commands {
+                    let n = node.clone();
+                    node.spawn(async move { execute(n, command).await }).await;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "polling Core for commands failed");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+async fn execute(node: Arc<Node>, envelope: CommandEnvelope) {
+    let late = now() > envelope.expires_at;
+    let started = std::time::Instant::now();
+    let queued_ms = now().unix_millis() - envelope.issued_at.unix_millis();
+    let outcome = match envelope.command {
+        // Late lifecycle commands still apply: they were recorded before they were sent.
+        Command::Kill { sandbox_id } => kill(&node, &sandbox_id).await,
+        Command::SetDeadline { sandbox_id, end_at } => {
+            if let Some(h) = node.sandboxes.lock().await.get_mut(&sandbox_id) {
+                h.end_at = end_at;
+            }
+            done(None)
+        }
+        _ if late => {
+            CommandOutcome::Failed { message: "the command arrived after its caller gave up".into() }
+        }
+        Command::CreateSandbox { sandbox_id, end_at, env_vars } => {
+            create(&node, sandbox_id, end_at, env_vars).await
+        }
+        Command::StartProcess { sandbox_id, number, config, tag } => {
+            start(&node, sandbox_id, ProcessId::Observed(number), config, tag).await
+        }
+        Command::Pause { sandbox_id } => pause(&node, &sandbox_id).await,
+        Command::Resume { sandbox_id, end_at } => resume(&node, &sandbox_id, end_at).await,
+    };
+    let executed = started.elapsed();
+    let answer = node.client.complete(&envelope.id, &outcome).await;
+    tracing::debug!(
+        queued_ms,
+        executed_ms = executed.as_millis() as u64,
+        answered_ms = started.elapsed().as_millis() as u64,
+        "command done"
+    );
+    if let Err(err) = answer {
+        tracing::warn!(error = %err, command = %envelope.id, "could not answer a command");
+    }
+}
+
+fn done(pid: Option<u32>) -> CommandOutcome {
+    CommandOutcome::Done { pid, details: Default::default() }
+}
+
+fn failed(message: impl Into<String>) -> CommandOutcome {
+    CommandOutcome::Failed { message: message.into() }
+}
+
+async fn create(
+    node: &Arc<Node>,
+    id: SandboxId,
+    end_at: Timestamp,
+    env_vars: std::collections::BTreeMap<String, String>,
+) -> CommandOutcome {
+    if let Some(h) = node.sandboxes.lock().await.get(&id) {
+        return CommandOutcome::Done { pid: None, details: node.provider.isolation(&h.sandbox) };
+    }
+    match node.provider.create(&id, env_vars).await {
+        Ok(local) => {
+            let details = node.provider.isolation(&local);
+            tracing::info!(sandbox = %id, ?details, "sandbox created");
+            node.sandboxes
+                .lock()
+                .await
+                .insert(id, Hosted { sandbox: Arc::new(local), end_at, paused: false });
+            CommandOutcome::Done { pid: None, details }
+        }
+        Err(err) => failed(err),
+    }
+}
+
+async fn start(
+    node: &Arc<Node>,
+    id: SandboxId,
+    process: ProcessId,
+    config: agentplane_domain::sandbox::ProcessConfig,
+    tag: Option<String>,
+) -> CommandOutcome {
+    let sandbox = match node.sandboxes.lock().await.get(&id) {
+        Some(h) if h.paused => return failed("the sandbox is paused"),
+        Some(h) => h.sandbox.clone(),
+        None => return failed("this node does not host the sandbox"),
+    };
+    let started = match node.provider.start(&sandbox, &config).await {
+        Ok(s) => s,
+        Err(err) => return failed(err),
+    };
+    let pid = started.pid;
+    node.emit(NodeEvent::ProcessStarted { sandbox_id: id.clone(), process, pid, config, tag, at: now() });
+    let n = node.clone();
+    node.spawn(watch(n, id, process, started.child)).await;
+    done(Some(pid))
+}
+
+/// Forwards a process's output as it comes and its exit once witnessed.
+async fn watch(node: Arc<Node>, sandbox: SandboxId, process: ProcessId, mut child: tokio::process::Child) {
+    let mut readers = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        readers.push(tokio::spawn(forward(node.clone(), sandbox.clone(), process, Stream::Stdout, out)));
+    }
+    if let Some(err) = child.stderr.take() {
+        readers.push(tokio::spawn(forward(node.clone(), sandbox.clone(), process, Stream::Stderr, err)));
+    }
+    let guards: Vec<AbortOnDrop> = readers.into_iter().map(AbortOnDrop).collect();
+    let status = child.wait().await;
+    tracing::debug!(%sandbox, %process, ?status, "process exited");
+    // Output still in the pipes belongs before the exit; a background child that keeps the
+    // pipe open does not hold the exit back for long.
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        for g in &guards {
+            while !g.0.is_finished() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    })
+    .await;
+    drop(guards);
+    let at = now();
+    match status {
+        Ok(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            node.emit(NodeEvent::ProcessExited {
+                sandbox_id: sandbox,
+                process,
+                exit_code: status.code(),
+                signal: status.signal(),
+                at,
+            });
+        }
+        Err(err) => tracing::warn!(error = %err, %process, "lost a process's exit status"),
+    }
+}
+
+async fn forward(
+    node: Arc<Node>,
+    sandbox: SandboxId,
+    process: ProcessId,
+    stream: Stream,
+    mut pipe: impl tokio::io::AsyncRead + Unpin,
+) {
+    let mut buf = vec![0u8; MAX_CHUNK_BYTES];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => node.emit(NodeEvent::Output {
+                sandbox_id: sandbox.clone(),
+                process,
+                stream,
+                at: now(),
+                data: base64::engine::general_purpose::STANDARD.encode(&buf[..n]),
+            }),
+        }
+    }
+}
+
+async fn pause(node: &Arc<Node>, id: &SandboxId) -> CommandOutcome {
+    let sandbox = match node.sandboxes.lock().await.get(id) {
+        Some(h) => h.sandbox.clone(),
+        None => return failed("this node does not host the sandbox"),
+    };
+    match sandbox.cgroup.freeze().await {
+        Ok(()) => {
+            if let Some(h) = node.sandboxes.lock().await.get_mut(id) {
+                h.paused = true;
+            }
+            done(None)
+        }
+        Err(err) => failed(err),
+    }
+}
+
+async fn resume(node: &Arc<Node>, id: &SandboxId, end_at: Timestamp) -> CommandOutcome {
+    let sandbox = match node.sandboxes.lock().await.get(id) {
+        Some(h) => h.sandbox.clone(),
+        None => return failed("this node does not host the sandbox"),
+    };
+    match sandbox.cgroup.thaw().await {
+        Ok(()) => {
+            if let Some(h) = node.sandboxes.lock().await.get_mut(id) {
+                h.paused = false;
+                h.end_at = end_at;
+            }
+            done(None)
+        }
+        Err(err) => failed(err),
+    }
+}
+
+async fn kill(node: &Arc<Node>, id: &SandboxId) -> CommandOutcome {
+    let hosted = node.sandboxes.lock().await.remove(id);
+    match hosted {
+        Some(h) => node.provider.destroy(&h.sandbox).await,
+        None => {
+            // Perhaps adopted state was lost; clean up whatever is on disk.
+            if let Some(local) = node.provider.adopt(id, Default::default()) {
+                node.provider.destroy(&local).await;
+            }
+        }
+    }
+    done(None)
+}
+
+/// Enforces deadlines. Before killing, it asks Core for the current deadline, so a timeout
+/// extension that has not reached the node yet is never undercut.
+async fn deadline_loop(node: Arc<Node>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let t = now();
+        let due: Vec<SandboxId> = node
+            .sandboxes
+            .lock()
+            .await
+            .iter()
+            .filter(|(_, h)| !h.paused && h.end_at <= t)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if due.is_empty() {
+            continue;
+        }
+        let Ok(truth) = node.client.hosted().await else { continue };
+        for id in due {
+            match truth.iter().find(|h| h.sandbox_id == id) {
+                Some(h) if h.state == "running" => {
+                    if let Some(local) = node.sandboxes.lock().await.get_mut(&id) {
+                        local.end_at = h.end_at;
+                    }
+                }
+                Some(h) if h.state == "paused" => {
+                    if let Some(local) = node.sandboxes.lock().await.get_mut(&id) {
+                        local.paused = true;
+                    }
+                }
+                Some(_) => {
+                    tracing::info!(sandbox = %id, "deadline reached: killing the sandbox");
+                    let removed = node.sandboxes.lock().await.remove(&id);
+                    if let Some(h) = removed {
+                        node.provider.destroy(&h.sandbox).await;
+                    }
+                    node.emit(NodeEvent::SandboxExpired { sandbox_id: id, at: now() });
+                }
+                None => {
+                    // Core ended it already (killed): make sure nothing is left.
+                    let removed = node.sandboxes.lock().await.remove(&id);
+                    if let Some(h) = removed {
+                        node.provider.destroy(&h.sandbox).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn heartbeat_once(node: &Arc<Node>, config: &NodeConfig) {
+    let sample = host::sample(&config.state_dir).await;
+    let sandboxes: Vec<SandboxUsage> = node
+        .sandboxes
+        .lock()
+        .await
+        .values()
+        .map(|h| SandboxUsage {
+            sandbox_id: h.sandbox.id.clone(),
+            cpu_seconds: h.sandbox.cgroup.cpu_seconds(),
+            memory_bytes: h.sandbox.cgroup.memory_bytes(),
+            memory_limit_bytes: h.sandbox.cgroup.memory_limit_bytes(),
+        })
+        .collect();
+    let heartbeat = Heartbeat {
+        connection_id: node.connection.clone(),
+        observed_at: now(),
+        cpu: sample.cpu,
+        total_memory_bytes: sample.total_memory_bytes,
+        available_memory_bytes: sample.available_memory_bytes,
+        available_disk_bytes: sample.available_disk_bytes,
+        effective_cpu_cores: sample.effective_cpu_cores,
+        sandboxes,
+    };
+    if let Err(err) = node.client.heartbeat(&heartbeat).await {
+        tracing::warn!(error = %err, "heartbeat failed");
+    }
+}
+
+async fn heartbeat_loop(node: Arc<Node>, config: NodeConfig) {
+    loop {
+        tokio::time::sleep(config.heartbeat_every).await;
+        heartbeat_once(&node, &config).await;
+    }
+}
+
+/// Largest report body (Core accepts 1 MiB); output is base64, so this leaves room.
+const REPORT_DATA_BYTES: usize = 640 * 1024;
+/// Most output gathered into one round before trimming (bounds memory and latency).
+const ROUND_DATA_BYTES: usize = 16 * 1024 * 1024;
+
+/// Sends events in order, in batches; a failed batch is sent again as it was (Core applies each
+/// event once per connection), so nothing is skipped or reordered. Each round takes what is
+/// queued and drops up front the output Core would drop anyway (saying so), which keeps a
+/// fast printer from outrunning the node.
+async fn report_loop(node: Arc<Node>, mut inbox: mpsc::UnboundedReceiver<NodeEvent>) {
+    let mut seq = 0u64;
+    while let Some(first) = inbox.recv().await {
+        let mut round = vec![first];
+        let mut size = 0usize;
+        while size < ROUND_DATA_BYTES {
+            match inbox.try_recv() {
+                Ok(event) => {
+                    if let NodeEvent::Output { data, .. } = &event {
+                        size += data.len();
+                    }
+                    round.push(event);
+                }
+                Err(_) => break,
+            }
+        }
+        let mut pending = trim_batch(round).into_iter().peekable();
+        while pending.peek().is_some() {
+            let mut events = Vec::new();
+            let mut bytes = 0usize;
+            while let Some(event) = pending.next_if(|_| bytes < REPORT_DATA_BYTES && events.len() < 500) {
+                if let NodeEvent::Output { data, .. } = &event {
+                    bytes += data.len();
+                }
+                seq += 1;
+                events.push(SequencedEvent { seq, event });
+            }
+            let report = Report { connection_id: node.connection.clone(), events };
+            let mut backoff = Duration::from_millis(50);
+            while let Err(err) = node.client.report(&report).await {
+                tracing::warn!(error = %err, "report failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The sandbox bench (`bash tests/bench.sh` runs it after the sessions bench): real processes
+//! in a sandbox of an embedded node, through the full router over HTTP on loopback.
+//!
+//! - process start latency: from the start request to the answer (the process is running and
+//!   its pid is known), p50/p99;
+//! - output throughput: MB/s from the start request until all of a large output has been
+//!   captured (the exit is recorded after the last chunk), with the retention limits checked;
+//! - the cost of listing 256 retained observations, p50/p99.
+
+#![allow(clippy::print_stdout)]
+
+use std::time::{Duration, Instant};
+
+use agentplane_tests::{TestApp, TestNode, send, str_field};
+use base64::Engine;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0;
+    (at(0.50), at(0.99))
+}
+
+struct Bench {
+    app: TestApp,
+    key: String,
+}
+
+impl Bench {
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(StatusCode, Value)> {
+        let mut request = self.app.sandbox(&self.key, method, path);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        send(request).await
+    }
+
+    async fn start(&self, sandbox: &str, body: Value) -> anyhow::Result<String> {
+        let (status, started) =
+            self.call(Method::POST, &format!("/sandboxes/{sandbox}/processes"), Some(body)).await?;
+        anyhow::ensure!(status == StatusCode::OK, "start: {status} {started}");
+        str_field(&started, "processId")
+    }
+
+    async fn processes(&self, sandbox: &str) -> anyhow::Result<Vec<Value>> {
+        let (status, body) =
+            self.call(Method::GET, &format!("/sandboxes/{sandbox}/processes?state=all"), None).await?;
+        anyhow::ensure!(status == StatusCode::OK, "list: {status} {body}");
+        Ok(body["processes"].as_array().cloned().unwrap_or_default())
+    }
+
+    async fn wait_exit(&self, sandbox: &str, id: &str) -> anyhow::Result<Value> {
+        for _ in 0..6000 {
+            if let Some(p) = self
+                .processes(sandbox)
+                .await?
+                .into_iter()
+                .find(|p| p["processId"] == id && p["state"] == "exited")
+            {
+                return Ok(p);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        anyhow::bail!("{id} did not exit")
+    }
+
+    async fn sandbox(&self) -> anyhow::Result<String> {
+        let (status, body) = self.call(Method::POST, "/sandboxes", Some(json!({"timeout": 3600}))).await?;
+        anyhow::ensure!(status == StatusCode::CREATED, "create: {status} {body}");
+        str_field(&body, "sandboxID")
+    }
+
+    /// Kills and waits until the node has torn the sandbox down.
+    async fn kill(&self, node: &TestNode, sandbox: &str) -> anyhow::Result<()> {
+        self.call(Method::DELETE, &format!("/sandboxes/{sandbox}"), None).await?;
+        for _ in 0..500 {
+            if !node.config.state_dir.join("sandboxes").join(sandbox).exists() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        anyhow::bail!("the node did not tear {sandbox} down")
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    agentplane_api::lambda::init_local_tracing();
+    let n: usize = std::env::var("BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    let app = TestApp::spawn().await?;
+    let node = TestNode::start(&app).await?;
+    let tenant = app.tenant().await?;
+    let bench = Bench { app, key: tenant.key };
+
+    // 1. Process start latency.
+    let sandbox = bench.sandbox().await?;
+    for _ in 0..5 {
+        bench.start(&sandbox, json!({"cmd": "true"})).await?;
+    }
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        bench.start(&sandbox, json!({"cmd": "true"})).await?;
+        samples.push(t.elapsed());
+    }
+    let (p50, p99) = percentiles(samples);
+    println!("process start (request → running, pid known)   n={n:<4} p50 {p50:7.1} ms   p99 {p99:7.1} ms");
+    bench.kill(&node, &sandbox).await?;
+
+    // 2. Output throughput, with the retention limits holding.
+    let sandbox = bench.sandbox().await?;
+    let bytes: u64 = 16 * 1024 * 1024;
+    let t = Instant::now();
+    let id =
+        bench.start(&sandbox, json!({"cmd": "head", "args": ["-c", bytes.to_string(), "/dev/zero"]})).await?;
+    let exited = bench.wait_exit(&sandbox, &id).await?;
+    let elapsed = t.elapsed();
+    let (status, output) =
+        bench.call(Method::GET, &format!("/sandboxes/{sandbox}/processes/{id}/output"), None).await?;
+    anyhow::ensure!(status == StatusCode::OK, "output: {status}");
+    let chunks = output["chunks"].as_array().cloned().unwrap_or_default();
+    let retained: usize = chunks
+        .iter()
+        .filter_map(|c| c["data"].as_str())
+        .map(|d| base64::engine::general_purpose::STANDARD.decode(d).map(|b| b.len()).unwrap_or(0))
+        .sum();
+    println!(
+        "output captured                                 {:.1} MiB in {:.2} s = {:6.1} MB/s   retained {} chunks, {:.2} MiB, truncated={} (limits 1024 chunks / 1 MiB)",
+        bytes as f64 / (1024.0 * 1024.0),
+        elapsed.as_secs_f64(),
+        bytes as f64 / 1e6 / elapsed.as_secs_f64(),
+        chunks.len(),
+        retained as f64 / (1024.0 * 1024.0),
+        exited["outputTruncated"],
+    );
+    anyhow::ensure!(chunks.len() <= 1024 && retained <= 1024 * 1024, "retention limits broken");
+    bench.kill(&node, &sandbox).await?;
+
+    // 3. Listing 256 retained observations (more were started; the oldest were dropped).
+    let sandbox = bench.sandbox().await?;
+    let mut last = String::new();
+    for _ in 0..270 {
+        last = bench.start(&sandbox, json!({"cmd": "echo", "args": ["x"]})).await?;
+    }
+    bench.wait_exit(&sandbox, &last).await?;
+    let listed = bench.processes(&sandbox).await?.len();
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let got = bench.processes(&sandbox).await?;
+        samples.push(t.elapsed());
+        anyhow::ensure!(got.len() == listed, "listing changed");
+    }
+    let (p50, p99) = percentiles(samples);
+    println!(
+        "list processes?state=all ({listed} observations)     n={n:<4} p50 {p50:7.1} ms   p99 {p99:7.1} ms"
+    );
+    bench.kill(&node, &sandbox).await?;
+    drop(node);
+    Ok(())
+}
