@@ -34,6 +34,8 @@ pub enum Route {
     ClientSessionEventsList,
     ClientSessionEventsStream,
     CoreSandboxNodesRegister,
+    CoreSandboxNodesList,
+    CoreSandboxNodeGet,
     NodeCommandsPoll,
     NodeCommandsComplete,
     NodeHeartbeat,
@@ -74,6 +76,8 @@ impl Route {
         Route::ClientSessionEventsList,
         Route::ClientSessionEventsStream,
         Route::CoreSandboxNodesRegister,
+        Route::CoreSandboxNodesList,
+        Route::CoreSandboxNodeGet,
         Route::NodeCommandsPoll,
         Route::NodeCommandsComplete,
         Route::NodeHeartbeat,
@@ -150,6 +154,10 @@ impl Route {
             Route::CoreSandboxNodesRegister => {
                 ("core-sandbox-nodes-register", Method::POST, "/core/v1/sandbox/nodes")
             }
+            Route::CoreSandboxNodesList => ("core-sandbox-nodes-list", Method::GET, "/core/v1/sandbox/nodes"),
+            Route::CoreSandboxNodeGet => {
+                ("core-sandbox-node-get", Method::GET, "/core/v1/sandbox/nodes/{node_id}")
+            }
             Route::NodeCommandsPoll => ("node-commands-poll", Method::GET, "/node/v1/commands"),
             Route::NodeCommandsComplete => {
                 ("node-commands-complete", Method::POST, "/node/v1/commands/{command_id}")
@@ -219,6 +227,8 @@ impl Route {
             Route::ClientSessionEventsList => get(client::events::list),
             Route::ClientSessionEventsStream => get(client::events::stream),
             Route::CoreSandboxNodesRegister => post(core::nodes::register),
+            Route::CoreSandboxNodesList => get(core::node_reads::list),
+            Route::CoreSandboxNodeGet => get(core::node_reads::get),
             Route::NodeCommandsPoll => get(node::handlers::poll),
             Route::NodeCommandsComplete => post(node::handlers::complete),
             Route::NodeHeartbeat => post(node::handlers::heartbeat),
@@ -256,7 +266,9 @@ impl Route {
     /// touch: its least-privilege grant, checked against the template by tests/infra.rs.
     pub fn resources(self) -> &'static [&'static str] {
         let name = self.function_name();
-        if name.starts_with("core-") {
+        if matches!(self, Route::CoreSandboxNodeGet) {
+            &["MainTable", "TelemetryTable", "CoreKeySecret"]
+        } else if name.starts_with("core-") {
             &["MainTable", "CoreKeySecret"]
         } else if self.runs_turns() {
             &["MainTable", "EventsTable", "ModelApiKeySecret"]

@@ -3,5 +3,6 @@
 pub mod api_keys;
 pub mod auth;
 pub mod error;
+pub mod node_reads;
 pub mod nodes;
 pub mod projects;

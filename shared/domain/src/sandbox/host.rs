@@ -169,6 +169,20 @@ impl HostObservation {
     }
 }
 
+impl HostObservation {
+    /// The values the telemetry read model (`telemetry::node`) reports for this heartbeat.
+    pub fn telemetry(&self) -> crate::telemetry::node::NodeObservation {
+        crate::telemetry::node::NodeObservation {
+            observed_at: self.observed_at,
+            effective_cpu_cores: self.effective_cpu_cores,
+            cpu_utilization: self.cpu_utilization,
+            total_memory_bytes: self.total_memory_bytes,
+            available_memory_bytes: self.available_memory_bytes,
+            available_disk_bytes: self.available_disk_bytes,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

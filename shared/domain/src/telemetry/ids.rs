@@ -9,6 +9,9 @@ use uuid::Uuid;
 
 use crate::ids::{InvalidId, uuid_id};
 
+/// Nodes are shared with the sandbox module: one id type.
+pub use crate::ids::NodeId;
+
 uuid_id!(
     /// The environment a Session runs in.
     EnvironmentId,
@@ -23,11 +26,6 @@ uuid_id!(
     /// A Runtime device bound to a managed allocation.
     DeviceId,
     "device"
-);
-uuid_id!(
-    /// A sandbox node (a host running the node daemon).
-    NodeId,
-    "node"
 );
 
 #[cfg(test)]

@@ -1,0 +1,69 @@
+//! GET /core/v1/sandbox/nodes and GET /core/v1/sandbox/nodes/{node_id}?range=1h|6h|24h: what a
+//! node last reported about its host, and its history in complete UTC buckets. Reads only: they
+//! never touch a node or its sandboxes.
+
+use agentplane_domain::ValidationError;
+use agentplane_domain::ids::NodeId;
+use agentplane_domain::query::Query;
+use agentplane_domain::telemetry::node::{NodeObservation, NodeRange, host_observation, node_history};
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::auth::CoreAdmin;
+use super::error;
+use super::nodes::render;
+use crate::envelope::ApiError;
+use crate::{App, edge};
+
+/// The node read's 400: `invalid_request`, naming the parameter.
+fn invalid_request(err: ValidationError) -> ApiError {
+    let error =
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_request", err.message);
+    match err.param {
+        Some(param) => error.with("param", param),
+        None => error,
+    }
+}
+
+pub async fn list(State(app): State<App>, _admin: CoreAdmin) -> Result<Json<Value>, ApiError> {
+    let now = edge::now();
+    let mut nodes = app.store.nodes().all().await.map_err(|e| ApiError::storage(&e))?;
+    nodes.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+    Ok(Json(json!({
+        "object": "list",
+        "data": nodes.iter().map(|n| render(n, now)).collect::<Vec<_>>(),
+        "has_more": false,
+    })))
+}
+
+pub async fn get(
+    State(app): State<App>,
+    _admin: CoreAdmin,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    // The query is checked before the id, and both before any read.
+    let range = NodeRange::from_query(&Query::parse(raw.as_deref())).map_err(invalid_request)?;
+    let id: NodeId =
+        id.parse().map_err(|_| invalid_request(ValidationError::new("node_id", "malformed node id")))?;
+    let node = app.store.nodes().get(&id).await.map_err(error::store("node"))?;
+    let now = edge::now();
+    let observations: Vec<NodeObservation> = app
+        .store
+        .nodes()
+        .history(&id)
+        .await
+        .map_err(|e| ApiError::storage(&e))?
+        .iter()
+        .map(|o| o.telemetry())
+        .collect();
+    let last = node.host.as_ref().map(|h| h.telemetry());
+    let mut body = render(&node, now);
+    body["host"] =
+        serde_json::to_value(host_observation(last.as_ref())).map_err(|_| ApiError::internal("host"))?;
+    body["history"] = serde_json::to_value(node_history(range, now, &observations))
+        .map_err(|_| ApiError::internal("history"))?;
+    Ok(Json(body))
+}
