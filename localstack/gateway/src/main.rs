@@ -7,6 +7,8 @@
 //!   `.agentplane/core-key` (git-ignored) so that it survives restarts.
 //! - `AWS_ENDPOINT_URL`: the emulator (default `http://127.0.0.1:4566`).
 //! - `AGENTPLANE_RESOURCE_PREFIX`: resource name prefix (default `agentplane`).
+//! - `AGENTPLANE_SAMPLING_INTERVAL_S`: how often the in-process sampler runs (default 30);
+//!   `AGENTPLANE_SAMPLER=off` turns it (and Runtime history) off.
 
 use std::path::PathBuf;
 
@@ -29,6 +31,9 @@ async fn main() -> anyhow::Result<()> {
     })?;
     let core_key = core_key()?;
     let app = App::new(store, Some(core_key.clone()));
+    if app.runtime.history_enabled {
+        tokio::spawn(sampler(app.clone()));
+    }
     let listener =
         tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("binding {listen}"))?;
     announce(&listen, &core_key);
@@ -38,6 +43,20 @@ async fn main() -> anyhow::Result<()> {
 async fn axum_serve(listener: tokio::net::TcpListener, app: App) -> anyhow::Result<()> {
     agentplane_api::serve_http(listener, routes::full_router(app), shutdown()).await?;
     Ok(())
+}
+
+/// The sampler job, in-process: one pass at the start of every sampling interval.
+async fn sampler(app: App) {
+    let seconds = u64::try_from(app.runtime.interval.seconds()).unwrap_or(30);
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(seconds));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        match agentplane_engine::runtime::sample_once(&app.store, &app.runtime, edge::now()).await {
+            Ok(report) => tracing::debug!(?report, "sampler pass"),
+            Err(err) => tracing::warn!(error = %err, "sampler pass failed"),
+        }
+    }
 }
 
 async fn shutdown() {

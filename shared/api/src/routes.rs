@@ -33,6 +33,9 @@ pub enum Route {
     ClientSessionMessagesCreate,
     ClientSessionEventsList,
     ClientSessionEventsStream,
+    CoreRuntimeObservationsList,
+    CoreRuntimeObservationGet,
+    CoreRuntimeHistoryGet,
 }
 
 impl Route {
@@ -57,6 +60,9 @@ impl Route {
         Route::ClientSessionMessagesCreate,
         Route::ClientSessionEventsList,
         Route::ClientSessionEventsStream,
+        Route::CoreRuntimeObservationsList,
+        Route::CoreRuntimeObservationGet,
+        Route::CoreRuntimeHistoryGet,
     ];
 
     /// (function binary name, method, path). Paths use `{param}`, which axum and API Gateway
@@ -115,6 +121,19 @@ impl Route {
                 Method::GET,
                 "/api/client/v1/sessions/{session_id}/events/stream",
             ),
+            Route::CoreRuntimeObservationsList => {
+                ("core-runtime-observations-list", Method::GET, "/core/v1/sandbox/runtime-observations")
+            }
+            Route::CoreRuntimeObservationGet => (
+                "core-runtime-observation-get",
+                Method::GET,
+                "/core/v1/projects/{project_id}/sessions/{session_id}/runtime-observation",
+            ),
+            Route::CoreRuntimeHistoryGet => (
+                "core-runtime-history-get",
+                Method::GET,
+                "/core/v1/projects/{project_id}/sessions/{session_id}/runtime-history",
+            ),
         }
     }
 
@@ -152,6 +171,9 @@ impl Route {
             Route::ClientSessionMessagesCreate => post(client::responses::session_message),
             Route::ClientSessionEventsList => get(client::events::list),
             Route::ClientSessionEventsStream => get(client::events::stream),
+            Route::CoreRuntimeObservationsList => get(core::runtime::list),
+            Route::CoreRuntimeObservationGet => get(core::runtime::retrieve),
+            Route::CoreRuntimeHistoryGet => get(core::runtime::history),
         }
     }
 
@@ -174,7 +196,10 @@ impl Route {
     /// touch: its least-privilege grant, checked against the template by tests/infra.rs.
     pub fn resources(self) -> &'static [&'static str] {
         let name = self.function_name();
-        if name.starts_with("core-") {
+        if name.starts_with("core-runtime-") {
+            // Reads only: sessions and allocations, samples and sandbox usage counters.
+            &["MainTable", "TelemetryTable", "CoreKeySecret"]
+        } else if name.starts_with("core-") {
             &["MainTable", "CoreKeySecret"]
         } else if self.runs_turns() {
             &["MainTable", "EventsTable", "ModelApiKeySecret"]

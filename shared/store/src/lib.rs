@@ -8,10 +8,12 @@ pub mod provision;
 pub mod resources;
 
 pub use dynamo::agents::Agents;
+pub use dynamo::allocations::{Allocation, Allocations};
 pub use dynamo::api_keys::ApiKeys;
 pub use dynamo::events::EventLog;
 pub use dynamo::projects::Projects;
 pub use dynamo::sessions::Sessions;
+pub use dynamo::telemetry::{SandboxUsage, Telemetry};
 pub use error::StoreError;
 pub use resources::ResourceNames;
 
@@ -52,5 +54,13 @@ impl Store {
 
     pub fn events(&self) -> EventLog<'_> {
         EventLog::new(self)
+    }
+
+    pub fn allocations(&self) -> Allocations<'_> {
+        Allocations::new(self)
+    }
+
+    pub fn telemetry(&self) -> Telemetry<'_> {
+        Telemetry::new(self)
     }
 }

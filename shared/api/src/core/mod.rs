@@ -4,3 +4,4 @@ pub mod api_keys;
 pub mod auth;
 pub mod error;
 pub mod projects;
+pub mod runtime;

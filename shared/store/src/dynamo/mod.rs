@@ -1,12 +1,14 @@
 //! DynamoDB adapters, one module per entity: its keys, its item mapping and its queries.
 
 pub mod agents;
+pub mod allocations;
 pub mod api_keys;
 pub mod events;
 pub mod keys;
 pub mod page;
 pub mod projects;
 pub mod sessions;
+pub mod telemetry;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
