@@ -150,3 +150,38 @@ pub fn local_reading(usage: &SandboxUsage) -> SourceReading {
         compute_started_at: usage.compute_started_at,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(running: bool) -> SandboxUsage {
+        SandboxUsage {
+            sandbox_id: "sbx".into(),
+            cpu_seconds_total: Some(1.5),
+            memory_usage_bytes: Some(10),
+            memory_limit_bytes: None,
+            capacity_cores: Some(2.0),
+            compute_started_at: ComputeStart::new(100, 750_000_000),
+            incarnation: 3,
+            running,
+            reported_at: Timestamp::from_unix_seconds(200),
+        }
+    }
+
+    #[test]
+    fn local_counters_become_a_sample_of_their_incarnation() {
+        let reading = local_reading(&usage(true));
+        assert_eq!(reading.compute_started_at, ComputeStart::new(100, 750_000_000));
+        let ProviderRead::Sampled(sample) = reading.read else { panic!("sampled") };
+        assert_eq!(sample.started_at, Some(Timestamp::from_unix_millis(100_750)));
+        assert_eq!(sample.observed_at, Timestamp::from_unix_seconds(200));
+        assert_eq!(sample.readings.cpu_seconds_total, Some(1.5));
+        assert_eq!(sample.disk, None);
+    }
+
+    #[test]
+    fn a_sandbox_the_node_reports_stopped_is_not_running() {
+        assert_eq!(local_reading(&usage(false)).read, ProviderRead::NotRunning);
+    }
+}

@@ -8,6 +8,7 @@ use agentplane_domain::query::Query;
 use agentplane_domain::telemetry::history::retained_start;
 use agentplane_domain::telemetry::observation::history_supported;
 use agentplane_domain::telemetry::{HistoryQuery, RuntimeHistory, build_runtime_history};
+use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 
@@ -26,7 +27,11 @@ pub async fn history(
     let query =
         HistoryQuery::from_query(&Query::parse(raw.as_deref()), now).map_err(|e| error::history_query(&e))?;
     let (project, session) = ids(&project, &session)?;
-    let session = app.store.sessions().get(&project, &session).await.map_err(error::store("session"))?;
+    // A failed read is 503 runtime_history_unavailable; its text is neither returned nor logged.
+    let session = app.store.sessions().get(&project, &session).await.map_err(|e| match e {
+        StoreError::NotFound => error::not_found("session"),
+        _ => error::history_unavailable(),
+    })?;
     if !history_supported(session.environment_mode) {
         return Err(error::history_unsupported());
     }
