@@ -205,14 +205,14 @@ async fn main() -> anyhow::Result<()> {
     let repeat = began.elapsed();
     println!(
         "sampler pass over {} live allocations: {:.0} ms, {} samples written ({} observed, {} unavailable, {} failed); \
-         DynamoDB: 1 index listing + {} session reads + {} usage reads + {} conditional puts",
+         DynamoDB: 1 index listing + {} BatchGetItem session reads + {} usage reads + {} conditional puts",
         first.allocations,
         ms(pass),
         first.written,
         first.observed,
         first.unavailable,
         first.failed,
-        first.allocations,
+        first.allocations.div_ceil(100),
         first.observed,
         first.allocations,
     );

@@ -52,13 +52,26 @@ pub async fn sample_once(
     let allocations = store.allocations().list_live().await?;
     let mut report =
         SamplerReport { interval_start, allocations: allocations.len(), ..SamplerReport::default() };
+    // The Sessions' measured usage, read in batches; a failed read leaves samples without it.
+    let keys: Vec<_> = allocations.iter().map(|a| (a.project_id, a.session_id)).collect();
+    let sessions = match store.sessions().get_many(&keys).await {
+        Ok(sessions) => sessions,
+        Err(err) => {
+            tracing::warn!(error = %err, "reading session usage for runtime samples failed");
+            Default::default()
+        }
+    };
+    let sessions = &sessions;
     // Owned allocations keep the stream's future free of higher-ranked borrows (so it can be spawned).
-    let mut outcomes =
-        futures_util::stream::iter(allocations)
-            .map(|allocation| async move {
-                sample_allocation(store, config, &allocation, interval_start, now).await
-            })
-            .buffer_unordered(CONCURRENCY);
+    let mut outcomes = futures_util::stream::iter(allocations)
+        .map(|allocation| async move {
+            let usage = sessions.get(&allocation.session_id).map(|s| TokenUsage {
+                input_tokens: s.usage.input_tokens,
+                output_tokens: s.usage.output_tokens,
+            });
+            sample_allocation(store, config, &allocation, usage, interval_start, now).await
+        })
+        .buffer_unordered(CONCURRENCY);
     while let Some(outcome) = outcomes.next().await {
         match outcome {
             Outcome::Written { observed } => {
@@ -81,10 +94,11 @@ async fn sample_allocation(
     store: &Store,
     config: &RuntimeTelemetry,
     allocation: &Allocation,
+    token_usage: Option<TokenUsage>,
     interval_start: i64,
     now: Timestamp,
 ) -> Outcome {
-    let sample = match take_sample(store, config, allocation, now).await {
+    let sample = match take_sample(config, allocation, token_usage, now).await {
         Some(sample) => sample,
         None => return Outcome::Skipped,
     };
@@ -99,11 +113,12 @@ async fn sample_allocation(
     }
 }
 
-/// The sample of one allocation; `None` for a stopped one (nothing to sample).
+/// The sample of one allocation, with its Session's measured usage; `None` for a stopped one
+/// (nothing to sample).
 pub async fn take_sample(
-    store: &Store,
     config: &RuntimeTelemetry,
     allocation: &Allocation,
+    token_usage: Option<TokenUsage>,
     now: Timestamp,
 ) -> Option<RuntimeSample> {
     let lifecycle = allocation.record.state.lifecycle();
@@ -137,13 +152,6 @@ pub async fn take_sample(
         Some(ProviderRead::Unavailable) => SampleStatus::Unavailable { reason: Reason::SampleUnavailable },
     };
     let observed = matches!(status, SampleStatus::Observed { .. });
-    let token_usage = match store.sessions().get(&allocation.project_id, &allocation.session_id).await {
-        Ok(session) => Some(TokenUsage {
-            input_tokens: session.usage.input_tokens,
-            output_tokens: session.usage.output_tokens,
-        }),
-        Err(_) => None,
-    };
     Some(RuntimeSample {
         sampled_at: now,
         allocation: Some(SampleAllocation {

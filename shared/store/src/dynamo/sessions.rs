@@ -111,6 +111,57 @@ impl<'a> Sessions<'a> {
         Ok(locator.project_id)
     }
 
+    /// Many live sessions at once (BatchGetItem, 100 keys a call), by id; deleted and missing
+    /// ones are left out.
+    pub async fn get_many(
+        &self,
+        ids: &[(ProjectId, SessionId)],
+    ) -> Result<std::collections::HashMap<SessionId, Session>, StoreError> {
+        let mut found = std::collections::HashMap::new();
+        for chunk in ids.chunks(100) {
+            let mut keys = Vec::with_capacity(chunk.len());
+            for (project, id) in chunk {
+                let mut key = Item::new();
+                key.insert("PK".into(), s(project_pk(project)));
+                key.insert("SK".into(), s(session_sk(id)));
+                keys.push(key);
+            }
+            let mut pending = Some(
+                aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .build()
+                    .map_err(StoreError::unavailable)?,
+            );
+            // Unprocessed keys are retried a bounded number of times, then the read fails.
+            for _ in 0..8 {
+                let Some(request) = pending.take() else { break };
+                let out = self
+                    .store
+                    .dynamo
+                    .batch_get_item()
+                    .request_items(&self.store.names.main_table, request)
+                    .send()
+                    .await
+                    .map_err(backend)?;
+                let items = out.responses.and_then(|mut r| r.remove(&self.store.names.main_table));
+                for item in items.unwrap_or_default() {
+                    let item: SessionItem = serde_dynamo::from_item(item)?;
+                    if item.deleted_at.is_none() {
+                        found.insert(item.session.id, item.session);
+                    }
+                }
+                pending = out
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.store.names.main_table))
+                    .filter(|k| !k.keys().is_empty());
+            }
+            if pending.is_some() {
+                return Err(StoreError::unavailable("batch read left keys unprocessed"));
+            }
+        }
+        Ok(found)
+    }
+
     /// A page of every live session of every project, by creation time and id. An `after` that
     /// names no live session is `NotFound`.
     pub async fn list_all(
