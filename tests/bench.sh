@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # The benchmark: starts LocalStack, builds in release mode and prints latency numbers.
 # BENCH_N sets the number of measured calls per operation (default 300; the sandbox bench 100).
+# An argument runs one suite: sessions, turns, sandboxes or telemetry (24 h history read over
+# 2880 samples, one sampler pass over 1,000 allocations; BENCH_N history reads, default 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash localstack/emulator.sh start
-cargo run --release -q -p agentplane-tests --bin bench -- "$@"
-case "${1:-}" in "" | sandboxes) cargo run --release -q -p agentplane-tests --bin bench-sandboxes ;; esac
+case "${1:-}" in
+  sandboxes) cargo run --release -q -p agentplane-tests --bin bench-sandboxes ;;
+  telemetry) cargo run --release -q -p agentplane-tests --bin bench-telemetry ;;
+  "")
+    cargo run --release -q -p agentplane-tests --bin bench
+    cargo run --release -q -p agentplane-tests --bin bench-sandboxes
+    cargo run --release -q -p agentplane-tests --bin bench-telemetry
+    ;;
+  *) cargo run --release -q -p agentplane-tests --bin bench -- "$@" ;;
+esac

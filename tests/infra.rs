@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use agentplane_api::Route;
+use agentplane_api::jobs::Job;
 use agentplane_store::resources::{BUCKETS, QUEUES, TABLES};
 use serde_yaml::Value;
 
@@ -61,11 +62,10 @@ fn every_function_binary_is_deployed_and_every_deployed_function_exists() {
     let on_disk = binaries_on_disk();
     assert_eq!(deployed, on_disk, "template functions vs functions/src/bin");
     let routed: BTreeSet<String> = Route::ALL.iter().map(|r| r.function_name().to_owned()).collect();
-    let jobs: BTreeSet<String> = on_disk.difference(&routed).cloned().collect();
-    for job in &jobs {
-        assert!(Route::by_function_name(job).is_none());
-    }
-    assert!(routed.is_subset(&on_disk), "a route without a binary: {:?}", routed.difference(&on_disk));
+    let jobs: BTreeSet<String> = Job::ALL.iter().map(|j| j.function_name().to_owned()).collect();
+    assert!(routed.is_disjoint(&jobs), "a name is both a route and a job");
+    let named: BTreeSet<String> = routed.union(&jobs).cloned().collect();
+    assert_eq!(named, on_disk, "every binary is a Route or a Job, and each has its binary");
 }
 
 #[test]
@@ -82,6 +82,22 @@ fn each_route_function_has_exactly_its_api_event() {
         assert_eq!(str_of(&event["Properties"]["RestApiId"]), "!Ref Api", "{id}");
     }
     assert_eq!(resources(&t)["Api"]["Type"], "AWS::Serverless::Api", "a REST API (not an HTTP API)");
+}
+
+#[test]
+fn each_job_function_is_triggered_by_a_schedule_only() {
+    let t = template();
+    let mut seen = BTreeSet::new();
+    for (id, function) in functions(&t) {
+        let Some(job) = Job::by_function_name(&binary(function)) else { continue };
+        seen.insert(job.function_name());
+        let events = function["Properties"]["Events"].as_mapping().expect("Events");
+        assert_eq!(events.len(), 1, "{id} has other events");
+        let event = events.values().next().expect("one event");
+        assert_eq!(event["Type"], "Schedule", "{id} runs on a schedule");
+        assert!(str_of(&event["Properties"]["Schedule"]).starts_with("rate("), "{id}");
+    }
+    assert_eq!(seen.len(), Job::ALL.len(), "every job is deployed");
 }
 
 #[test]
@@ -190,8 +206,12 @@ fn each_function_may_touch_only_what_it_uses() {
     let t = template();
     for (id, function) in functions(&t) {
         let name = binary(function);
-        let route = Route::by_function_name(&name).expect("every function is a route so far");
-        let allowed: BTreeSet<String> = route.resources().iter().map(|r| (*r).to_owned()).collect();
+        let resources = match (Route::by_function_name(&name), Job::by_function_name(&name)) {
+            (Some(route), None) => route.resources(),
+            (None, Some(job)) => job.resources(),
+            _ => panic!("{id}: {name} must be exactly one Route or Job"),
+        };
+        let allowed: BTreeSet<String> = resources.iter().map(|r| (*r).to_owned()).collect();
         let reads_core_key = allowed.contains("CoreKeySecret");
         let mut granted = BTreeSet::new();
         references(&function["Properties"]["Policies"], &mut granted);

@@ -93,6 +93,15 @@ impl TestApp {
         Self::serve_app(app, store, core_key).await
     }
 
+    /// An app on fresh resources, adjusted by `configure` before it serves (runtime sources,
+    /// sampler settings, …).
+    pub async fn spawn_with(configure: impl FnOnce(App) -> App) -> anyhow::Result<Self> {
+        let store = fresh_store().await?;
+        let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
+        let app = configure(App::new(store.clone(), CoreKey::new(core_key.clone())));
+        Self::serve_app(app, store, core_key).await
+    }
+
     /// An app whose agents talk to `model` (fast retries, short timeouts, a 1 s keep-alive).
     pub async fn spawn_with_model(model: &model::ScriptedModel) -> anyhow::Result<Self> {
         let store = fresh_store().await?;

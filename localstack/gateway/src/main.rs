@@ -11,6 +11,8 @@
 //! - `AGENTPLANE_PRICES_FILE`: token prices (JSON), else built-in defaults.
 //! - `AGENTPLANE_EMBEDDED_NODE`: `0` to not start the embedded sandbox node (default: started,
 //!   workspaces under `.agentplane/node/`), so that the sandbox API works out of the box.
+//! - `AGENTPLANE_SAMPLING_INTERVAL_S`: how often the in-process sampler runs (default 30);
+//!   `AGENTPLANE_SAMPLER=off` turns it (and Runtime history) off.
 
 use std::path::PathBuf;
 
@@ -34,6 +36,9 @@ async fn main() -> anyhow::Result<()> {
     let core_key = core_key()?;
     let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
     let app = App::new(store, Some(core_key.clone())).with_prices(prices);
+    if app.runtime.history_enabled {
+        tokio::spawn(sampler(app.clone()));
+    }
     let listener =
         tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("binding {listen}"))?;
     announce(&listen, &core_key);
@@ -90,6 +95,20 @@ async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::J
 async fn axum_serve(listener: tokio::net::TcpListener, app: App) -> anyhow::Result<()> {
     agentplane_api::serve_http(listener, routes::full_router(app), shutdown()).await?;
     Ok(())
+}
+
+/// The sampler job, in-process: one pass at the start of every sampling interval.
+async fn sampler(app: App) {
+    let seconds = u64::try_from(app.runtime.interval.seconds()).unwrap_or(30);
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(seconds));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        match agentplane_engine::runtime::sample_once(&app.store, &app.runtime, edge::now()).await {
+            Ok(report) => tracing::debug!(?report, "sampler pass"),
+            Err(err) => tracing::warn!(error = %err, "sampler pass failed"),
+        }
+    }
 }
 
 async fn shutdown() {

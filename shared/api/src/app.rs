@@ -7,6 +7,7 @@ use std::time::Duration;
 use agentplane_domain::api_key::CoreKey;
 use agentplane_domain::pricing::PriceTable;
 use agentplane_engine::bus::retention_days_from_env;
+use agentplane_engine::runtime::RuntimeTelemetry;
 use agentplane_engine::{Engine, EventBus, ModelConfig};
 use agentplane_store::{ResourceNames, Store};
 use anyhow::Context;
@@ -43,6 +44,8 @@ pub struct App {
     pub stream: StreamConfig,
     /// The synchronous call ceiling (`AGENT_SYNC_TIMEOUT_MS`, at most and by default 600 s).
     pub sync_ceiling: Duration,
+    /// Runtime observation sources, the sampling interval and history settings.
+    pub runtime: RuntimeTelemetry,
 }
 
 impl App {
@@ -61,6 +64,7 @@ impl App {
             .unwrap_or(agentplane_domain::agent::SYNC_TIMEOUT_CEILING_MS)
             .min(agentplane_domain::agent::SYNC_TIMEOUT_CEILING_MS);
         Self {
+            runtime: RuntimeTelemetry::from_env(&store),
             store,
             core_key: core_key.map(Arc::new),
             engine,
@@ -76,6 +80,11 @@ impl App {
 
     pub fn with_prices(mut self, prices: PriceTable) -> Self {
         self.engine.prices = Arc::new(prices);
+        self
+    }
+
+    pub fn with_runtime(mut self, runtime: RuntimeTelemetry) -> Self {
+        self.runtime = runtime;
         self
     }
 

@@ -8,6 +8,7 @@ pub mod client;
 pub mod core;
 pub mod edge;
 pub mod envelope;
+pub mod jobs;
 pub mod lambda;
 pub mod list;
 pub mod node;

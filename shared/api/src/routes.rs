@@ -51,6 +51,9 @@ pub enum Route {
     SandboxProcessStart,
     SandboxProcessList,
     SandboxProcessOutput,
+    CoreRuntimeObservationsList,
+    CoreRuntimeObservationGet,
+    CoreRuntimeHistoryGet,
 }
 
 impl Route {
@@ -93,6 +96,9 @@ impl Route {
         Route::SandboxProcessStart,
         Route::SandboxProcessList,
         Route::SandboxProcessOutput,
+        Route::CoreRuntimeObservationsList,
+        Route::CoreRuntimeObservationGet,
+        Route::CoreRuntimeHistoryGet,
     ];
 
     /// (function binary name, method, path). Paths use `{param}`, which axum and API Gateway
@@ -189,6 +195,19 @@ impl Route {
                 Method::GET,
                 "/sandbox/v1/sandboxes/{sandbox_id}/processes/{process_id}/output",
             ),
+            Route::CoreRuntimeObservationsList => {
+                ("core-runtime-observations-list", Method::GET, "/core/v1/sandbox/runtime-observations")
+            }
+            Route::CoreRuntimeObservationGet => (
+                "core-runtime-observation-get",
+                Method::GET,
+                "/core/v1/projects/{project_id}/sessions/{session_id}/runtime-observation",
+            ),
+            Route::CoreRuntimeHistoryGet => (
+                "core-runtime-history-get",
+                Method::GET,
+                "/core/v1/projects/{project_id}/sessions/{session_id}/runtime-history",
+            ),
         }
     }
 
@@ -244,6 +263,9 @@ impl Route {
             Route::SandboxProcessStart => post(sandbox::processes::start),
             Route::SandboxProcessList => get(sandbox::processes::list),
             Route::SandboxProcessOutput => get(sandbox::processes::output),
+            Route::CoreRuntimeObservationsList => get(core::runtime::list),
+            Route::CoreRuntimeObservationGet => get(core::runtime::retrieve),
+            Route::CoreRuntimeHistoryGet => get(core::runtime::history),
         }
     }
 
@@ -266,7 +288,8 @@ impl Route {
     /// touch: its least-privilege grant, checked against the template by tests/infra.rs.
     pub fn resources(self) -> &'static [&'static str] {
         let name = self.function_name();
-        if matches!(self, Route::CoreSandboxNodeGet) {
+        if name.starts_with("core-runtime-") || matches!(self, Route::CoreSandboxNodeGet) {
+            // Reads only: sessions and allocations, samples and sandbox usage counters.
             &["MainTable", "TelemetryTable", "CoreKeySecret"]
         } else if name.starts_with("core-") {
             &["MainTable", "CoreKeySecret"]

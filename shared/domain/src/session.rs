@@ -94,6 +94,9 @@ pub struct Session {
     pub title: Option<Title>,
     pub metadata: Metadata,
     pub environment_mode: EnvironmentMode,
+    /// The environment the session runs in; set for every mode but none (Core telemetry names it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_id: Option<crate::telemetry::EnvironmentId>,
     pub runtime_status: RuntimeStatus,
     pub stop_reason: Option<StopReason>,
     /// Which config the session's turns run (set by the turn that last ran).
@@ -126,6 +129,7 @@ impl NewSession {
             title: self.title,
             metadata: self.metadata,
             environment_mode: self.environment_mode,
+            environment_id: None,
             runtime_status: RuntimeStatus::Idle,
             stop_reason: None,
             agent_channel: None,

@@ -4,6 +4,7 @@
 pub mod bus;
 pub mod conversation;
 pub mod model;
+pub mod runtime;
 pub mod tools;
 pub mod turn;
 

@@ -8,6 +8,7 @@ pub mod provision;
 pub mod resources;
 
 pub use dynamo::agents::Agents;
+pub use dynamo::allocations::{Allocation, Allocations};
 pub use dynamo::api_keys::ApiKeys;
 pub use dynamo::events::EventLog;
 pub use dynamo::nodes::Nodes;
@@ -15,6 +16,7 @@ pub use dynamo::observations::Observations;
 pub use dynamo::projects::Projects;
 pub use dynamo::sandboxes::Sandboxes;
 pub use dynamo::sessions::Sessions;
+pub use dynamo::telemetry::{SandboxUsage, Telemetry};
 pub use error::StoreError;
 pub use resources::ResourceNames;
 
@@ -67,5 +69,13 @@ impl Store {
 
     pub fn observations(&self) -> Observations<'_> {
         Observations::new(self)
+    }
+
+    pub fn allocations(&self) -> Allocations<'_> {
+        Allocations::new(self)
+    }
+
+    pub fn telemetry(&self) -> Telemetry<'_> {
+        Telemetry::new(self)
     }
 }

@@ -57,7 +57,8 @@ pub const TTL_ATTRIBUTE: &str = "expires_at";
 
 /// The index that orders a partition's items by creation time and id (keyset lists).
 pub const BY_CREATED: &str = "by_created";
-/// The index of work that falls due at a time (deliveries, expiring actions).
+/// The index of work that falls due at a time (deliveries, expiring actions). Sessions also use
+/// it for the list of every live session of every project (partition `SESSIONS`, created#id).
 pub const BY_DUE: &str = "by_due";
 
 pub const MAIN_TABLE: TableSpec = TableSpec {

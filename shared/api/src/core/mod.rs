@@ -6,3 +6,4 @@ pub mod error;
 pub mod node_reads;
 pub mod nodes;
 pub mod projects;
+pub mod runtime;

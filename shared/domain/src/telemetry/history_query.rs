@@ -32,6 +32,13 @@ impl SamplingInterval {
     }
 }
 
+/// 30 seconds, the spec's narrowest bucket and Core's default sampling interval.
+impl Default for SamplingInterval {
+    fn default() -> Self {
+        Self(MIN_BUCKET_SECONDS)
+    }
+}
+
 /// Why a history query was refused; each maps to one 400 code.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum HistoryQueryError {

@@ -6,6 +6,13 @@
 //! | api key         | `PROJECT#{pid}`       | `APIKEY#{id}`       | —                            | —                 |
 //! | key hash lookup | `KEYHASH#{sha256}`    | `KEYHASH`           | —                            | —                 |
 //! | session         | `PROJECT#{pid}`       | `SESSION#{id}`      | `PROJECT#{pid}#SESSIONS`     | created#id        |
+//! | session locator | `SESSION#{id}`        | `LOCATOR`           | —                            | —                 |
+//! | allocation      | `PROJECT#{pid}`       | `ALLOCATION#{sid}`  | `ALLOCATIONS` (while live)   | created#alloc id  |
+//!
+//! Sessions also carry GSI2 (`by_due`) keys `SESSIONS` / created#id: the list of every live
+//! session of every project (Core's runtime-observation list). The locator turns a bare session
+//! id (that list's cursor) into its project. An allocation leaves GSI1 when it stops, so the
+//! sampler's listing holds only allocations it must sample.
 //!
 //! Sandbox items, nodes, node commands and process records keep their key design beside their
 //! adapters: `nodes.rs`, `sandboxes.rs`, `observations.rs`.
@@ -36,3 +43,16 @@ pub fn session_sk(id: &SessionId) -> String {
 pub fn sessions_list(project: &ProjectId) -> String {
     format!("PROJECT#{project}#SESSIONS")
 }
+
+pub fn session_locator_pk(id: &SessionId) -> String {
+    format!("SESSION#{id}")
+}
+pub const SESSION_LOCATOR_SK: &str = "LOCATOR";
+/// GSI2 partition of every live session of every project.
+pub const ALL_SESSIONS_LIST: &str = "SESSIONS";
+
+pub fn allocation_sk(session: &SessionId) -> String {
+    format!("ALLOCATION#{session}")
+}
+/// GSI1 partition of every allocation that is not stopped.
+pub const LIVE_ALLOCATIONS_LIST: &str = "ALLOCATIONS";

@@ -1,6 +1,7 @@
 //! DynamoDB adapters, one module per entity: its keys, its item mapping and its queries.
 
 pub mod agents;
+pub mod allocations;
 pub mod api_keys;
 pub mod events;
 pub mod keys;
@@ -10,6 +11,7 @@ pub mod page;
 pub mod projects;
 pub mod sandboxes;
 pub mod sessions;
+pub mod telemetry;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;

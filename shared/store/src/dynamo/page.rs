@@ -29,6 +29,19 @@ pub async fn query_created<T: DeserializeOwned>(
     limit: PageLimit,
     order: Order,
 ) -> Result<Page<T>, StoreError> {
+    query_index(store, BY_CREATED, "GSI1PK", list, start, limit, order).await
+}
+
+/// One page of the `list` partition (attribute `partition`) of `index`, after `start`.
+pub async fn query_index<T: DeserializeOwned>(
+    store: &Store,
+    index: &str,
+    partition: &str,
+    list: &str,
+    start: Option<Item>,
+    limit: PageLimit,
+    order: Order,
+) -> Result<Page<T>, StoreError> {
     let wanted = limit.get();
     let mut items = Vec::with_capacity(wanted + 1);
     let mut start = start;
@@ -38,8 +51,9 @@ pub async fn query_created<T: DeserializeOwned>(
             .dynamo
             .query()
             .table_name(&store.names.main_table)
-            .index_name(BY_CREATED)
-            .key_condition_expression("GSI1PK = :list")
+            .index_name(index)
+            .key_condition_expression("#p = :list")
+            .expression_attribute_names("#p", partition)
             .expression_attribute_values(":list", s(list))
             .scan_index_forward(order == Order::Asc)
             .limit(i32::try_from(wanted + 1 - items.len()).unwrap_or(101))

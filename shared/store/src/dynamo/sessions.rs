@@ -3,12 +3,15 @@
 use agentplane_domain::page::{Page, PageRequest, created_sort_key};
 use agentplane_domain::session::{Session, SessionPatch};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
-use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::types::{ReturnValue, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
-use super::keys::{project_pk, session_sk, sessions_list};
-use super::page::{Item, query_created, start_key};
-use super::{backend, conditional, s};
+use super::keys::{
+    ALL_SESSIONS_LIST, SESSION_LOCATOR_SK, project_pk, session_locator_pk, session_sk, sessions_list,
+};
+use super::page::{Item, query_created, query_index, start_key};
+use super::{backend, conditional, s, transaction_conflict};
+use crate::resources::BY_DUE;
 use crate::{Store, StoreError};
 
 /// Every live-session condition says this: the item exists and was not deleted.
@@ -24,10 +27,24 @@ struct SessionItem {
     gsi1pk: Option<String>,
     #[serde(rename = "GSI1SK", default, skip_serializing_if = "Option::is_none")]
     gsi1sk: Option<String>,
+    #[serde(rename = "GSI2PK", default, skip_serializing_if = "Option::is_none")]
+    gsi2pk: Option<String>,
+    #[serde(rename = "GSI2SK", default, skip_serializing_if = "Option::is_none")]
+    gsi2sk: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     deleted_at: Option<Timestamp>,
     #[serde(flatten)]
     session: Session,
+}
+
+/// `SESSION#{id}` / `LOCATOR`: which project a bare session id belongs to.
+#[derive(Serialize, Deserialize)]
+struct SessionLocator {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    project_id: ProjectId,
 }
 
 pub struct Sessions<'a> {
@@ -45,19 +62,129 @@ impl<'a> Sessions<'a> {
             sk: session_sk(&session.id),
             gsi1pk: Some(sessions_list(&session.project_id)),
             gsi1sk: Some(created_sort_key(session.created_at, &session.id)),
+            gsi2pk: Some(ALL_SESSIONS_LIST.to_owned()),
+            gsi2sk: Some(created_sort_key(session.created_at, &session.id)),
             deleted_at: None,
             session: session.clone(),
         };
+        let locator = SessionLocator {
+            pk: session_locator_pk(&session.id),
+            sk: SESSION_LOCATOR_SK.to_owned(),
+            project_id: session.project_id,
+        };
+        // The session and its locator appear together or not at all.
+        let put = |item: Item| {
+            aws_sdk_dynamodb::types::Put::builder()
+                .table_name(&self.store.names.main_table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(PK)")
+                .build()
+                .map_err(StoreError::unavailable)
+        };
         self.store
             .dynamo
-            .put_item()
-            .table_name(&self.store.names.main_table)
-            .set_item(Some(serde_dynamo::to_item(item)?))
-            .condition_expression("attribute_not_exists(PK)")
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put(serde_dynamo::to_item(item)?)?).build())
+            .transact_items(TransactWriteItem::builder().put(put(serde_dynamo::to_item(locator)?)?).build())
             .send()
             .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+            .map_err(transaction_conflict)?;
         Ok(())
+    }
+
+    /// The project of a session, from its id alone (a live or deleted one); `NotFound` when no
+    /// session has this id.
+    pub async fn locate(&self, id: &SessionId) -> Result<ProjectId, StoreError> {
+        let item = self
+            .store
+            .dynamo
+            .get_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(session_locator_pk(id)))
+            .key("SK", s(SESSION_LOCATOR_SK))
+            .send()
+            .await
+            .map_err(backend)?
+            .item
+            .ok_or(StoreError::NotFound)?;
+        let locator: SessionLocator = serde_dynamo::from_item(item)?;
+        Ok(locator.project_id)
+    }
+
+    /// Many live sessions at once (BatchGetItem, 100 keys a call), by id; deleted and missing
+    /// ones are left out.
+    pub async fn get_many(
+        &self,
+        ids: &[(ProjectId, SessionId)],
+    ) -> Result<std::collections::HashMap<SessionId, Session>, StoreError> {
+        let mut found = std::collections::HashMap::new();
+        for chunk in ids.chunks(100) {
+            let mut keys = Vec::with_capacity(chunk.len());
+            for (project, id) in chunk {
+                let mut key = Item::new();
+                key.insert("PK".into(), s(project_pk(project)));
+                key.insert("SK".into(), s(session_sk(id)));
+                keys.push(key);
+            }
+            let mut pending = Some(
+                aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .build()
+                    .map_err(StoreError::unavailable)?,
+            );
+            // Unprocessed keys are retried a bounded number of times, then the read fails.
+            for _ in 0..8 {
+                let Some(request) = pending.take() else { break };
+                let out = self
+                    .store
+                    .dynamo
+                    .batch_get_item()
+                    .request_items(&self.store.names.main_table, request)
+                    .send()
+                    .await
+                    .map_err(backend)?;
+                let items = out.responses.and_then(|mut r| r.remove(&self.store.names.main_table));
+                for item in items.unwrap_or_default() {
+                    let item: SessionItem = serde_dynamo::from_item(item)?;
+                    if item.deleted_at.is_none() {
+                        found.insert(item.session.id, item.session);
+                    }
+                }
+                pending = out
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.store.names.main_table))
+                    .filter(|k| !k.keys().is_empty());
+            }
+            if pending.is_some() {
+                return Err(StoreError::unavailable("batch read left keys unprocessed"));
+            }
+        }
+        Ok(found)
+    }
+
+    /// A page of every live session of every project, by creation time and id. An `after` that
+    /// names no live session is `NotFound`.
+    pub async fn list_all(
+        &self,
+        page: &PageRequest,
+        after: Option<&SessionId>,
+    ) -> Result<Page<Session>, StoreError> {
+        let start = match after {
+            Some(id) => {
+                let project = self.locate(id).await?;
+                let item = self.raw(&project, id).await?;
+                let mut key = Item::new();
+                for attr in ["PK", "SK", "GSI2PK", "GSI2SK"] {
+                    key.insert(attr.to_owned(), item.get(attr).ok_or(StoreError::NotFound)?.clone());
+                }
+                Some(key)
+            }
+            None => None,
+        };
+        let page: Page<SessionItem> =
+            query_index(self.store, BY_DUE, "GSI2PK", ALL_SESSIONS_LIST, start, page.limit, page.order)
+                .await?;
+        Ok(Page { items: page.items.into_iter().map(|i| i.session).collect(), has_more: page.has_more })
     }
 
     /// A live session of `project`; deleted ones and other projects' are `NotFound`.
@@ -148,7 +275,7 @@ impl<'a> Sessions<'a> {
             .key("PK", s(project_pk(project)))
             .key("SK", s(session_sk(id)))
             .condition_expression(LIVE)
-            .update_expression("SET deleted_at = :now REMOVE GSI1PK, GSI1SK")
+            .update_expression("SET deleted_at = :now REMOVE GSI1PK, GSI1SK, GSI2PK, GSI2SK")
             .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
             .send()
             .await

@@ -6,7 +6,7 @@ use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::{validation, wire};
+use super::{runtime, validation, wire};
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{self, cursor_not_found, session_not_found};
@@ -25,8 +25,10 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let new = validation::new_session(&body)?;
     let id = SessionId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
-    let session = new.into_session(id, auth.project_id, edge::now());
+    let mut session = new.into_session(id, auth.project_id, edge::now());
+    runtime::prepare(&mut session)?;
     app.store.sessions().create(&session).await.map_err(|e| ApiError::storage(&e))?;
+    runtime::allocate(&app, &session).await?;
     Ok((StatusCode::CREATED, Json(wire::render(&session))))
 }
 
@@ -83,6 +85,7 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = session_id(&id)?;
+    runtime::release(&app, &auth.project_id, &id).await?;
     app.store
         .sessions()
         .delete(&auth.project_id, &id, edge::now())

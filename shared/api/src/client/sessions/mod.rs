@@ -2,6 +2,7 @@
 //! object in `wire`, storage in `agentplane_store::Sessions`.
 
 mod handlers;
+mod runtime;
 mod validation;
 mod wire;
 

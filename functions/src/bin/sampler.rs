@@ -1,0 +1,6 @@
+//! Lambda: sampler (a scheduled job). The job lives in agentplane-api / agentplane-engine.
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    agentplane_api::jobs::serve(agentplane_api::jobs::Job::Sampler).await
+}

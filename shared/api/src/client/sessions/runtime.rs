@@ -1,0 +1,55 @@
+//! A session's managed compute, as far as the sessions routes are concerned: a session in a mode
+//! other than none gets an environment; an openai_hosted one also gets a managed allocation,
+//! `pending` until the sandbox side binds it; releasing the session stops the allocation.
+
+use agentplane_domain::session::{EnvironmentMode, Session};
+use agentplane_domain::telemetry::{AllocationId, AllocationRecord, AllocationState, EnvironmentId};
+use agentplane_domain::{ProjectId, SessionId};
+use agentplane_engine::runtime::LOCAL_PROVIDER;
+use agentplane_store::{Allocation, StoreError};
+
+use crate::envelope::ApiError;
+use crate::{App, edge};
+
+/// Gives the new session its environment (before it is stored).
+pub fn prepare(session: &mut Session) -> Result<(), ApiError> {
+    if session.environment_mode != EnvironmentMode::None {
+        let bytes = edge::random().map_err(|_| ApiError::internal("randomness"))?;
+        session.environment_id = Some(EnvironmentId::from_random(bytes));
+    }
+    Ok(())
+}
+
+/// Creates the pending allocation of a stored openai_hosted session.
+pub async fn allocate(app: &App, session: &Session) -> Result<(), ApiError> {
+    let (EnvironmentMode::OpenaiHosted, Some(environment_id)) =
+        (session.environment_mode, session.environment_id)
+    else {
+        return Ok(());
+    };
+    let bytes = edge::random().map_err(|_| ApiError::internal("randomness"))?;
+    let allocation = Allocation {
+        project_id: session.project_id,
+        session_id: session.id,
+        environment_id,
+        record: AllocationRecord {
+            allocation_id: AllocationId::from_random(bytes),
+            device_id: None,
+            provider_type: LOCAL_PROVIDER.to_owned(),
+            state: AllocationState::Pending,
+            created_at: session.created_at,
+        },
+        sandbox_id: None,
+        updated_at: session.created_at,
+    };
+    app.store.allocations().create(&allocation).await.map_err(|e| ApiError::storage(&e))
+}
+
+/// Stops the session's allocation, if it has one (before the session itself is deleted, so a
+/// failure here leaves a live session to retry on, never an orphaned running allocation).
+pub async fn release(app: &App, project: &ProjectId, session: &SessionId) -> Result<(), ApiError> {
+    match app.store.allocations().release(project, session, edge::now()).await {
+        Ok(_) | Err(StoreError::NotFound) => Ok(()),
+        Err(e) => Err(ApiError::storage(&e)),
+    }
+}

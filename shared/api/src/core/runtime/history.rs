@@ -1,0 +1,58 @@
+//! GET /core/v1/projects/{project_id}/sessions/{session_id}/runtime-history
+//!
+//! Order of checks: the query (400), the Project and Session (404), the mode (409), whether Core
+//! samples at all (503), then storage. Allocation and provider identities come from the stored
+//! samples, never from the query.
+
+use agentplane_domain::query::Query;
+use agentplane_domain::telemetry::history::retained_start;
+use agentplane_domain::telemetry::observation::history_supported;
+use agentplane_domain::telemetry::{HistoryQuery, RuntimeHistory, build_runtime_history};
+use agentplane_store::StoreError;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+
+use super::{error, ids};
+use crate::core::auth::CoreAdmin;
+use crate::envelope::ApiError;
+use crate::{App, edge};
+
+pub async fn history(
+    State(app): State<App>,
+    _admin: CoreAdmin,
+    Path((project, session)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<RuntimeHistory>, ApiError> {
+    let now = edge::now();
+    let query =
+        HistoryQuery::from_query(&Query::parse(raw.as_deref()), now).map_err(|e| error::history_query(&e))?;
+    let (project, session) = ids(&project, &session)?;
+    // A failed read is 503 runtime_history_unavailable; its text is neither returned nor logged.
+    let session = app.store.sessions().get(&project, &session).await.map_err(|e| match e {
+        StoreError::NotFound => error::not_found("session"),
+        _ => error::history_unavailable(),
+    })?;
+    if !history_supported(session.environment_mode) {
+        return Err(error::history_unsupported());
+    }
+    if !app.runtime.history_enabled {
+        return Err(error::history_unavailable());
+    }
+    let interval = app.runtime.interval;
+    // One interval before the window too: the CPU baseline of an interval that ends in the first
+    // bucket. Keys are interval starts, and a sample lies within its interval.
+    let from = retained_start(query, now) - 2 * interval.seconds();
+    let read = tokio::time::timeout(
+        app.runtime.history_deadline,
+        app.store.telemetry().samples(&session.id, from, query.end()),
+    )
+    .await;
+    let samples = match read {
+        Ok(Ok(read)) => read.samples,
+        // Neither the storage error nor its text leaves this line.
+        Ok(Err(_)) | Err(_) => return Err(error::history_unavailable()),
+    };
+    let history = build_runtime_history(session.id, query, interval, edge::now(), &samples)
+        .map_err(|e| error::history(&e))?;
+    Ok(Json(history))
+}

@@ -1,0 +1,65 @@
+//! GET /core/v1/sandbox/runtime-observations: one row per live Session of every Project, keyset
+//! pages by Session creation time and id. The page is collected within a budget; past it the
+//! answer is 503 `execution_unavailable` rather than a partial page.
+
+use agentplane_domain::SessionId;
+use agentplane_domain::page::PageRequest;
+use agentplane_domain::query::Query;
+use agentplane_domain::session::EnvironmentMode;
+use agentplane_domain::telemetry::RuntimeObservationList;
+use agentplane_domain::telemetry::observation_wire::RuntimeObservationRow;
+use axum::Json;
+use axum::extract::{RawQuery, State};
+
+use super::{error, observe};
+use crate::core::auth::CoreAdmin;
+use crate::envelope::ApiError;
+use crate::{App, edge};
+
+pub async fn list(
+    State(app): State<App>,
+    _admin: CoreAdmin,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<RuntimeObservationList>, ApiError> {
+    let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
+    let after = match &page.after {
+        Some(text) => Some(text.parse::<SessionId>().map_err(|_| error::not_found("cursor"))?),
+        None => None,
+    };
+    let budget = app.runtime.list_budget;
+    match tokio::time::timeout(budget, collect(&app, &page, after.as_ref())).await {
+        Ok(result) => result.map(Json),
+        Err(_) => Err(error::execution_unavailable()),
+    }
+}
+
+async fn collect(
+    app: &App,
+    page: &PageRequest,
+    after: Option<&SessionId>,
+) -> Result<RuntimeObservationList, ApiError> {
+    let found = app.store.sessions().list_all(page, after).await.map_err(error::store("cursor"))?;
+    let managed: Vec<_> = found
+        .items
+        .iter()
+        .filter(|s| s.environment_mode == EnvironmentMode::OpenaiHosted)
+        .map(|s| (s.project_id, s.id))
+        .collect();
+    let allocations = if managed.is_empty() {
+        Default::default()
+    } else {
+        app.store.allocations().get_many(&managed).await.map_err(|e| ApiError::storage(&e))?
+    };
+    // Rows resolve concurrently; each has its own resolved_at.
+    let rows = futures_util::future::join_all(found.items.iter().map(|session| {
+        let allocation = allocations.get(&session.id);
+        async move {
+            let observation = observe(app, session, allocation, edge::now()).await?;
+            Ok::<_, ApiError>(RuntimeObservationRow { project_id: session.project_id, observation })
+        }
+    }))
+    .await
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()?;
+    Ok(RuntimeObservationList::new(rows, found.has_more))
+}

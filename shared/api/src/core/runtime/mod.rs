@@ -1,0 +1,56 @@
+//! The Core runtime telemetry routes: the observation list, one Session's observation and its
+//! Runtime history. Each row is resolved from Core's records (Session, allocation) and, for a
+//! managed allocation that may be running, one read of its provider's observation source.
+//! Reads never create, wake or change compute and never add samples.
+
+mod error;
+mod history;
+mod list;
+mod observation;
+
+pub use history::history;
+pub use list::list;
+pub use observation::retrieve;
+
+use agentplane_domain::session::Session;
+use agentplane_domain::telemetry::observation::needs_provider_read;
+use agentplane_domain::telemetry::{AdminRuntimeObservation, ObservationRecords, runtime_observation};
+use agentplane_domain::{ProjectId, SessionId, Timestamp};
+use agentplane_store::Allocation;
+
+use crate::App;
+use crate::envelope::ApiError;
+
+/// The observation of `session` (with disk) from its allocation and, when needed, its provider.
+async fn observe(
+    app: &App,
+    session: &Session,
+    allocation: Option<&Allocation>,
+    resolved_at: Timestamp,
+) -> Result<AdminRuntimeObservation, ApiError> {
+    if allocation.is_some_and(|a| {
+        a.session_id != session.id
+            || a.project_id != session.project_id
+            || Some(a.environment_id) != session.environment_id
+    }) {
+        return Err(error::internal("inconsistent runtime identity"));
+    }
+    let records = ObservationRecords {
+        session_id: session.id,
+        mode: session.environment_mode,
+        environment_id: session.environment_id,
+        allocation: allocation.map(|a| &a.record),
+    };
+    let read = match allocation {
+        Some(a) if needs_provider_read(&records) => Some(app.runtime.sources.read(a, resolved_at).await.read),
+        _ => None,
+    };
+    runtime_observation(&records, read.as_ref(), resolved_at).map_err(|e| error::internal(&e.to_string()))
+}
+
+/// Path ids: a malformed one names nothing, so it is a 404.
+fn ids(project: &str, session: &str) -> Result<(ProjectId, SessionId), ApiError> {
+    let project = project.parse().map_err(|_| error::not_found("project"))?;
+    let session = session.parse().map_err(|_| error::not_found("session"))?;
+    Ok((project, session))
+}

@@ -1,0 +1,32 @@
+//! GET /core/v1/projects/{project_id}/sessions/{session_id}/runtime-observation
+
+use agentplane_domain::query::Query;
+use agentplane_domain::session::EnvironmentMode;
+use agentplane_domain::telemetry::RuntimeObservation;
+use agentplane_domain::telemetry::observation::reject_query_parameters;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+
+use super::{error, ids, observe};
+use crate::core::auth::CoreAdmin;
+use crate::envelope::ApiError;
+use crate::{App, edge};
+
+pub async fn retrieve(
+    State(app): State<App>,
+    _admin: CoreAdmin,
+    Path((project, session)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<RuntimeObservation>, ApiError> {
+    reject_query_parameters(&Query::parse(raw.as_deref())).map_err(|e| error::unsupported_parameter(&e))?;
+    let (project, session) = ids(&project, &session)?;
+    let session = app.store.sessions().get(&project, &session).await.map_err(error::store("session"))?;
+    let allocation = match session.environment_mode {
+        EnvironmentMode::OpenaiHosted => {
+            app.store.allocations().get(&project, &session.id).await.map_err(|e| ApiError::storage(&e))?
+        }
+        EnvironmentMode::None | EnvironmentMode::SelfHosted => None,
+    };
+    let observation = observe(&app, &session, allocation.as_ref(), edge::now()).await?;
+    Ok(Json(observation.split().0))
+}

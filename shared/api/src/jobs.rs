@@ -1,0 +1,62 @@
+//! Every job (a function run by a schedule or a queue, not by a route), named once, with its
+//! least-privilege grant. The local gateway runs the same job code in-process.
+
+use agentplane_engine::runtime::{RuntimeTelemetry, sample_once};
+use agentplane_store::{ResourceNames, Store};
+use lambda_http::lambda_runtime::{self, LambdaEvent, service_fn};
+
+use crate::edge;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Job {
+    /// Samples every live allocation once per sampling interval.
+    Sampler,
+}
+
+impl Job {
+    pub const ALL: &'static [Job] = &[Job::Sampler];
+
+    pub fn function_name(self) -> &'static str {
+        match self {
+            Job::Sampler => "sampler",
+        }
+    }
+
+    /// The stack resources this job's function may touch (checked against infra/template.yaml).
+    pub fn resources(self) -> &'static [&'static str] {
+        match self {
+            // Reads allocations and sessions; writes samples and reads sandbox usage.
+            Job::Sampler => &["MainTable", "TelemetryTable"],
+        }
+    }
+
+    pub fn by_function_name(name: &str) -> Option<Job> {
+        Self::ALL.iter().copied().find(|j| j.function_name() == name)
+    }
+}
+
+/// Runs one job as a Lambda function (its trigger's event is ignored: a schedule tick).
+pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
+    crate::lambda::init_tracing();
+    let sdk = agentplane_store::aws::sdk_config_from_env().await;
+    let store = Store::new(&sdk, ResourceNames::from_env());
+    let runtime = RuntimeTelemetry::from_env(&store);
+    match job {
+        Job::Sampler => {
+            let handler = service_fn(|_: LambdaEvent<serde_json::Value>| {
+                let (store, runtime) = (store.clone(), runtime.clone());
+                async move {
+                    let report = sample_once(&store, &runtime, edge::now()).await?;
+                    tracing::info!(?report, "sampler pass");
+                    Ok::<_, lambda_runtime::Error>(serde_json::json!({
+                        "allocations": report.allocations,
+                        "written": report.written,
+                        "duplicates": report.duplicates,
+                        "failed": report.failed,
+                    }))
+                }
+            });
+            lambda_runtime::run(handler).await
+        }
+    }
+}

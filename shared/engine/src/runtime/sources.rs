@@ -1,0 +1,187 @@
+//! Where current Runtime values come from: one observation source per provider type. A read is
+//! bounded by a deadline (past it: `sample_timeout`); an allocation whose provider has no source
+//! is `source_not_configured`. Sources only read; they never create, wake or change compute.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentplane_domain::Timestamp;
+use agentplane_domain::telemetry::observation::ProviderSample;
+use agentplane_domain::telemetry::{ComputeStart, ProviderRead, SampleReadings};
+use agentplane_store::{Allocation, SandboxUsage, Store};
+
+/// The provider type of allocations served by Agentplane's own sandbox nodes.
+pub const LOCAL_PROVIDER: &str = "local";
+
+/// One provider read and the compute incarnation it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceReading {
+    pub read: ProviderRead,
+    /// The start of the incarnation that produced the sample (with nanoseconds), when known.
+    pub compute_started_at: Option<ComputeStart>,
+}
+
+impl SourceReading {
+    pub fn without_sample(read: ProviderRead) -> Self {
+        Self { read, compute_started_at: None }
+    }
+}
+
+pub type ReadFuture<'a> = Pin<Box<dyn Future<Output = SourceReading> + Send + 'a>>;
+
+/// Reads the current values of one allocation's compute from its provider.
+pub trait ObservationSource: Send + Sync + fmt::Debug {
+    fn read<'a>(&'a self, allocation: &'a Allocation, now: Timestamp) -> ReadFuture<'a>;
+}
+
+/// The sources by provider type, and the deadline every read gets.
+#[derive(Clone)]
+pub struct ObservationSources {
+    by_provider: HashMap<String, Arc<dyn ObservationSource>>,
+    deadline: Duration,
+}
+
+impl fmt::Debug for ObservationSources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut providers: Vec<&String> = self.by_provider.keys().collect();
+        providers.sort();
+        f.debug_struct("ObservationSources")
+            .field("providers", &providers)
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+impl ObservationSources {
+    /// No sources: every managed allocation is `source_not_configured`.
+    pub fn new(deadline: Duration) -> Self {
+        Self { by_provider: HashMap::new(), deadline }
+    }
+
+    /// Serves `provider_type` with `source` (replacing any earlier one).
+    pub fn with(mut self, provider_type: &str, source: impl ObservationSource + 'static) -> Self {
+        self.by_provider.insert(provider_type.to_owned(), Arc::new(source));
+        self
+    }
+
+    pub fn without(mut self, provider_type: &str) -> Self {
+        self.by_provider.remove(provider_type);
+        self
+    }
+
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// Reads `allocation` through its provider's source, within the deadline.
+    pub async fn read(&self, allocation: &Allocation, now: Timestamp) -> SourceReading {
+        let Some(source) = self.by_provider.get(&allocation.record.provider_type) else {
+            return SourceReading::without_sample(ProviderRead::SourceNotConfigured);
+        };
+        match tokio::time::timeout(self.deadline, source.read(allocation, now)).await {
+            Ok(reading) => reading,
+            Err(_) => SourceReading::without_sample(ProviderRead::Timeout),
+        }
+    }
+}
+
+/// The local provider: the latest counters a sandbox node reported for the allocation's sandbox
+/// (the telemetry table's `SANDBOX#{id}`/`USAGE` record). Counters older than `stale_after` are
+/// not a current sample.
+#[derive(Debug, Clone)]
+pub struct LocalUsageSource {
+    store: Store,
+    stale_after: Duration,
+}
+
+impl LocalUsageSource {
+    pub fn new(store: Store, stale_after: Duration) -> Self {
+        Self { store, stale_after }
+    }
+}
+
+impl ObservationSource for LocalUsageSource {
+    fn read<'a>(&'a self, allocation: &'a Allocation, now: Timestamp) -> ReadFuture<'a> {
+        Box::pin(async move {
+            let Some(sandbox_id) = allocation.sandbox_id.as_deref() else {
+                return SourceReading::without_sample(ProviderRead::Unavailable);
+            };
+            // A failed read is "could not produce a current sample"; its detail stays here.
+            let usage = match self.store.telemetry().sandbox_usage(sandbox_id).await {
+                Ok(Some(usage)) => usage,
+                Ok(None) | Err(_) => return SourceReading::without_sample(ProviderRead::Unavailable),
+            };
+            let stale_ms = i64::try_from(self.stale_after.as_millis()).unwrap_or(i64::MAX);
+            if now.unix_millis().saturating_sub(usage.reported_at.unix_millis()) > stale_ms {
+                return SourceReading::without_sample(ProviderRead::Unavailable);
+            }
+            local_reading(&usage)
+        })
+    }
+}
+
+/// What the node's counters say, as a provider read.
+pub fn local_reading(usage: &SandboxUsage) -> SourceReading {
+    if !usage.running {
+        return SourceReading::without_sample(ProviderRead::NotRunning);
+    }
+    let started_at = usage.compute_started_at.map(|s| {
+        Timestamp::from_unix_millis(
+            s.seconds.saturating_mul(1000).saturating_add(i64::from(s.nanoseconds / 1_000_000)),
+        )
+    });
+    SourceReading {
+        read: ProviderRead::Sampled(ProviderSample {
+            observed_at: usage.reported_at,
+            started_at,
+            readings: SampleReadings {
+                cpu_seconds_total: usage.cpu_seconds_total,
+                utilization_ratio: None,
+                capacity_cores: usage.capacity_cores,
+                memory_usage_bytes: usage.memory_usage_bytes,
+                memory_limit_bytes: usage.memory_limit_bytes,
+            },
+            disk: None,
+        }),
+        compute_started_at: usage.compute_started_at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(running: bool) -> SandboxUsage {
+        SandboxUsage {
+            sandbox_id: "sbx".into(),
+            cpu_seconds_total: Some(1.5),
+            memory_usage_bytes: Some(10),
+            memory_limit_bytes: None,
+            capacity_cores: Some(2.0),
+            compute_started_at: ComputeStart::new(100, 750_000_000),
+            incarnation: 3,
+            running,
+            reported_at: Timestamp::from_unix_seconds(200),
+        }
+    }
+
+    #[test]
+    fn local_counters_become_a_sample_of_their_incarnation() {
+        let reading = local_reading(&usage(true));
+        assert_eq!(reading.compute_started_at, ComputeStart::new(100, 750_000_000));
+        let ProviderRead::Sampled(sample) = reading.read else { panic!("sampled") };
+        assert_eq!(sample.started_at, Some(Timestamp::from_unix_millis(100_750)));
+        assert_eq!(sample.observed_at, Timestamp::from_unix_seconds(200));
+        assert_eq!(sample.readings.cpu_seconds_total, Some(1.5));
+        assert_eq!(sample.disk, None);
+    }
+
+    #[test]
+    fn a_sandbox_the_node_reports_stopped_is_not_running() {
+        assert_eq!(local_reading(&usage(false)).read, ProviderRead::NotRunning);
+    }
+}

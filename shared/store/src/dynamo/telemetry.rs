@@ -1,0 +1,197 @@
+//! The telemetry table's runtime half: runtime samples of Sessions and the latest usage counters
+//! of each sandbox.
+//!
+//! | item           | PK                     | SK                               | TTL       |
+//! |----------------|------------------------|----------------------------------|-----------|
+//! | runtime sample | `RUNTIME#{session_id}` | `{interval start, 12 digits}#{allocation id}` | 7 days |
+//! | sandbox usage  | `SANDBOX#{sandbox_id}` | `USAGE`                          | —         |
+//!
+//! A sample's key is its allocation and sampling interval, so a second sampler pass in the same
+//! interval (a retried schedule, two overlapping runs) writes nothing: the put is conditional.
+
+use agentplane_domain::telemetry::history::SAMPLE_RETENTION_SECONDS;
+use agentplane_domain::telemetry::{AllocationId, ComputeStart, RuntimeSample};
+use agentplane_domain::{SessionId, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use super::page::Item;
+use super::{backend, conditional, s};
+use crate::{Store, StoreError};
+
+fn samples_pk(session: &SessionId) -> String {
+    format!("RUNTIME#{session}")
+}
+
+fn sample_sk(interval_start: i64, allocation: Option<&AllocationId>) -> String {
+    match allocation {
+        Some(id) => format!("{:012}#{id}", interval_start.max(0)),
+        None => format!("{:012}#none", interval_start.max(0)),
+    }
+}
+
+fn usage_pk(sandbox_id: &str) -> String {
+    format!("SANDBOX#{sandbox_id}")
+}
+const USAGE_SK: &str = "USAGE";
+
+#[derive(Serialize, Deserialize)]
+struct SampleItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    sample: RuntimeSample,
+    expires_at: i64,
+}
+
+/// The latest usage counters a node reported for one sandbox. The node daemon writes it with
+/// every heartbeat; the local observation source reads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxUsage {
+    pub sandbox_id: String,
+    /// Cumulative CPU seconds of the current compute incarnation.
+    pub cpu_seconds_total: Option<f64>,
+    pub memory_usage_bytes: Option<u64>,
+    /// `None` when unknown or unlimited.
+    pub memory_limit_bytes: Option<u64>,
+    pub capacity_cores: Option<f64>,
+    /// When the current compute incarnation started; a new value is a new incarnation.
+    pub compute_started_at: Option<ComputeStart>,
+    /// A counter the node raises with each new incarnation (informative; the start decides).
+    #[serde(default)]
+    pub incarnation: u64,
+    /// Whether the node reports the sandbox's compute running (false: paused, stopped, gone).
+    #[serde(default = "running_default")]
+    pub running: bool,
+    pub reported_at: Timestamp,
+}
+
+fn running_default() -> bool {
+    true
+}
+
+#[derive(Serialize, Deserialize)]
+struct UsageItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    #[serde(flatten)]
+    usage: SandboxUsage,
+}
+
+/// What one history read fetched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleRead {
+    pub samples: Vec<RuntimeSample>,
+    /// DynamoDB items read (the query's scanned count).
+    pub items_read: u64,
+    pub requests: u32,
+}
+
+pub struct Telemetry<'a> {
+    store: &'a Store,
+}
+
+impl<'a> Telemetry<'a> {
+    pub(crate) fn new(store: &'a Store) -> Self {
+        Self { store }
+    }
+
+    /// Writes one sample of `session` for the sampling interval starting at `interval_start`.
+    /// `Ok(false)` when that allocation already has a sample of that interval.
+    pub async fn put_sample(
+        &self,
+        session: &SessionId,
+        interval_start: i64,
+        sample: &RuntimeSample,
+    ) -> Result<bool, StoreError> {
+        let allocation = sample.allocation.as_ref().map(|a| &a.allocation_id);
+        let item = SampleItem {
+            pk: samples_pk(session),
+            sk: sample_sk(interval_start, allocation),
+            sample: sample.clone(),
+            expires_at: sample.sampled_at.unix_seconds().saturating_add(SAMPLE_RETENTION_SECONDS),
+        };
+        let out = self
+            .store
+            .dynamo
+            .put_item()
+            .table_name(&self.store.names.telemetry_table)
+            .set_item(Some(serde_dynamo::to_item(item)?))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await;
+        match out {
+            Ok(_) => Ok(true),
+            Err(e) => match conditional(e, |e| e.is_conditional_check_failed_exception()) {
+                StoreError::Conflict => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
+
+    /// The samples of `session` whose sampling interval starts in `[from, to)` (Unix seconds).
+    pub async fn samples(&self, session: &SessionId, from: i64, to: i64) -> Result<SampleRead, StoreError> {
+        let mut read = SampleRead { samples: Vec::new(), items_read: 0, requests: 0 };
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .store
+                .dynamo
+                .query()
+                .table_name(&self.store.names.telemetry_table)
+                .key_condition_expression("PK = :pk AND SK BETWEEN :lo AND :hi")
+                .expression_attribute_values(":pk", s(samples_pk(session)))
+                .expression_attribute_values(":lo", s(format!("{:012}", from.max(0))))
+                .expression_attribute_values(":hi", s(format!("{:012}", to.max(0))))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(backend)?;
+            read.requests += 1;
+            read.items_read += u64::try_from(out.scanned_count).unwrap_or(0);
+            for item in out.items.unwrap_or_default() {
+                read.samples.push(serde_dynamo::from_item::<_, SampleItem>(item)?.sample);
+            }
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(read),
+            }
+        }
+    }
+
+    /// Records the latest counters of a sandbox; an older report never replaces a newer one.
+    pub async fn put_sandbox_usage(&self, usage: &SandboxUsage) -> Result<(), StoreError> {
+        let item =
+            UsageItem { pk: usage_pk(&usage.sandbox_id), sk: USAGE_SK.to_owned(), usage: usage.clone() };
+        self.store
+            .dynamo
+            .put_item()
+            .table_name(&self.store.names.telemetry_table)
+            .set_item(Some(serde_dynamo::to_item(item)?))
+            .condition_expression("attribute_not_exists(PK) OR reported_at <= :at")
+            .expression_attribute_values(":at", serde_dynamo::to_attribute_value(usage.reported_at)?)
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    pub async fn sandbox_usage(&self, sandbox_id: &str) -> Result<Option<SandboxUsage>, StoreError> {
+        let out = self
+            .store
+            .dynamo
+            .get_item()
+            .table_name(&self.store.names.telemetry_table)
+            .key("PK", s(usage_pk(sandbox_id)))
+            .key("SK", s(USAGE_SK))
+            .send()
+            .await
+            .map_err(backend)?;
+        match out.item {
+            Some(item) => Ok(Some(serde_dynamo::from_item::<_, UsageItem>(item)?.usage)),
+            None => Ok(None),
+        }
+    }
+}
