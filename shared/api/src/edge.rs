@@ -1,12 +1,10 @@
-//! The two impure inputs the domain refuses to read itself: the clock and randomness.
-
-use std::time::{SystemTime, UNIX_EPOCH};
+//! The two impure inputs the domain refuses to read itself: the clock (the engine's, one for
+//! every crate above the domain) and randomness.
 
 use agentplane_domain::Timestamp;
 
 pub fn now() -> Timestamp {
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-    Timestamp::from_unix_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+    agentplane_engine::now()
 }
 
 /// Bytes from the operating system's CSPRNG. Failure here means the host is broken; there is no

@@ -41,9 +41,15 @@ impl Engine {
     }
 
     fn now(&self) -> Timestamp {
-        let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-        Timestamp::from_unix_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+        now()
     }
+}
+
+/// The wall clock, read at the edge (the domain never reads it). Every crate above the domain
+/// takes its time from here.
+pub fn now() -> Timestamp {
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    Timestamp::from_unix_millis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
 /// Prices from `AGENTPLANE_PRICES_FILE` (JSON: model → {input_per_million, output_per_million}),
