@@ -13,14 +13,14 @@ use agentplane_domain::page::Order;
 use agentplane_domain::telemetry::observation_wire::{InstanceKind, LifecycleState, ObservationStatus};
 use agentplane_domain::telemetry::{
     AllocationState, ComputeStart, DeviceId, ProviderRead, Reason, RuntimeSample, SampleAllocation,
-    SampleReadings, SampleStatus, TokenUsage,
+    SampleReadings, SampleStatus, SandboxCounters, TokenUsage,
 };
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use agentplane_engine::runtime::sources::ReadFuture;
 use agentplane_engine::runtime::{
     LOCAL_PROVIDER, ObservationSource, ObservationSources, RuntimeTelemetry, SourceReading, sample_once,
 };
-use agentplane_store::{Allocation, SandboxUsage, Store};
+use agentplane_store::{Allocation, Store};
 use agentplane_tests::{Tenant, TestApp, assert_error, send, send_with_cache, str_field};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -56,14 +56,13 @@ async fn activate(store: &Store, ids: &Ids, sandbox: &str) -> anyhow::Result<All
 async fn report(store: &Store, sandbox: &str, at: Timestamp, cpu: f64, running: bool) -> R {
     store
         .telemetry()
-        .put_sandbox_usage(&SandboxUsage {
+        .put_sandbox_counters(&SandboxCounters {
             sandbox_id: sandbox.to_owned(),
             cpu_seconds_total: Some(cpu),
             memory_usage_bytes: Some(805_306_368),
             memory_limit_bytes: Some(2_147_483_648),
             capacity_cores: Some(2.0),
             compute_started_at: ComputeStart::new(at.unix_seconds() - 100, 250_000_000),
-            incarnation: 1,
             running,
             reported_at: at,
         })

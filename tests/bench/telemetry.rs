@@ -14,11 +14,11 @@ use agentplane_api::edge;
 use agentplane_domain::session::{EnvironmentMode, NewSession};
 use agentplane_domain::telemetry::{
     AllocationId, AllocationRecord, AllocationState, ComputeStart, EnvironmentId, RuntimeSample,
-    SampleAllocation, SampleReadings, SampleStatus, TokenUsage,
+    SampleAllocation, SampleReadings, SampleStatus, SandboxCounters, TokenUsage,
 };
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use agentplane_engine::runtime::{LOCAL_PROVIDER, RuntimeTelemetry, sample_once};
-use agentplane_store::{Allocation, SandboxUsage, Store};
+use agentplane_store::{Allocation, Store};
 use agentplane_tests::{TestApp, send, str_field};
 use futures_util::future::join_all;
 use reqwest::{Method, StatusCode};
@@ -176,14 +176,13 @@ async fn main() -> anyhow::Result<()> {
         store.allocations().activate(&project, &id, &sandbox, None, edge::now()).await?;
         store
             .telemetry()
-            .put_sandbox_usage(&SandboxUsage {
+            .put_sandbox_counters(&SandboxCounters {
                 sandbox_id: sandbox,
                 cpu_seconds_total: Some(i as f64),
                 memory_usage_bytes: Some(1 << 28),
                 memory_limit_bytes: Some(1 << 30),
                 capacity_cores: Some(1.0),
                 compute_started_at: ComputeStart::new(reported_at.unix_seconds() - 60, 0),
-                incarnation: 1,
                 running: true,
                 reported_at,
             })

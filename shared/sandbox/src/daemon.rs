@@ -418,6 +418,7 @@ async fn heartbeat_once(node: &Arc<Node>, config: &NodeConfig) {
             cpu_seconds: h.sandbox.cgroup.cpu_seconds(),
             memory_bytes: h.sandbox.cgroup.memory_bytes(),
             memory_limit_bytes: h.sandbox.cgroup.memory_limit_bytes(),
+            cpu_limit_cores: h.sandbox.cgroup.cpu_limit_cores(),
         })
         .collect();
     let heartbeat = Heartbeat {

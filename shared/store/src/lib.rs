@@ -16,7 +16,7 @@ pub use dynamo::observations::Observations;
 pub use dynamo::projects::Projects;
 pub use dynamo::sandboxes::Sandboxes;
 pub use dynamo::sessions::Sessions;
-pub use dynamo::telemetry::{SandboxUsage, Telemetry};
+pub use dynamo::telemetry::Telemetry;
 pub use error::StoreError;
 pub use resources::ResourceNames;
 

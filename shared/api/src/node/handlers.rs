@@ -14,7 +14,7 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use super::auth::NodeAuth;
-use super::report;
+use super::{report, usage};
 use crate::body::JsonObject;
 use crate::envelope::ApiError;
 use crate::{App, edge};
@@ -80,7 +80,8 @@ pub async fn complete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// POST /node/v1/heartbeat.
+/// POST /node/v1/heartbeat: the host observation, and the counters of the node's managed
+/// sandboxes.
 pub async fn heartbeat(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
@@ -91,6 +92,7 @@ pub async fn heartbeat(
         return Err(bad("`connection_id` must be 1 to 64 characters"));
     }
     let previous = app.store.nodes().get(&node).await.map_err(crate::core::error::store("node"))?;
+    usage::record(&app, &node, &heartbeat, edge::now()).await.map_err(|e| ApiError::storage(&e))?;
     let observation = HostObservation::from_heartbeat(heartbeat, previous.host.as_ref());
     app.store
         .nodes()

@@ -4,3 +4,4 @@
 pub mod auth;
 pub mod handlers;
 pub mod report;
+pub mod usage;

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod dispatch;
 pub mod error;
+pub mod managed;
 pub mod processes;
 pub mod render;
 pub mod sandboxes;

@@ -1,10 +1,11 @@
 //! POST/GET /sandbox/v1/sandboxes, GET/DELETE …/{id}, POST …/{id}/pause, …/resume, …/timeout.
 
-use agentplane_domain::Timestamp;
 use agentplane_domain::ids::NodeId;
 use agentplane_domain::page::PageLimit;
 use agentplane_domain::sandbox::command::{Command, CommandOutcome};
+use agentplane_domain::sandbox::request::CreateSandbox;
 use agentplane_domain::sandbox::{Lifecycle, LifecycleError, Sandbox, SandboxId, SandboxState, request};
+use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -55,17 +56,33 @@ pub async fn create(
     JsonObject(body, _): JsonObject<SandboxError>,
 ) -> Result<(StatusCode, Json<Value>), SandboxError> {
     let new = request::create_sandbox(&body)?;
+    let sandbox = launch(&app, Launch { project_id: auth.0.project_id, new, session_id: None }).await?;
+    Ok((StatusCode::CREATED, Json(render::sandbox(&sandbox, edge::now()))))
+}
+
+/// What to start a sandbox for.
+pub struct Launch {
+    pub project_id: ProjectId,
+    pub new: CreateSandbox,
+    /// Set for a Session's managed compute.
+    pub session_id: Option<SessionId>,
+}
+
+/// Records a sandbox on the most recently heard online node and has that node create it,
+/// waiting for its answer. A sandbox the node could not make is recorded killed.
+pub async fn launch(app: &App, launch: Launch) -> Result<Sandbox, SandboxError> {
     let now = edge::now();
-    let node_id = pick_node(&app, now).await?;
+    let node_id = pick_node(app, now).await?;
     let sandbox = Sandbox {
         id: SandboxId::from_random(edge::random().map_err(|_| SandboxError::internal("randomness"))?),
-        project_id: auth.0.project_id,
+        project_id: launch.project_id,
         node_id,
         started_at: now,
-        lifecycle: Lifecycle::start(now, new.timeout_s),
-        metadata: new.metadata,
-        env_vars: new.env_vars,
+        lifecycle: Lifecycle::start(now, launch.new.timeout_s),
+        metadata: launch.new.metadata,
+        env_vars: launch.new.env_vars,
         isolation: Default::default(),
+        session_id: launch.session_id,
     };
     app.store.sandboxes().create(&sandbox).await.map_err(|e| SandboxError::storage(&e))?;
     let command = Command::CreateSandbox {
@@ -73,16 +90,13 @@ pub async fn create(
         end_at: sandbox.lifecycle.end_at,
         env_vars: sandbox.env_vars.clone(),
     };
-    let outcome = dispatch::run(&app, &node_id, command).await.and_then(failed);
+    let outcome = dispatch::run(app, &node_id, command).await.and_then(failed);
     let isolation = match outcome {
         Ok(isolation) => isolation,
         Err(err) => {
             // Nothing usable was created: record it as killed so it never looks alive, and let
             // the node remove whatever it did make.
-            if let Ok(killed) = sandbox.lifecycle.kill(edge::now()) {
-                let _ = app.store.sandboxes().transition(&sandbox, &sandbox.lifecycle, &killed).await;
-            }
-            let _ = dispatch::enqueue(&app, &node_id, Command::Kill { sandbox_id: sandbox.id.clone() }).await;
+            end(app, &sandbox).await;
             return Err(err);
         }
     };
@@ -91,8 +105,18 @@ pub async fn create(
         .set_isolation(&sandbox.id, &isolation)
         .await
         .map_err(|e| SandboxError::storage(&e))?;
-    let stored = app.store.sandboxes().get_any(&sandbox.id).await.unwrap_or(sandbox);
-    Ok((StatusCode::CREATED, Json(render::sandbox(&stored, edge::now()))))
+    Ok(app.store.sandboxes().get_any(&sandbox.id).await.unwrap_or(sandbox))
+}
+
+/// Records `sandbox` killed (unless it already ended) and has its node remove it. Best effort:
+/// the node also ends what Core no longer lists as alive.
+pub async fn end(app: &App, sandbox: &Sandbox) {
+    if !sandbox.lifecycle.effective(edge::now()).is_final()
+        && let Ok(killed) = sandbox.lifecycle.kill(edge::now())
+    {
+        let _ = app.store.sandboxes().transition(sandbox, &sandbox.lifecycle, &killed).await;
+    }
+    let _ = dispatch::enqueue(app, &sandbox.node_id, Command::Kill { sandbox_id: sandbox.id.clone() }).await;
 }
 
 pub async fn list(State(app): State<App>, auth: SandboxAuth) -> Result<Json<Value>, SandboxError> {
@@ -131,6 +155,7 @@ pub async fn kill(
     Path(id): Path<String>,
 ) -> Result<StatusCode, SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
+    lifecycle_is_ours(&sandbox)?;
     // An ended sandbox cannot be killed again: it is gone as far as E2B clients know.
     if sandbox.lifecycle.effective(edge::now()).is_final() {
         return Err(SandboxError::sandbox_not_found());
@@ -148,6 +173,7 @@ pub async fn pause(
     Path(id): Path<String>,
 ) -> Result<StatusCode, SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
+    lifecycle_is_ours(&sandbox)?;
     let next = sandbox.lifecycle.pause(edge::now())?;
     // Freeze first: a sandbox recorded paused must really be frozen.
     let outcome =
@@ -176,6 +202,7 @@ pub async fn resume(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
+    lifecycle_is_ours(&sandbox)?;
     let resumed = change(&app, &sandbox, |l, now| l.resume(now)).await?;
     let command = Command::Resume { sandbox_id: resumed.id.clone(), end_at: resumed.lifecycle.end_at };
     if let Err(err) = dispatch::run(&app, &resumed.node_id, command).await.and_then(failed) {
@@ -195,12 +222,24 @@ pub async fn set_timeout(
     JsonObject(body, _): JsonObject<SandboxError>,
 ) -> Result<StatusCode, SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
+    lifecycle_is_ours(&sandbox)?;
     let timeout = request::set_timeout(&body)?;
     let extended = change(&app, &sandbox, |l, now| l.extend(timeout, now)).await?;
     // The node re-reads Core's deadline before it enforces one, so this only speeds it up.
     let command = Command::SetDeadline { sandbox_id: extended.id.clone(), end_at: extended.lifecycle.end_at };
     let _ = dispatch::enqueue(&app, &extended.node_id, command).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A Session's managed compute lives and ends with its Session: the sandbox API may run
+/// processes in it but not change its lifecycle.
+fn lifecycle_is_ours(sandbox: &Sandbox) -> Result<(), SandboxError> {
+    match sandbox.session_id {
+        Some(session) => Err(SandboxError::conflict(format!(
+            "this sandbox is the managed compute of session {session}; it ends when the session is deleted"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Whether processes may start: only in a running sandbox.

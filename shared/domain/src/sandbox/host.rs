@@ -118,6 +118,9 @@ pub struct SandboxUsage {
     pub cpu_seconds: Option<f64>,
     pub memory_bytes: Option<u64>,
     pub memory_limit_bytes: Option<u64>,
+    /// The sandbox's CPU quota in cores; `None` when unlimited or unknown.
+    #[serde(default)]
+    pub cpu_limit_cores: Option<f64>,
 }
 
 /// What a node sends every few seconds.

@@ -20,7 +20,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::NodeId;
 use crate::metadata::Metadata;
-use crate::{ProjectId, Timestamp};
+use crate::{ProjectId, SessionId, Timestamp};
+
+/// How long a Session's managed compute may run before its node ends it. A Session's sandbox
+/// ends with the Session (released on delete); this bounds one that is never released.
+pub const MANAGED_COMPUTE_LIFETIME_S: i64 = 30 * 24 * 3600;
+
+/// The metadata key that names the Session whose managed compute a sandbox is.
+pub const SESSION_METADATA_KEY: &str = "agentplane.session_id";
 
 /// A sandbox: a workspace and the processes started in it, on one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,6 +44,10 @@ pub struct Sandbox {
     /// What the provider could and could not enforce (filled in by the node).
     #[serde(default)]
     pub isolation: BTreeMap<String, String>,
+    /// The Session whose managed compute this is; its lifecycle follows that Session's, so the
+    /// sandbox API may use it but not pause, resume, extend or kill it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
 }
 
 /// A registered sandbox node.

@@ -4,6 +4,7 @@
 //! clock, storage or the network. The rules are those of `runtime-telemetry-api.md`.
 
 pub mod check;
+pub mod counters;
 pub mod history;
 pub mod history_query;
 pub mod history_wire;
@@ -15,6 +16,7 @@ pub mod observation_wire;
 pub mod sample;
 pub mod wire;
 
+pub use counters::SandboxCounters;
 pub use history::{HistoryError, build_runtime_history};
 pub use history_query::{BucketPlan, HistoryQuery, HistoryQueryError, SamplingInterval};
 pub use history_wire::RuntimeHistory;

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use agentplane_domain::Timestamp;
 use agentplane_domain::telemetry::observation::ProviderSample;
-use agentplane_domain::telemetry::{ComputeStart, ProviderRead, SampleReadings};
-use agentplane_store::{Allocation, SandboxUsage, Store};
+use agentplane_domain::telemetry::{ComputeStart, ProviderRead, SampleReadings, SandboxCounters};
+use agentplane_store::{Allocation, Store};
 
 /// The provider type of allocations served by Agentplane's own sandbox nodes.
 pub const LOCAL_PROVIDER: &str = "local";
@@ -111,7 +111,7 @@ impl ObservationSource for LocalUsageSource {
                 return SourceReading::without_sample(ProviderRead::Unavailable);
             };
             // A failed read is "could not produce a current sample"; its detail stays here.
-            let usage = match self.store.telemetry().sandbox_usage(sandbox_id).await {
+            let usage = match self.store.telemetry().sandbox_counters(sandbox_id).await {
                 Ok(Some(usage)) => usage,
                 Ok(None) | Err(_) => return SourceReading::without_sample(ProviderRead::Unavailable),
             };
@@ -125,7 +125,7 @@ impl ObservationSource for LocalUsageSource {
 }
 
 /// What the node's counters say, as a provider read.
-pub fn local_reading(usage: &SandboxUsage) -> SourceReading {
+pub fn local_reading(usage: &SandboxCounters) -> SourceReading {
     if !usage.running {
         return SourceReading::without_sample(ProviderRead::NotRunning);
     }
@@ -155,15 +155,14 @@ pub fn local_reading(usage: &SandboxUsage) -> SourceReading {
 mod tests {
     use super::*;
 
-    fn usage(running: bool) -> SandboxUsage {
-        SandboxUsage {
+    fn usage(running: bool) -> SandboxCounters {
+        SandboxCounters {
             sandbox_id: "sbx".into(),
             cpu_seconds_total: Some(1.5),
             memory_usage_bytes: Some(10),
             memory_limit_bytes: None,
             capacity_cores: Some(2.0),
             compute_started_at: ComputeStart::new(100, 750_000_000),
-            incarnation: 3,
             running,
             reported_at: Timestamp::from_unix_seconds(200),
         }

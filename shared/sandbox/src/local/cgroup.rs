@@ -215,6 +215,23 @@ impl Cgroup {
         }
     }
 
+    /// The CPU quota as cores (quota over period); `None` when unlimited or unreadable.
+    pub fn cpu_limit_cores(&self) -> Option<f64> {
+        let (quota, period) = match self.mode {
+            Mode::V1 => (
+                read(&self.v1("cpu").join("cpu.cfs_quota_us"))?.parse::<i64>().ok()?,
+                read(&self.v1("cpu").join("cpu.cfs_period_us"))?.parse::<i64>().ok()?,
+            ),
+            Mode::V2 => {
+                let max = read(&self.v2().join("cpu.max"))?;
+                let (quota, period) = max.split_once(' ')?;
+                (quota.parse::<i64>().ok()?, period.parse::<i64>().ok()?)
+            }
+            Mode::None => return None,
+        };
+        (quota > 0 && period > 0).then(|| quota as f64 / period as f64)
+    }
+
     pub fn memory_bytes(&self) -> Option<u64> {
         match self.mode {
             Mode::V1 => read(&self.v1("memory").join("memory.usage_in_bytes"))?.parse().ok(),

@@ -9,9 +9,9 @@
 //! A sample's key is its allocation and sampling interval, so a second sampler pass in the same
 //! interval (a retried schedule, two overlapping runs) writes nothing: the put is conditional.
 
+use agentplane_domain::SessionId;
 use agentplane_domain::telemetry::history::SAMPLE_RETENTION_SECONDS;
-use agentplane_domain::telemetry::{AllocationId, ComputeStart, RuntimeSample};
-use agentplane_domain::{SessionId, Timestamp};
+use agentplane_domain::telemetry::{AllocationId, RuntimeSample, SandboxCounters};
 use serde::{Deserialize, Serialize};
 
 use super::page::Item;
@@ -44,32 +44,6 @@ struct SampleItem {
     expires_at: i64,
 }
 
-/// The latest usage counters a node reported for one sandbox. The node daemon writes it with
-/// every heartbeat; the local observation source reads it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SandboxUsage {
-    pub sandbox_id: String,
-    /// Cumulative CPU seconds of the current compute incarnation.
-    pub cpu_seconds_total: Option<f64>,
-    pub memory_usage_bytes: Option<u64>,
-    /// `None` when unknown or unlimited.
-    pub memory_limit_bytes: Option<u64>,
-    pub capacity_cores: Option<f64>,
-    /// When the current compute incarnation started; a new value is a new incarnation.
-    pub compute_started_at: Option<ComputeStart>,
-    /// A counter the node raises with each new incarnation (informative; the start decides).
-    #[serde(default)]
-    pub incarnation: u64,
-    /// Whether the node reports the sandbox's compute running (false: paused, stopped, gone).
-    #[serde(default = "running_default")]
-    pub running: bool,
-    pub reported_at: Timestamp,
-}
-
-fn running_default() -> bool {
-    true
-}
-
 #[derive(Serialize, Deserialize)]
 struct UsageItem {
     #[serde(rename = "PK")]
@@ -77,7 +51,7 @@ struct UsageItem {
     #[serde(rename = "SK")]
     sk: String,
     #[serde(flatten)]
-    usage: SandboxUsage,
+    usage: SandboxCounters,
 }
 
 /// What one history read fetched.
@@ -162,7 +136,7 @@ impl<'a> Telemetry<'a> {
     }
 
     /// Records the latest counters of a sandbox; an older report never replaces a newer one.
-    pub async fn put_sandbox_usage(&self, usage: &SandboxUsage) -> Result<(), StoreError> {
+    pub async fn put_sandbox_counters(&self, usage: &SandboxCounters) -> Result<(), StoreError> {
         let item =
             UsageItem { pk: usage_pk(&usage.sandbox_id), sk: USAGE_SK.to_owned(), usage: usage.clone() };
         self.store
@@ -178,7 +152,7 @@ impl<'a> Telemetry<'a> {
         Ok(())
     }
 
-    pub async fn sandbox_usage(&self, sandbox_id: &str) -> Result<Option<SandboxUsage>, StoreError> {
+    pub async fn sandbox_counters(&self, sandbox_id: &str) -> Result<Option<SandboxCounters>, StoreError> {
         let out = self
             .store
             .dynamo

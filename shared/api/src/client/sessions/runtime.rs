@@ -1,6 +1,7 @@
 //! A session's managed compute, as far as the sessions routes are concerned: a session in a mode
 //! other than none gets an environment; an openai_hosted one also gets a managed allocation,
-//! `pending` until the sandbox side binds it; releasing the session stops the allocation.
+//! which is placed on a sandbox node at once (`pending` while no node can take it); releasing
+//! the session stops the allocation and ends its sandbox.
 
 use agentplane_domain::session::{EnvironmentMode, Session};
 use agentplane_domain::telemetry::{AllocationId, AllocationRecord, AllocationState, EnvironmentId};
@@ -9,6 +10,7 @@ use agentplane_engine::runtime::LOCAL_PROVIDER;
 use agentplane_store::{Allocation, StoreError};
 
 use crate::envelope::ApiError;
+use crate::sandbox::managed;
 use crate::{App, edge};
 
 /// Gives the new session its environment (before it is stored).
@@ -20,7 +22,7 @@ pub fn prepare(session: &mut Session) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Creates the pending allocation of a stored openai_hosted session.
+/// Creates the allocation of a stored openai_hosted session and places its compute.
 pub async fn allocate(app: &App, session: &Session) -> Result<(), ApiError> {
     let (EnvironmentMode::OpenaiHosted, Some(environment_id)) =
         (session.environment_mode, session.environment_id)
@@ -42,14 +44,20 @@ pub async fn allocate(app: &App, session: &Session) -> Result<(), ApiError> {
         sandbox_id: None,
         updated_at: session.created_at,
     };
-    app.store.allocations().create(&allocation).await.map_err(|e| ApiError::storage(&e))
+    app.store.allocations().create(&allocation).await.map_err(|e| ApiError::storage(&e))?;
+    managed::place(app, &allocation).await;
+    Ok(())
 }
 
 /// Stops the session's allocation, if it has one (before the session itself is deleted, so a
 /// failure here leaves a live session to retry on, never an orphaned running allocation).
 pub async fn release(app: &App, project: &ProjectId, session: &SessionId) -> Result<(), ApiError> {
     match app.store.allocations().release(project, session, edge::now()).await {
-        Ok(_) | Err(StoreError::NotFound) => Ok(()),
+        Ok(released) => {
+            managed::end(app, &released).await;
+            Ok(())
+        }
+        Err(StoreError::NotFound) => Ok(()),
         Err(e) => Err(ApiError::storage(&e)),
     }
 }

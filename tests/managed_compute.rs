@@ -1,0 +1,242 @@
+//! Managed compute end to end: an openai_hosted Session is placed on a real sandbox node, a
+//! process in its sandbox burns CPU, and the node's heartbeats, the sampler, the runtime
+//! observation and the runtime history show it. The node then goes offline (samples become
+//! honest gaps) and comes back (same incarnation, observed again); deleting the Session ends the
+//! compute.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use agentplane_admin_client::{AdminClient, RuntimeHistoryRequest, SandboxAdminClient};
+use agentplane_api::edge;
+use agentplane_domain::ids::NodeId;
+use agentplane_domain::sandbox::SESSION_METADATA_KEY;
+use agentplane_domain::telemetry::observation_wire::{LifecycleState, ObservationStatus};
+use agentplane_domain::telemetry::{AllocationState, NodeRange, Reason, RuntimeHistory, SamplingInterval};
+use agentplane_domain::{ProjectId, SessionId};
+use agentplane_engine::runtime::{
+    LOCAL_PROVIDER, LocalUsageSource, ObservationSources, RuntimeTelemetry, sample_once,
+};
+use agentplane_tests::{Tenant, TestApp, TestNode, send, str_field};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+type R = anyhow::Result<()>;
+
+/// Samples every second; counters older than three seconds are not current.
+async fn app() -> anyhow::Result<TestApp> {
+    TestApp::spawn_with(|app| {
+        let store = app.store.clone();
+        app.with_runtime(RuntimeTelemetry {
+            sources: ObservationSources::new(Duration::from_secs(2))
+                .with(LOCAL_PROVIDER, LocalUsageSource::new(store, Duration::from_secs(3))),
+            interval: SamplingInterval::from_seconds(1).expect("interval"),
+            history_enabled: true,
+            list_budget: Duration::from_secs(10),
+            history_deadline: Duration::from_secs(10),
+        })
+    })
+    .await
+}
+
+struct Hosted {
+    project: ProjectId,
+    session: SessionId,
+    sandbox: String,
+}
+
+async fn hosted_session(app: &TestApp, tenant: &Tenant) -> anyhow::Result<Hosted> {
+    let (status, body) = send(
+        app.client(&tenant.key, Method::POST, "/sessions")
+            .json(&json!({ "environment_mode": "openai_hosted" })),
+    )
+    .await?;
+    anyhow::ensure!(status == StatusCode::CREATED, "create session: {status} {body}");
+    let project: ProjectId = tenant.project_id.parse()?;
+    let session: SessionId = str_field(&body, "id")?.parse()?;
+    let allocation = app.store.allocations().get(&project, &session).await?.expect("allocation");
+    assert_eq!(allocation.record.state, AllocationState::Running, "placed at once: {allocation:?}");
+    let sandbox = allocation.sandbox_id.expect("bound to a sandbox");
+    Ok(Hosted { project, session, sandbox })
+}
+
+/// Sampler passes, one per second, for `seconds`.
+async fn sample_for(app: &TestApp, seconds: u64) -> R {
+    for _ in 0..seconds {
+        sample_once(&app.store, &app.app.runtime, edge::now()).await?;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
+    Ok(())
+}
+
+async fn history(app: &TestApp, hosted: &Hosted, since: i64) -> anyhow::Result<RuntimeHistory> {
+    let end = edge::now().unix_seconds();
+    Ok(AdminClient::new(&app.base, &app.core_key)
+        .retrieve_runtime_history(
+            hosted.project,
+            hosted.session,
+            RuntimeHistoryRequest { start: since, end, max_points: Some(1000) },
+        )
+        .await?)
+}
+
+fn busiest(history: &RuntimeHistory) -> f64 {
+    history.series[0]
+        .points
+        .iter()
+        .filter_map(|p| p.cpu.as_ref())
+        .map(|c| c.utilization_ratio)
+        .fold(0.0, f64::max)
+}
+
+#[tokio::test]
+async fn a_hosted_session_burning_cpu_on_a_node_is_observed_through_an_outage_until_released() -> R {
+    agentplane_api::lambda::init_local_tracing();
+    let app = app().await?;
+    let mut node = TestNode::start(&app).await?;
+    let tenant = app.tenant().await?;
+    let began = edge::now().unix_seconds();
+    let hosted = hosted_session(&app, &tenant).await?;
+    let admin = AdminClient::new(&app.base, &app.core_key);
+
+    // The sandbox API sees the Session's compute, may run processes in it, and may not end it.
+    let (status, listed) = send(app.sandbox(&tenant.key, Method::GET, "/sandboxes")).await?;
+    assert_eq!(status, StatusCode::OK);
+    let mine = listed.as_array().expect("list").iter().find(|s| s["sandboxID"] == hosted.sandbox.as_str());
+    let mine = mine.expect("the managed sandbox is listed");
+    assert_eq!(mine["metadata"][SESSION_METADATA_KEY], hosted.session.to_string());
+    for (method, path, body) in [
+        (Method::DELETE, format!("/sandboxes/{}", hosted.sandbox), None),
+        (Method::POST, format!("/sandboxes/{}/pause", hosted.sandbox), None),
+        (Method::POST, format!("/sandboxes/{}/timeout", hosted.sandbox), Some(json!({"timeout": 900}))),
+    ] {
+        let mut request = app.sandbox(&tenant.key, method, &path);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let (status, body) = send(request).await?;
+        assert_eq!(status, StatusCode::CONFLICT, "{path}: {body}");
+    }
+    let (status, started) = send(
+        app.sandbox(&tenant.key, Method::POST, &format!("/sandboxes/{}/processes", hosted.sandbox))
+            .json(&json!({"cmd": "sh", "args": ["-c", "while :; do :; done"]})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{started}");
+
+    // Burning: counters climb, and every observed interval shows it.
+    sample_for(&app, 6).await?;
+    let seen = admin.retrieve_runtime_observation(hosted.project, hosted.session).await?;
+    assert_eq!(seen.status, ObservationStatus::Observed, "{seen:?}");
+    assert_eq!(seen.lifecycle_state, Some(LifecycleState::Active));
+    assert_eq!(seen.provider_type.as_deref(), Some(LOCAL_PROVIDER));
+    let cpu = seen.cpu.as_ref().expect("cpu");
+    assert!(cpu.usage_seconds_total.expect("cpu seconds") > 1.0, "{cpu:?}");
+    assert_eq!(cpu.capacity_cores, Some(1.0), "the sandbox's quota is one core");
+    assert!(seen.memory.as_ref().and_then(|m| m.usage_bytes).is_some_and(|b| b > 0), "{seen:?}");
+    let started_at = seen.started_at.expect("started_at");
+    assert!((began - 1..=began + 2).contains(&started_at), "{started_at} vs {began}");
+
+    let burning = history(&app, &hosted, began - 10).await?;
+    assert_eq!(burning.series.len(), 1);
+    assert_eq!(burning.series[0].started_at.map(|s| s.seconds), Some(started_at));
+    let peak = busiest(&burning);
+    // Visibly busy, and never past the one-core quota (the test machine is shared, so the loop
+    // gets what the scheduler gives it).
+    assert!(peak > 0.1 && peak <= 1.05, "a busy loop under a one-core quota: peak utilization {peak}");
+    assert!(burning.coverage.sample_count >= 5, "{:?}", burning.coverage);
+
+    // Offline: no heartbeats, so the counters go stale and samples are honest gaps.
+    node.stop().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    sample_for(&app, 2).await?;
+    let gap = admin.retrieve_runtime_observation(hosted.project, hosted.session).await?;
+    assert_eq!((gap.status, gap.reason), (ObservationStatus::Unavailable, Some(Reason::SampleUnavailable)));
+    assert_eq!(gap.lifecycle_state, Some(LifecycleState::Active), "the allocation itself did not change");
+    assert!(gap.cpu.is_none() && gap.observed_at.is_none(), "{gap:?}");
+
+    // Back: the same incarnation (its cgroup lived on), observed and busy again.
+    node.restart(&app).await?;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    sample_for(&app, 5).await?;
+    let back = admin.retrieve_runtime_observation(hosted.project, hosted.session).await?;
+    assert_eq!(back.status, ObservationStatus::Observed, "{back:?}");
+    assert_eq!(back.started_at, Some(started_at), "same incarnation");
+    let after = history(&app, &hosted, began - 10).await?;
+    assert_eq!(after.series.len(), 1, "one series per allocation");
+    let unavailable: u64 = after.coverage.buckets.iter().map(|b| b.unavailable_count).sum();
+    assert!(unavailable >= 2, "the outage stays in the history: {:?}", after.coverage);
+    // Buckets are at least 30 s wide, so the gap shares a bucket with observed samples.
+    assert!(after.series[0].points.iter().any(|p| p.unavailable_count >= 2), "{:?}", after.series[0].points);
+    let last_busy = after.series[0].points.iter().rev().find_map(|p| p.cpu.as_ref()).expect("cpu after");
+    assert!(last_busy.utilization_ratio > 0.1, "busy again after the outage: {last_busy:?}");
+
+    // The node's own view: online again, on a new connection.
+    let node_id: NodeId = node.node_id.parse()?;
+    let detail =
+        SandboxAdminClient::new(&app.base, &app.core_key).retrieve_node(node_id, NodeRange::OneHour).await?;
+    assert!(detail.online);
+    assert!(detail.host.observed_at.is_some());
+
+    // Deleting the Session stops the allocation and ends the sandbox on the node.
+    let (status, _) =
+        send(app.client(&tenant.key, Method::DELETE, &format!("/sessions/{}", hosted.session))).await?;
+    assert_eq!(status, StatusCode::OK);
+    let allocation = app.store.allocations().get(&hosted.project, &hosted.session).await?.expect("kept");
+    assert_eq!(allocation.record.state, AllocationState::Released);
+    let (status, ended) =
+        send(app.sandbox(&tenant.key, Method::GET, &format!("/sandboxes/{}", hosted.sandbox))).await?;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ended["state"], "killed", "{ended}");
+    let workspace = node.config.state_dir.join("sandboxes").join(&hosted.sandbox);
+    for _ in 0..200 {
+        if !workspace.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!workspace.exists(), "the node removed the session's sandbox");
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_an_online_node_the_allocation_waits_pending_and_other_projects_see_nothing() -> R {
+    let app = app().await?;
+    let tenant = app.tenant().await?;
+    let (status, body) = send(
+        app.client(&tenant.key, Method::POST, "/sessions")
+            .json(&json!({ "environment_mode": "openai_hosted" })),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let project: ProjectId = tenant.project_id.parse()?;
+    let session: SessionId = str_field(&body, "id")?.parse()?;
+    let allocation = app.store.allocations().get(&project, &session).await?.expect("allocation");
+    assert_eq!(allocation.record.state, AllocationState::Pending);
+    assert_eq!(allocation.sandbox_id, None);
+    let seen =
+        AdminClient::new(&app.base, &app.core_key).retrieve_runtime_observation(project, session).await?;
+    assert_eq!((seen.status, seen.reason), (ObservationStatus::Unavailable, Some(Reason::AllocationPending)));
+
+    // With a node, a hosted session's sandbox is its own project's alone.
+    let _node = TestNode::start(&app).await?;
+    let hosted = hosted_session(&app, &tenant).await?;
+    let other = app.tenant().await?;
+    let (status, listed) = send(app.sandbox(&other.key, Method::GET, "/sandboxes")).await?;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed, Value::Array(vec![]));
+    let (status, _) =
+        send(app.sandbox(&other.key, Method::GET, &format!("/sandboxes/{}", hosted.sandbox))).await?;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = send(
+        app.sandbox(&other.key, Method::POST, &format!("/sandboxes/{}/processes", hosted.sandbox))
+            .json(&json!({"cmd": "true"})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) =
+        send(app.client(&tenant.key, Method::DELETE, &format!("/sessions/{}", hosted.session))).await?;
+    assert_eq!(status, StatusCode::OK);
+    Ok(())
+}
