@@ -3,10 +3,11 @@
 
 use std::path::Path;
 
-use agentplane_domain::sandbox::host::{CpuTimes, count_cpu_list, effective_cpu_cores, parse_meminfo};
+use agentplane_domain::telemetry::node::ProcStatCpu;
+use agentplane_domain::telemetry::node_host::{CpuQuota, count_cpu_list, effective_cpu_cores, parse_meminfo};
 
 pub struct HostSample {
-    pub cpu: Option<CpuTimes>,
+    pub cpu: Option<ProcStatCpu>,
     pub total_memory_bytes: Option<u64>,
     pub available_memory_bytes: Option<u64>,
     pub available_disk_bytes: Option<u64>,
@@ -14,7 +15,7 @@ pub struct HostSample {
 }
 
 pub async fn sample(state_dir: &Path) -> HostSample {
-    let cpu = std::fs::read_to_string("/proc/stat").ok().and_then(|t| CpuTimes::parse(&t));
+    let cpu = std::fs::read_to_string("/proc/stat").ok().and_then(|t| ProcStatCpu::parse(&t));
     let (total, available) =
         std::fs::read_to_string("/proc/meminfo").map(|t| parse_meminfo(&t)).unwrap_or((None, None));
     HostSample {
@@ -36,33 +37,30 @@ async fn free_disk(dir: &Path) -> Option<u64> {
     blocks.checked_mul(size)
 }
 
+/// The node process's CPUs: its affinity lowered to its cgroup's quota; `None` (the spec's null)
+/// when either cannot be established.
 fn cores() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let affinity = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(count_cpu_list);
-    let (quota, period) = cgroup_quota().unwrap_or((None, None));
-    effective_cpu_cores(affinity, quota, period)
+    effective_cpu_cores(affinity, cgroup_quota())
 }
 
 /// The CPU quota of this process's own cgroup (v2 `cpu.max`, v1 `cpu.cfs_quota_us`).
-fn cgroup_quota() -> Option<(Option<i64>, Option<i64>)> {
+fn cgroup_quota() -> Option<CpuQuota> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
         let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-        let max = std::fs::read_to_string(format!("/sys/fs/cgroup{path}/cpu.max")).ok()?;
-        let mut parts = max.split_whitespace();
-        let quota = parts.next().and_then(|q| q.parse().ok());
-        let period = parts.next().and_then(|p| p.parse().ok());
-        return Some((quota, period));
+        return CpuQuota::parse_cgroup_v2(
+            &std::fs::read_to_string(format!("/sys/fs/cgroup{path}/cpu.max")).ok()?,
+        );
     }
     let path = own.lines().find_map(|l| {
         let mut f = l.splitn(3, ':');
         let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
         controllers.split(',').any(|c| c == "cpu").then(|| path.to_owned())
     })?;
-    let read = |file: &str| {
-        std::fs::read_to_string(format!("/sys/fs/cgroup/cpu{path}/{file}"))
-            .ok()
-            .and_then(|t| t.trim().parse::<i64>().ok())
-    };
-    Some((read("cpu.cfs_quota_us"), read("cpu.cfs_period_us")))
+    let read = |file: &str| std::fs::read_to_string(format!("/sys/fs/cgroup/cpu{path}/{file}")).ok();
+    let quota = read("cpu.cfs_quota_us")?.trim().parse::<i64>().ok()?;
+    let period = read("cpu.cfs_period_us")?.trim().parse::<u64>().ok()?;
+    CpuQuota::from_cgroup_v1(quota, period)
 }

@@ -19,8 +19,10 @@ use super::wire::nullable;
 use crate::query::Query;
 use crate::{Timestamp, ValidationError};
 
-/// The aggregate `cpu` line of `/proc/stat`, in USER_HZ ticks.
+/// The aggregate `cpu` line of `/proc/stat`, in USER_HZ ticks. Missing fields read 0, so a
+/// heartbeat from a daemon that sends fewer columns still parses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ProcStatCpu {
     pub user: u64,
     pub nice: u64,

@@ -51,6 +51,24 @@ pub fn effective_cpu_cores(affinity_cpus: Option<u32>, quota: Option<CpuQuota>) 
     }
 }
 
+/// Number of CPUs in a cpulist like `0-3,6` (the `Cpus_allowed_list` of /proc/self/status).
+pub fn count_cpu_list(list: &str) -> Option<u32> {
+    let mut n = 0u32;
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+                n = n.checked_add(b.checked_sub(a)?.checked_add(1)?)?;
+            }
+            None => {
+                part.parse::<u32>().ok()?;
+                n = n.checked_add(1)?;
+            }
+        }
+    }
+    (n > 0).then_some(n)
+}
+
 /// `MemTotal` and `MemAvailable` of `/proc/meminfo`, in bytes; each `None` when absent or
 /// unreadable.
 pub fn parse_meminfo(meminfo: &str) -> (Option<u64>, Option<u64>) {
@@ -96,6 +114,15 @@ mod tests {
         assert_eq!(CpuQuota::parse_cgroup_v2("100 0"), None);
         assert_eq!(CpuQuota::from_cgroup_v1(-5, 100_000), None);
         assert_eq!(CpuQuota::from_cgroup_v1(100, 0), None);
+    }
+
+    #[test]
+    fn cpu_lists_count_their_cpus() {
+        assert_eq!(count_cpu_list("0-3,6\n"), Some(5));
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list("x"), None);
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(count_cpu_list(""), None);
     }
 
     #[test]
