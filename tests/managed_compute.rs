@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use agentplane_admin_client::{AdminClient, RuntimeHistoryRequest, SandboxAdminClient};
 use agentplane_api::edge;
+use agentplane_api::sandbox::managed;
 use agentplane_domain::ids::NodeId;
 use agentplane_domain::sandbox::SESSION_METADATA_KEY;
 use agentplane_domain::telemetry::observation_wire::{LifecycleState, ObservationStatus};
@@ -238,5 +239,79 @@ async fn without_an_online_node_the_allocation_waits_pending_and_other_projects_
     let (status, _) =
         send(app.client(&tenant.key, Method::DELETE, &format!("/sessions/{}", hosted.session))).await?;
     assert_eq!(status, StatusCode::OK);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_placer_places_pending_allocations_once_and_replaces_ended_compute_as_a_new_incarnation() -> R {
+    let app = app().await?;
+    let tenant = app.tenant().await?;
+    let (status, body) = send(
+        app.client(&tenant.key, Method::POST, "/sessions")
+            .json(&json!({ "environment_mode": "openai_hosted" })),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let project: ProjectId = tenant.project_id.parse()?;
+    let session: SessionId = str_field(&body, "id")?.parse()?;
+
+    // A node arrives. A fresh pending allocation is left to its Session's create; an older one
+    // is placed, once, however many placer runs overlap.
+    let _node = TestNode::start(&app).await?;
+    let fresh = managed::reconcile(&app.app, edge::now()).await?;
+    assert_eq!((fresh.allocations, fresh.placed, fresh.failed), (1, 0, 0));
+    let later = edge::now().plus_seconds(31);
+    let (a, b) = tokio::join!(managed::reconcile(&app.app, later), managed::reconcile(&app.app, later));
+    let (a, b) = (a?, b?);
+    assert_eq!(a.placed + b.placed, 1, "{a:?} {b:?}");
+    let allocation = app.store.allocations().get(&project, &session).await?.expect("allocation");
+    assert_eq!(allocation.record.state, AllocationState::Running);
+    let first = allocation.sandbox_id.clone().expect("bound");
+    let running = |listed: &Value| -> Vec<String> {
+        listed
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["state"] == "running" && s["metadata"][SESSION_METADATA_KEY] == session.to_string())
+            .filter_map(|s| s["sandboxID"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let (_, listed) = send(app.sandbox(&tenant.key, Method::GET, "/sandboxes")).await?;
+    assert_eq!(running(&listed), vec![first.clone()], "the losing placement's sandbox was ended");
+    let nothing = managed::reconcile(&app.app, later).await?;
+    assert_eq!((nothing.placed, nothing.replaced), (0, 0));
+
+    // Some samples of the first incarnation.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    sample_for(&app, 3).await?;
+    let admin = AdminClient::new(&app.base, &app.core_key);
+    let before = admin.retrieve_runtime_observation(project, session).await?;
+    assert_eq!(before.status, ObservationStatus::Observed, "{before:?}");
+
+    // The compute ends under the live allocation: the placer gives it a new incarnation.
+    let ended = app.store.sandboxes().get_any(&first.parse()?).await?;
+    agentplane_api::sandbox::sandboxes::end(&app.app, &ended).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let replaced = managed::reconcile(&app.app, edge::now()).await?;
+    assert_eq!((replaced.placed, replaced.replaced, replaced.failed), (0, 1, 0));
+    let allocation = app.store.allocations().get(&project, &session).await?.expect("allocation");
+    let second = allocation.sandbox_id.clone().expect("bound");
+    assert_ne!(second, first);
+    assert_eq!(allocation.record.allocation_id, before.instance.allocation_id.expect("allocation id"));
+
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    sample_for(&app, 3).await?;
+    let after = admin.retrieve_runtime_observation(project, session).await?;
+    assert_eq!(after.status, ObservationStatus::Observed, "{after:?}");
+    assert!(after.started_at > before.started_at, "a new incarnation: {after:?} after {before:?}");
+    assert_eq!(after.instance.allocation_id, before.instance.allocation_id, "the same allocation");
+    let since = before.started_at.expect("started") - 5;
+    let history = history(&app, &Hosted { project, session, sandbox: second }, since).await?;
+    assert_eq!(history.series.len(), 1, "one series per allocation across incarnations");
+    assert_eq!(
+        history.series[0].started_at.map(|s| s.seconds),
+        before.started_at,
+        "the earliest retained start"
+    );
     Ok(())
 }

@@ -48,7 +48,14 @@ fn admin(app: &TestApp) -> AdminClient {
 async fn activate(store: &Store, ids: &Ids, sandbox: &str) -> anyhow::Result<Allocation> {
     Ok(store
         .allocations()
-        .activate(&ids.project, &ids.session, sandbox, Some(DeviceId::from_random([7; 16])), edge::now())
+        .activate(
+            &ids.project,
+            &ids.session,
+            sandbox,
+            None,
+            Some(DeviceId::from_random([7; 16])),
+            edge::now(),
+        )
         .await?)
 }
 

@@ -173,7 +173,7 @@ async fn main() -> anyhow::Result<()> {
         };
         store.allocations().create(&allocation).await?;
         let sandbox = format!("sbx-{i}");
-        store.allocations().activate(&project, &id, &sandbox, None, edge::now()).await?;
+        store.allocations().activate(&project, &id, &sandbox, None, None, edge::now()).await?;
         store
             .telemetry()
             .put_sandbox_counters(&SandboxCounters {

@@ -39,6 +39,7 @@ async fn main() -> anyhow::Result<()> {
     if app.runtime.history_enabled {
         tokio::spawn(sampler(app.clone()));
     }
+    tokio::spawn(placer(app.clone()));
     let listener =
         tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("binding {listen}"))?;
     announce(&listen, &core_key);
@@ -107,6 +108,19 @@ async fn sampler(app: App) {
         match agentplane_engine::runtime::sample_once(&app.store, &app.runtime, edge::now()).await {
             Ok(report) => tracing::debug!(?report, "sampler pass"),
             Err(err) => tracing::warn!(error = %err, "sampler pass failed"),
+        }
+    }
+}
+
+/// The placer job, in-process: one pass a minute.
+async fn placer(app: App) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        match agentplane_api::sandbox::managed::reconcile(&app, edge::now()).await {
+            Ok(report) => tracing::debug!(?report, "placer pass"),
+            Err(err) => tracing::warn!(error = %err, "placer pass failed"),
         }
     }
 }

@@ -11,14 +11,17 @@ use crate::edge;
 pub enum Job {
     /// Samples every live allocation once per sampling interval.
     Sampler,
+    /// Places pending managed allocations on sandbox nodes and replaces ended compute.
+    Placer,
 }
 
 impl Job {
-    pub const ALL: &'static [Job] = &[Job::Sampler];
+    pub const ALL: &'static [Job] = &[Job::Sampler, Job::Placer];
 
     pub fn function_name(self) -> &'static str {
         match self {
             Job::Sampler => "sampler",
+            Job::Placer => "placer",
         }
     }
 
@@ -27,6 +30,8 @@ impl Job {
         match self {
             // Reads allocations and sessions; writes samples and reads sandbox usage.
             Job::Sampler => &["MainTable", "TelemetryTable"],
+            // Reads allocations and nodes; writes sandboxes, node commands and allocations.
+            Job::Placer => &["MainTable"],
         }
     }
 
@@ -52,6 +57,23 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                         "allocations": report.allocations,
                         "written": report.written,
                         "duplicates": report.duplicates,
+                        "failed": report.failed,
+                    }))
+                }
+            });
+            lambda_runtime::run(handler).await
+        }
+        Job::Placer => {
+            let app = crate::App::new(store, None);
+            let handler = service_fn(|_: LambdaEvent<serde_json::Value>| {
+                let app = app.clone();
+                async move {
+                    let report = crate::sandbox::managed::reconcile(&app, edge::now()).await?;
+                    tracing::info!(?report, "placer pass");
+                    Ok::<_, lambda_runtime::Error>(serde_json::json!({
+                        "allocations": report.allocations,
+                        "placed": report.placed,
+                        "replaced": report.replaced,
                         "failed": report.failed,
                     }))
                 }

@@ -157,15 +157,23 @@ impl<'a> Allocations<'a> {
     }
 
     /// Binds the allocation to a sandbox and marks it running: a new compute incarnation.
-    /// `NotFound` without an allocation; `Conflict` when it is stopped (cleanup pending or released).
+    /// `replacing` is the sandbox it must still be bound to (`None`: none yet), so two placements
+    /// racing for one allocation bind one sandbox. `NotFound` without an allocation; `Conflict`
+    /// when it is stopped (cleanup pending or released) or bound to another sandbox.
     pub async fn activate(
         &self,
         project: &ProjectId,
         session: &SessionId,
         sandbox_id: &str,
+        replacing: Option<&str>,
         device_id: Option<DeviceId>,
         now: Timestamp,
     ) -> Result<Allocation, StoreError> {
+        // An unbound allocation stores `sandbox_id` as NULL (serde's None) or not at all.
+        let bound = match replacing {
+            Some(_) => "sandbox_id = :replacing",
+            None => "(attribute_not_exists(sandbox_id) OR attribute_type(sandbox_id, :null))",
+        };
         let mut request = self
             .store
             .dynamo
@@ -173,7 +181,9 @@ impl<'a> Allocations<'a> {
             .table_name(&self.store.names.main_table)
             .key("PK", s(project_pk(project)))
             .key("SK", s(allocation_sk(session)))
-            .condition_expression("attribute_exists(PK) AND NOT #st IN (:cleanup, :released)")
+            .condition_expression(format!(
+                "attribute_exists(PK) AND NOT #st IN (:cleanup, :released) AND {bound}"
+            ))
             .expression_attribute_names("#st", "state")
             .expression_attribute_values(":cleanup", state_value(AllocationState::CleanupPending)?)
             .expression_attribute_values(":released", state_value(AllocationState::Released)?)
@@ -182,6 +192,10 @@ impl<'a> Allocations<'a> {
             .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
             .return_values(ReturnValue::AllNew);
         let mut sets = "SET #st = :running, sandbox_id = :sandbox, updated_at = :now".to_owned();
+        request = match replacing {
+            Some(old) => request.expression_attribute_values(":replacing", s(old)),
+            None => request.expression_attribute_values(":null", s("NULL")),
+        };
         if let Some(device) = device_id {
             sets.push_str(", device_id = :device");
             request = request.expression_attribute_values(":device", s(device.to_string()));
