@@ -47,15 +47,19 @@ struct Hosted {
     sandbox: String,
 }
 
-async fn hosted_session(app: &TestApp, tenant: &Tenant) -> anyhow::Result<Hosted> {
+/// Creates an openai_hosted Session: (its project, its id).
+async fn create_hosted(app: &TestApp, tenant: &Tenant) -> anyhow::Result<(ProjectId, SessionId)> {
     let (status, body) = send(
         app.client(&tenant.key, Method::POST, "/sessions")
             .json(&json!({ "environment_mode": "openai_hosted" })),
     )
     .await?;
     anyhow::ensure!(status == StatusCode::CREATED, "create session: {status} {body}");
-    let project: ProjectId = tenant.project_id.parse()?;
-    let session: SessionId = str_field(&body, "id")?.parse()?;
+    Ok((tenant.project_id.parse()?, str_field(&body, "id")?.parse()?))
+}
+
+async fn hosted_session(app: &TestApp, tenant: &Tenant) -> anyhow::Result<Hosted> {
+    let (project, session) = create_hosted(app, tenant).await?;
     let allocation = app.store.allocations().get(&project, &session).await?.expect("allocation");
     assert_eq!(allocation.record.state, AllocationState::Running, "placed at once: {allocation:?}");
     let sandbox = allocation.sandbox_id.expect("bound to a sandbox");
@@ -205,14 +209,7 @@ async fn a_hosted_session_burning_cpu_on_a_node_is_observed_through_an_outage_un
 async fn without_an_online_node_the_allocation_waits_pending_and_other_projects_see_nothing() -> R {
     let app = app().await?;
     let tenant = app.tenant().await?;
-    let (status, body) = send(
-        app.client(&tenant.key, Method::POST, "/sessions")
-            .json(&json!({ "environment_mode": "openai_hosted" })),
-    )
-    .await?;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    let project: ProjectId = tenant.project_id.parse()?;
-    let session: SessionId = str_field(&body, "id")?.parse()?;
+    let (project, session) = create_hosted(&app, &tenant).await?;
     let allocation = app.store.allocations().get(&project, &session).await?.expect("allocation");
     assert_eq!(allocation.record.state, AllocationState::Pending);
     assert_eq!(allocation.sandbox_id, None);
@@ -246,14 +243,7 @@ async fn without_an_online_node_the_allocation_waits_pending_and_other_projects_
 async fn the_placer_places_pending_allocations_once_and_replaces_ended_compute_as_a_new_incarnation() -> R {
     let app = app().await?;
     let tenant = app.tenant().await?;
-    let (status, body) = send(
-        app.client(&tenant.key, Method::POST, "/sessions")
-            .json(&json!({ "environment_mode": "openai_hosted" })),
-    )
-    .await?;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    let project: ProjectId = tenant.project_id.parse()?;
-    let session: SessionId = str_field(&body, "id")?.parse()?;
+    let (project, session) = create_hosted(&app, &tenant).await?;
 
     // A node arrives. A fresh pending allocation is left to its Session's create; an older one
     // is placed, once, however many placer runs overlap.

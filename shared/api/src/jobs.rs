@@ -2,8 +2,10 @@
 //! least-privilege grant. The local gateway runs the same job code in-process.
 
 use agentplane_engine::runtime::{RuntimeTelemetry, sample_once};
-use agentplane_store::{ResourceNames, Store};
+use agentplane_store::{ResourceNames, Store, StoreError};
 use lambda_http::lambda_runtime::{self, LambdaEvent, service_fn};
+
+use serde_json::{Value, json};
 
 use crate::edge;
 
@@ -45,40 +47,47 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
     crate::lambda::init_tracing();
     let sdk = agentplane_store::aws::sdk_config_from_env().await;
     let store = Store::new(&sdk, ResourceNames::from_env());
-    let runtime = RuntimeTelemetry::from_env(&store);
     match job {
         Job::Sampler => {
-            let handler = service_fn(|_: LambdaEvent<serde_json::Value>| {
-                let (store, runtime) = (store.clone(), runtime.clone());
-                async move {
-                    let report = sample_once(&store, &runtime, edge::now()).await?;
-                    tracing::info!(?report, "sampler pass");
-                    Ok::<_, lambda_runtime::Error>(serde_json::json!({
-                        "allocations": report.allocations,
-                        "written": report.written,
-                        "duplicates": report.duplicates,
-                        "failed": report.failed,
-                    }))
-                }
-            });
-            lambda_runtime::run(handler).await
+            let runtime = RuntimeTelemetry::from_env(&store);
+            Box::pin(every_tick(|| async {
+                let report = sample_once(&store, &runtime, edge::now()).await?;
+                tracing::info!(?report, "sampler pass");
+                Ok(json!({
+                    "allocations": report.allocations,
+                    "written": report.written,
+                    "duplicates": report.duplicates,
+                    "failed": report.failed,
+                }))
+            }))
+            .await
         }
         Job::Placer => {
             let app = crate::App::new(store, None);
-            let handler = service_fn(|_: LambdaEvent<serde_json::Value>| {
-                let app = app.clone();
-                async move {
-                    let report = crate::sandbox::managed::reconcile(&app, edge::now()).await?;
-                    tracing::info!(?report, "placer pass");
-                    Ok::<_, lambda_runtime::Error>(serde_json::json!({
-                        "allocations": report.allocations,
-                        "placed": report.placed,
-                        "replaced": report.replaced,
-                        "failed": report.failed,
-                    }))
-                }
-            });
-            lambda_runtime::run(handler).await
+            Box::pin(every_tick(|| async {
+                let report = crate::sandbox::managed::reconcile(&app, edge::now()).await?;
+                tracing::info!(?report, "placer pass");
+                Ok(json!({
+                    "allocations": report.allocations,
+                    "placed": report.placed,
+                    "replaced": report.replaced,
+                    "failed": report.failed,
+                }))
+            }))
+            .await
         }
     }
+}
+
+/// Runs `pass` once per invocation and answers with its summary.
+async fn every_tick<F, Fut>(pass: F) -> Result<(), lambda_runtime::Error>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<Value, StoreError>>,
+{
+    lambda_runtime::run(service_fn(|_: LambdaEvent<Value>| {
+        let run = pass();
+        async move { run.await.map_err(lambda_runtime::Error::from) }
+    }))
+    .await
 }
