@@ -137,7 +137,7 @@ async fn a_hosted_session_burning_cpu_on_a_node_is_observed_through_an_outage_un
     assert_eq!(seen.lifecycle_state, Some(LifecycleState::Active));
     assert_eq!(seen.provider_type.as_deref(), Some(LOCAL_PROVIDER));
     let cpu = seen.cpu.as_ref().expect("cpu");
-    assert!(cpu.usage_seconds_total.expect("cpu seconds") > 1.0, "{cpu:?}");
+    assert!(cpu.usage_seconds_total.expect("cpu seconds") > 0.1, "{cpu:?}");
     assert_eq!(cpu.capacity_cores, Some(1.0), "the sandbox's quota is one core");
     assert!(seen.memory.as_ref().and_then(|m| m.usage_bytes).is_some_and(|b| b > 0), "{seen:?}");
     let started_at = seen.started_at.expect("started_at");

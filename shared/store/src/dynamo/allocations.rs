@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::keys::{LIVE_ALLOCATIONS_LIST, allocation_sk, project_pk};
 use super::page::Item;
-use super::{backend, conditional, s};
+use super::{backend, conditional, put_new, query_all, s};
 use crate::resources::BY_CREATED;
 use crate::{Store, StoreError};
 
@@ -76,16 +76,7 @@ impl<'a> Allocations<'a> {
                 .then(|| created_sort_key(allocation.record.created_at, &allocation.record.allocation_id)),
             allocation: allocation.clone(),
         };
-        self.store
-            .dynamo
-            .put_item()
-            .table_name(&self.store.names.main_table)
-            .set_item(Some(serde_dynamo::to_item(item)?))
-            .condition_expression("attribute_not_exists(PK)")
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
-        Ok(())
+        put_new(self.store, &self.store.names.main_table, item).await
     }
 
     /// The Session's allocation, if it has one.
@@ -274,28 +265,19 @@ impl<'a> Allocations<'a> {
 
     /// Every allocation that is not stopped: what the sampler samples.
     pub async fn list_live(&self) -> Result<Vec<Allocation>, StoreError> {
-        let mut found = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .store
-                .dynamo
-                .query()
-                .table_name(&self.store.names.main_table)
-                .index_name(BY_CREATED)
-                .key_condition_expression("GSI1PK = :list")
-                .expression_attribute_values(":list", s(LIVE_ALLOCATIONS_LIST))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(backend)?;
-            for item in out.items.unwrap_or_default() {
-                found.push(serde_dynamo::from_item::<_, AllocationItem>(item)?.allocation);
-            }
-            match out.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(found),
-            }
-        }
+        let query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(&self.store.names.main_table)
+            .index_name(BY_CREATED)
+            .key_condition_expression("GSI1PK = :list")
+            .expression_attribute_values(":list", s(LIVE_ALLOCATIONS_LIST));
+        let items = query_all(query).await?;
+        Ok(items
+            .into_iter()
+            .map(serde_dynamo::from_item::<_, AllocationItem>)
+            .map(|i| i.map(|i| i.allocation))
+            .collect::<Result<_, _>>()?)
     }
 }

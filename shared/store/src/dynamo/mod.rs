@@ -38,6 +38,40 @@ pub(crate) async fn get_item(
         .item)
 }
 
+/// Writes an item that must not exist yet; `Conflict` when one with its key does.
+pub(crate) async fn put_new(
+    store: &crate::Store,
+    table: &str,
+    item: impl serde::Serialize,
+) -> Result<(), StoreError> {
+    store
+        .dynamo
+        .put_item()
+        .table_name(table)
+        .set_item(Some(serde_dynamo::to_item(item)?))
+        .condition_expression("attribute_not_exists(PK)")
+        .send()
+        .await
+        .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+    Ok(())
+}
+
+/// Every item a query matches, following its pages.
+pub(crate) async fn query_all(
+    query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+) -> Result<Vec<std::collections::HashMap<String, AttributeValue>>, StoreError> {
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let page = query.clone().set_exclusive_start_key(start.take()).send().await.map_err(backend)?;
+        items.extend(page.items.unwrap_or_default());
+        match page.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => return Ok(items),
+        }
+    }
+}
+
 pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }

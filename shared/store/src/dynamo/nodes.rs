@@ -19,8 +19,7 @@ use agentplane_domain::sandbox::host::HostObservation;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
-use super::page::Item;
-use super::{backend, conditional, s, transaction_conflict};
+use super::{backend, conditional, put_new, query_all, s, transaction_conflict};
 use crate::resources::BY_CREATED;
 use crate::{Store, StoreError};
 
@@ -178,29 +177,20 @@ impl<'a> Nodes<'a> {
 
     /// Every registered node (a deployment has few).
     pub async fn all(&self) -> Result<Vec<Node>, StoreError> {
-        let mut nodes = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .store
-                .dynamo
-                .query()
-                .table_name(self.table())
-                .index_name(BY_CREATED)
-                .key_condition_expression("GSI1PK = :list")
-                .expression_attribute_values(":list", s(NODES_LIST))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(backend)?;
-            for item in out.items.unwrap_or_default() {
-                nodes.push(serde_dynamo::from_item::<_, NodeItem>(item)?.node);
-            }
-            match out.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(nodes),
-            }
-        }
+        let query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(self.table())
+            .index_name(BY_CREATED)
+            .key_condition_expression("GSI1PK = :list")
+            .expression_attribute_values(":list", s(NODES_LIST));
+        let items = query_all(query).await?;
+        Ok(items
+            .into_iter()
+            .map(serde_dynamo::from_item::<_, NodeItem>)
+            .map(|i| i.map(|i| i.node))
+            .collect::<Result<_, _>>()?)
     }
 
     /// Keeps the node's last observation on its item and appends it to the history.
@@ -277,16 +267,7 @@ impl<'a> Nodes<'a> {
             envelope: serde_json::to_string(envelope).map_err(StoreError::unavailable)?,
             expires_at: envelope.expires_at.unix_seconds() + 3600,
         };
-        self.store
-            .dynamo
-            .put_item()
-            .table_name(self.table())
-            .set_item(Some(serde_dynamo::to_item(item)?))
-            .condition_expression("attribute_not_exists(PK)")
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
-        Ok(())
+        put_new(self.store, self.table(), item).await
     }
 
     /// Claims the node's pending commands for `connection`, oldest first. A claimed command is

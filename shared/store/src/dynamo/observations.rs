@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::page::Item;
 use super::sandboxes::sandbox_pk;
-use super::{backend, conditional, s};
+use super::{backend, conditional, put_new, query_all, s};
 use crate::{Store, StoreError};
 
 fn process_sk(id: ProcessId) -> String {
@@ -104,30 +104,21 @@ impl<'a> Observations<'a> {
     }
 
     pub async fn processes(&self, sandbox: &SandboxId) -> Result<Vec<ProcessRecord>, StoreError> {
-        let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .store
-                .dynamo
-                .query()
-                .table_name(self.main())
-                .key_condition_expression("PK = :pk AND begins_with(SK, :proc)")
-                .expression_attribute_values(":pk", s(sandbox_pk(sandbox)))
-                .expression_attribute_values(":proc", s("PROC#"))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(backend)?;
-            for item in page.items.unwrap_or_default() {
-                out.push(serde_dynamo::from_item::<_, ProcessItem>(item)?.record);
-            }
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(out),
-            }
-        }
+        let query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(self.main())
+            .key_condition_expression("PK = :pk AND begins_with(SK, :proc)")
+            .expression_attribute_values(":pk", s(sandbox_pk(sandbox)))
+            .expression_attribute_values(":proc", s("PROC#"))
+            .consistent_read(true);
+        let items = query_all(query).await?;
+        Ok(items
+            .into_iter()
+            .map(serde_dynamo::from_item::<_, ProcessItem>)
+            .map(|i| i.map(|i| i.record))
+            .collect::<Result<_, _>>()?)
     }
 
     pub async fn process(&self, sandbox: &SandboxId, id: ProcessId) -> Result<ProcessRecord, StoreError> {
@@ -150,16 +141,7 @@ impl<'a> Observations<'a> {
     /// Writes a new record; `Conflict` when it exists (a retried report).
     pub async fn put_process(&self, sandbox: &SandboxId, record: &ProcessRecord) -> Result<(), StoreError> {
         let item = ProcessItem { pk: sandbox_pk(sandbox), sk: process_sk(record.id), record: record.clone() };
-        self.store
-            .dynamo
-            .put_item()
-            .table_name(self.main())
-            .set_item(Some(serde_dynamo::to_item(item)?))
-            .condition_expression("attribute_not_exists(PK)")
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
-        Ok(())
+        put_new(self.store, self.main(), item).await
     }
 
     /// A witnessed exit. Only a running record takes it (an unknown one stays unknown: its

@@ -5,9 +5,9 @@ use agentplane_domain::page::{Page, PageRequest, created_sort_key};
 use agentplane_domain::project::Project;
 use serde::{Deserialize, Serialize};
 
-use super::conditional;
 use super::keys::{PROJECT_SK, PROJECTS_LIST, project_pk};
 use super::page::{query_created, start_key};
+use super::put_new;
 use crate::{Store, StoreError};
 
 #[derive(Serialize, Deserialize)]
@@ -41,16 +41,7 @@ impl<'a> Projects<'a> {
             gsi1sk: created_sort_key(project.created_at, &project.id),
             project: project.clone(),
         };
-        self.store
-            .dynamo
-            .put_item()
-            .table_name(&self.store.names.main_table)
-            .set_item(Some(serde_dynamo::to_item(item)?))
-            .condition_expression("attribute_not_exists(PK)")
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
-        Ok(())
+        put_new(self.store, &self.store.names.main_table, item).await
     }
 
     pub async fn get(&self, id: &ProjectId) -> Result<Project, StoreError> {

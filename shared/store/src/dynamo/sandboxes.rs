@@ -15,8 +15,8 @@ use agentplane_domain::{ProjectId, Timestamp};
 use aws_sdk_dynamodb::types::ReturnValue;
 use serde::{Deserialize, Serialize};
 
-use super::page::{Item, query_created};
-use super::{backend, conditional, s};
+use super::page::query_created;
+use super::{backend, conditional, put_new, query_all, s};
 use crate::resources::BY_DUE;
 use crate::{Store, StoreError};
 
@@ -79,16 +79,7 @@ impl<'a> Sandboxes<'a> {
             processes_started: 0,
             sandbox: sandbox.clone(),
         };
-        self.store
-            .dynamo
-            .put_item()
-            .table_name(self.table())
-            .set_item(Some(serde_dynamo::to_item(item)?))
-            .condition_expression("attribute_not_exists(PK)")
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
-        Ok(())
+        put_new(self.store, self.table(), item).await
     }
 
     /// Any sandbox, whoever owns it (the node API's view).
@@ -125,29 +116,20 @@ impl<'a> Sandboxes<'a> {
 
     /// The sandboxes a node hosts and has not seen end.
     pub async fn hosted_by(&self, node: &NodeId) -> Result<Vec<Sandbox>, StoreError> {
-        let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .store
-                .dynamo
-                .query()
-                .table_name(self.table())
-                .index_name(BY_DUE)
-                .key_condition_expression("GSI2PK = :pk")
-                .expression_attribute_values(":pk", s(node_sandboxes(node)))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(backend)?;
-            for item in page.items.unwrap_or_default() {
-                out.push(serde_dynamo::from_item::<_, SandboxItem>(item)?.sandbox);
-            }
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(out),
-            }
-        }
+        let query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(self.table())
+            .index_name(BY_DUE)
+            .key_condition_expression("GSI2PK = :pk")
+            .expression_attribute_values(":pk", s(node_sandboxes(node)));
+        let items = query_all(query).await?;
+        Ok(items
+            .into_iter()
+            .map(serde_dynamo::from_item::<_, SandboxItem>)
+            .map(|i| i.map(|i| i.sandbox))
+            .collect::<Result<_, _>>()?)
     }
 
     /// Moves a sandbox from the lifecycle `from` (as read) to `to`. `Conflict` when it changed
