@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::keys::{LIVE_ALLOCATIONS_LIST, allocation_sk, project_pk};
 use super::page::Item;
-use super::{backend, conditional, put_new, query_all, s};
+use super::{backend, conditional, get_as, put_new, query_all, s};
 use crate::resources::BY_CREATED;
 use crate::{Store, StoreError};
 
@@ -85,21 +85,10 @@ impl<'a> Allocations<'a> {
         project: &ProjectId,
         session: &SessionId,
     ) -> Result<Option<Allocation>, StoreError> {
-        let out = self
-            .store
-            .dynamo
-            .get_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(allocation_sk(session)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?;
-        match out.item {
-            Some(item) => Ok(Some(serde_dynamo::from_item::<_, AllocationItem>(item)?.allocation)),
-            None => Ok(None),
-        }
+        let item: Option<AllocationItem> =
+            get_as(self.store, &self.store.names.main_table, project_pk(project), allocation_sk(session))
+                .await?;
+        Ok(item.map(|i| i.allocation))
     }
 
     /// The allocations of many Sessions at once (BatchGetItem, 100 keys a call), by Session.
@@ -273,11 +262,7 @@ impl<'a> Allocations<'a> {
             .index_name(BY_CREATED)
             .key_condition_expression("GSI1PK = :list")
             .expression_attribute_values(":list", s(LIVE_ALLOCATIONS_LIST));
-        let items = query_all(query).await?;
-        Ok(items
-            .into_iter()
-            .map(serde_dynamo::from_item::<_, AllocationItem>)
-            .map(|i| i.map(|i| i.allocation))
-            .collect::<Result<_, _>>()?)
+        let items: Vec<AllocationItem> = query_all(query).await?;
+        Ok(items.into_iter().map(|i| i.allocation).collect())
     }
 }

@@ -56,19 +56,34 @@ pub(crate) async fn put_new(
     Ok(())
 }
 
-/// Every item a query matches, following its pages.
-pub(crate) async fn query_all(
+/// Every item a query matches, following its pages, decoded as `T`.
+pub(crate) async fn query_all<T: serde::de::DeserializeOwned>(
     query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
-) -> Result<Vec<std::collections::HashMap<String, AttributeValue>>, StoreError> {
+) -> Result<Vec<T>, StoreError> {
     let mut items = Vec::new();
     let mut start = None;
     loop {
         let page = query.clone().set_exclusive_start_key(start.take()).send().await.map_err(backend)?;
-        items.extend(page.items.unwrap_or_default());
+        for item in page.items.unwrap_or_default() {
+            items.push(serde_dynamo::from_item(item)?);
+        }
         match page.last_evaluated_key {
             Some(key) if !key.is_empty() => start = Some(key),
             _ => return Ok(items),
         }
+    }
+}
+
+/// A strongly consistent read of one item by its `PK`/`SK`, decoded as `T`.
+pub(crate) async fn get_as<T: serde::de::DeserializeOwned>(
+    store: &crate::Store,
+    table: &str,
+    pk: impl Into<String>,
+    sk: impl Into<String>,
+) -> Result<Option<T>, StoreError> {
+    match get_item(store, table, pk, sk).await? {
+        Some(item) => Ok(Some(serde_dynamo::from_item(item)?)),
+        None => Ok(None),
     }
 }
 

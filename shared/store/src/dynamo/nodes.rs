@@ -19,7 +19,7 @@ use agentplane_domain::sandbox::host::HostObservation;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
-use super::{backend, conditional, put_new, query_all, s, transaction_conflict};
+use super::{backend, conditional, get_as, put_new, query_all, s, transaction_conflict};
 use crate::resources::BY_CREATED;
 use crate::{Store, StoreError};
 
@@ -140,39 +140,14 @@ impl<'a> Nodes<'a> {
     }
 
     pub async fn authenticate(&self, token: &KeyHash) -> Result<Option<NodeId>, StoreError> {
-        let item = self
-            .store
-            .dynamo
-            .get_item()
-            .table_name(self.table())
-            .key("PK", s(token_pk(token.as_str())))
-            .key("SK", s(TOKEN_SK))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?
-            .item;
-        match item {
-            Some(item) => Ok(Some(serde_dynamo::from_item::<_, TokenItem>(item)?.node_id)),
-            None => Ok(None),
-        }
+        let item: Option<TokenItem> =
+            get_as(self.store, self.table(), token_pk(token.as_str()), TOKEN_SK).await?;
+        Ok(item.map(|i| i.node_id))
     }
 
     pub async fn get(&self, id: &NodeId) -> Result<Node, StoreError> {
-        let item = self
-            .store
-            .dynamo
-            .get_item()
-            .table_name(self.table())
-            .key("PK", s(node_pk(id)))
-            .key("SK", s(NODE_SK))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?
-            .item
-            .ok_or(StoreError::NotFound)?;
-        Ok(serde_dynamo::from_item::<_, NodeItem>(item)?.node)
+        let item: Option<NodeItem> = get_as(self.store, self.table(), node_pk(id), NODE_SK).await?;
+        Ok(item.ok_or(StoreError::NotFound)?.node)
     }
 
     /// Every registered node (a deployment has few).
@@ -185,12 +160,8 @@ impl<'a> Nodes<'a> {
             .index_name(BY_CREATED)
             .key_condition_expression("GSI1PK = :list")
             .expression_attribute_values(":list", s(NODES_LIST));
-        let items = query_all(query).await?;
-        Ok(items
-            .into_iter()
-            .map(serde_dynamo::from_item::<_, NodeItem>)
-            .map(|i| i.map(|i| i.node))
-            .collect::<Result<_, _>>()?)
+        let items: Vec<NodeItem> = query_all(query).await?;
+        Ok(items.into_iter().map(|i| i.node).collect())
     }
 
     /// Keeps the node's last observation on its item and appends it to the history.
@@ -388,21 +359,10 @@ impl<'a> Nodes<'a> {
 
     /// The outcome of a command, once it has one.
     pub async fn outcome(&self, command: &CommandId) -> Result<Option<CommandOutcome>, StoreError> {
-        let item = self
-            .store
-            .dynamo
-            .get_item()
-            .table_name(self.table())
-            .key("PK", s(result_pk(command)))
-            .key("SK", s(RESULT_SK))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?
-            .item;
+        let item: Option<ResultItem> =
+            get_as(self.store, self.table(), result_pk(command), RESULT_SK).await?;
         match item {
             Some(item) => {
-                let item: ResultItem = serde_dynamo::from_item(item)?;
                 Ok(Some(serde_json::from_str(&item.outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?))
             }
             None => Ok(None),

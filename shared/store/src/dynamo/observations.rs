@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::page::Item;
 use super::sandboxes::sandbox_pk;
-use super::{backend, conditional, put_new, query_all, s};
+use super::{backend, conditional, get_as, put_new, query_all, s};
 use crate::{Store, StoreError};
 
 fn process_sk(id: ProcessId) -> String {
@@ -113,29 +113,14 @@ impl<'a> Observations<'a> {
             .expression_attribute_values(":pk", s(sandbox_pk(sandbox)))
             .expression_attribute_values(":proc", s("PROC#"))
             .consistent_read(true);
-        let items = query_all(query).await?;
-        Ok(items
-            .into_iter()
-            .map(serde_dynamo::from_item::<_, ProcessItem>)
-            .map(|i| i.map(|i| i.record))
-            .collect::<Result<_, _>>()?)
+        let items: Vec<ProcessItem> = query_all(query).await?;
+        Ok(items.into_iter().map(|i| i.record).collect())
     }
 
     pub async fn process(&self, sandbox: &SandboxId, id: ProcessId) -> Result<ProcessRecord, StoreError> {
-        let item = self
-            .store
-            .dynamo
-            .get_item()
-            .table_name(self.main())
-            .key("PK", s(sandbox_pk(sandbox)))
-            .key("SK", s(process_sk(id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?
-            .item
-            .ok_or(StoreError::NotFound)?;
-        Ok(serde_dynamo::from_item::<_, ProcessItem>(item)?.record)
+        let item: Option<ProcessItem> =
+            get_as(self.store, self.main(), sandbox_pk(sandbox), process_sk(id)).await?;
+        Ok(item.ok_or(StoreError::NotFound)?.record)
     }
 
     /// Writes a new record; `Conflict` when it exists (a retried report).

@@ -16,7 +16,7 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use serde::{Deserialize, Serialize};
 
 use super::page::query_created;
-use super::{backend, conditional, put_new, query_all, s};
+use super::{conditional, get_as, put_new, query_all, s};
 use crate::resources::BY_DUE;
 use crate::{Store, StoreError};
 
@@ -84,20 +84,8 @@ impl<'a> Sandboxes<'a> {
 
     /// Any sandbox, whoever owns it (the node API's view).
     pub async fn get_any(&self, id: &SandboxId) -> Result<Sandbox, StoreError> {
-        let item = self
-            .store
-            .dynamo
-            .get_item()
-            .table_name(self.table())
-            .key("PK", s(sandbox_pk(id)))
-            .key("SK", s(SANDBOX_SK))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?
-            .item
-            .ok_or(StoreError::NotFound)?;
-        Ok(serde_dynamo::from_item::<_, SandboxItem>(item)?.sandbox)
+        let item: Option<SandboxItem> = get_as(self.store, self.table(), sandbox_pk(id), SANDBOX_SK).await?;
+        Ok(item.ok_or(StoreError::NotFound)?.sandbox)
     }
 
     /// A sandbox of `project`; another project's is `NotFound`.
@@ -124,12 +112,8 @@ impl<'a> Sandboxes<'a> {
             .index_name(BY_DUE)
             .key_condition_expression("GSI2PK = :pk")
             .expression_attribute_values(":pk", s(node_sandboxes(node)));
-        let items = query_all(query).await?;
-        Ok(items
-            .into_iter()
-            .map(serde_dynamo::from_item::<_, SandboxItem>)
-            .map(|i| i.map(|i| i.sandbox))
-            .collect::<Result<_, _>>()?)
+        let items: Vec<SandboxItem> = query_all(query).await?;
+        Ok(items.into_iter().map(|i| i.sandbox).collect())
     }
 
     /// Moves a sandbox from the lifecycle `from` (as read) to `to`. `Conflict` when it changed
