@@ -303,5 +303,7 @@ async fn the_placer_places_pending_allocations_once_and_replaces_ended_compute_a
         before.started_at,
         "the earliest retained start"
     );
+    let (status, _) = send(app.client(&tenant.key, Method::DELETE, &format!("/sessions/{session}"))).await?;
+    assert_eq!(status, StatusCode::OK);
     Ok(())
 }

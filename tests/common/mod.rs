@@ -296,9 +296,32 @@ impl TestNode {
 }
 
 impl Drop for TestNode {
+    /// Stops the daemon and ends whatever sandboxes a test left behind (a failed assertion
+    /// before its own cleanup), so none outlives it: killing a sandbox's bubblewrap init ends
+    /// its PID namespace and every process in it; the emptied cgroups are then removed.
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
+        }
+        let sandboxes: Vec<String> = std::fs::read_dir(self.config.state_dir.join("sandboxes"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .collect();
+        if !sandboxes.is_empty() {
+            let _ = std::process::Command::new("pkill")
+                .arg("-KILL")
+                .arg("-f")
+                .arg(self.config.state_dir.join("sandboxes").as_os_str())
+                .status();
+            std::thread::sleep(Duration::from_millis(100));
+            for id in &sandboxes {
+                for controller in ["freezer", "memory", "cpu", "cpuacct", "pids"] {
+                    let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{controller}/agentplane/{id}"));
+                }
+                let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/agentplane/{id}"));
+            }
         }
         let _ = std::fs::remove_dir_all(&self.config.state_dir);
     }
