@@ -5,7 +5,9 @@
 //!   its pid is known), p50/p99;
 //! - output throughput: MB/s from the start request until all of a large output has been
 //!   captured (the exit is recorded after the last chunk), with the retention limits checked;
-//! - the cost of listing 256 retained observations, p50/p99.
+//! - the cost of listing 256 retained observations, p50/p99;
+//! - session create with managed compute (`openai_hosted`: a sandbox placed on the node before
+//!   the answer) next to a session without (`none`), p50/p99.
 
 #![allow(clippy::print_stdout)]
 
@@ -25,6 +27,7 @@ fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
 struct Bench {
     app: TestApp,
     key: String,
+    project: agentplane_domain::ProjectId,
 }
 
 impl Bench {
@@ -77,6 +80,27 @@ impl Bench {
     }
 
     /// Kills and waits until the node has torn the sandbox down.
+    /// Creates a session in `mode` (checking that an openai_hosted one got its compute), deletes
+    /// it, and returns how long the create took.
+    async fn session(&self, mode: &str) -> anyhow::Result<Duration> {
+        let t = Instant::now();
+        let (status, body) = send(
+            self.app.client(&self.key, Method::POST, "/sessions").json(&json!({ "environment_mode": mode })),
+        )
+        .await?;
+        let took = t.elapsed();
+        anyhow::ensure!(status == StatusCode::CREATED, "create {mode}: {status} {body}");
+        let id = str_field(&body, "id")?;
+        if mode == "openai_hosted" {
+            let allocation = self.app.store.allocations().get(&self.project, &id.parse()?).await?;
+            anyhow::ensure!(allocation.is_some_and(|a| a.sandbox_id.is_some()), "not placed");
+        }
+        let (status, _) =
+            send(self.app.client(&self.key, Method::DELETE, &format!("/sessions/{id}"))).await?;
+        anyhow::ensure!(status == StatusCode::OK, "delete: {status}");
+        Ok(took)
+    }
+
     async fn kill(&self, node: &TestNode, sandbox: &str) -> anyhow::Result<()> {
         self.call(Method::DELETE, &format!("/sandboxes/{sandbox}"), None).await?;
         for _ in 0..500 {
@@ -96,7 +120,7 @@ async fn main() -> anyhow::Result<()> {
     let app = TestApp::spawn().await?;
     let node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let bench = Bench { app, key: tenant.key };
+    let bench = Bench { app, key: tenant.key, project: tenant.project_id.parse()? };
 
     // 1. Process start latency.
     let sandbox = bench.sandbox().await?;
@@ -162,6 +186,18 @@ async fn main() -> anyhow::Result<()> {
         "list processes?state=all ({listed} observations)     n={n:<4} p50 {p50:7.1} ms   p99 {p99:7.1} ms"
     );
     bench.kill(&node, &sandbox).await?;
+
+    // 4. Session create, with and without managed compute (each session deleted again).
+    let m = (n / 4).max(10);
+    let (mut plain, mut hosted) = (Vec::with_capacity(m), Vec::with_capacity(m));
+    for _ in 0..m {
+        plain.push(bench.session("none").await?);
+        hosted.push(bench.session("openai_hosted").await?);
+    }
+    for (mode, samples) in [("none", plain), ("openai_hosted", hosted)] {
+        let (p50, p99) = percentiles(samples);
+        println!("POST /sessions environment_mode={mode:<14} n={m:<4} p50 {p50:7.1} ms   p99 {p99:7.1} ms");
+    }
     drop(node);
     Ok(())
 }
