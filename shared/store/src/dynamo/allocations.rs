@@ -15,12 +15,11 @@ use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
-use aws_sdk_dynamodb::types::{KeysAndAttributes, ReturnValue};
+use aws_sdk_dynamodb::types::ReturnValue;
 use serde::{Deserialize, Serialize};
 
 use super::keys::{LIVE_ALLOCATIONS_LIST, allocation_sk, project_pk};
-use super::page::Item;
-use super::{backend, conditional, get_as, put_new, query_all, s};
+use super::{batch_get_as, conditional, get_as, put_new, query_all, s};
 use crate::resources::BY_CREATED;
 use crate::{Store, StoreError};
 
@@ -96,44 +95,9 @@ impl<'a> Allocations<'a> {
         &self,
         sessions: &[(ProjectId, SessionId)],
     ) -> Result<HashMap<SessionId, Allocation>, StoreError> {
-        let mut found = HashMap::new();
-        for chunk in sessions.chunks(100) {
-            let mut keys = Vec::with_capacity(chunk.len());
-            for (project, session) in chunk {
-                let mut key = Item::new();
-                key.insert("PK".into(), s(project_pk(project)));
-                key.insert("SK".into(), s(allocation_sk(session)));
-                keys.push(key);
-            }
-            let mut pending = Some(
-                KeysAndAttributes::builder().set_keys(Some(keys)).build().map_err(StoreError::unavailable)?,
-            );
-            // Unprocessed keys are retried a bounded number of times, then the read fails.
-            for _ in 0..8 {
-                let Some(request) = pending.take() else { break };
-                let out = self
-                    .store
-                    .dynamo
-                    .batch_get_item()
-                    .request_items(&self.store.names.main_table, request)
-                    .send()
-                    .await
-                    .map_err(backend)?;
-                let items = out.responses.and_then(|mut r| r.remove(&self.store.names.main_table));
-                for item in items.unwrap_or_default() {
-                    let allocation = serde_dynamo::from_item::<_, AllocationItem>(item)?.allocation;
-                    found.insert(allocation.session_id, allocation);
-                }
-                pending = out
-                    .unprocessed_keys
-                    .and_then(|mut u| u.remove(&self.store.names.main_table))
-                    .filter(|k| !k.keys().is_empty());
-            }
-            if pending.is_some() {
-                return Err(StoreError::unavailable("batch read left keys unprocessed"));
-            }
-        }
-        Ok(found)
+        let keys = sessions.iter().map(|(project, session)| (project_pk(project), allocation_sk(session)));
+        let items: Vec<AllocationItem> = batch_get_as(self.store, &self.store.names.main_table, keys).await?;
+        Ok(items.into_iter().map(|i| (i.allocation.session_id, i.allocation)).collect())
     }
 
     /// Binds the allocation to a sandbox and marks it running: a new compute incarnation.

@@ -87,6 +87,47 @@ pub(crate) async fn get_as<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// Many items by `(PK, SK)` (BatchGetItem, 100 keys a call), decoded as `T`; missing ones are
+/// left out. Unprocessed keys are retried a bounded number of times, then the read fails.
+pub(crate) async fn batch_get_as<T: serde::de::DeserializeOwned>(
+    store: &crate::Store,
+    table: &str,
+    keys: impl IntoIterator<Item = (String, String)>,
+) -> Result<Vec<T>, StoreError> {
+    let keys: Vec<(String, String)> = keys.into_iter().collect();
+    let mut found = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(100) {
+        let keys = chunk
+            .iter()
+            .map(|(pk, sk)| {
+                std::collections::HashMap::from([
+                    ("PK".to_owned(), s(pk.as_str())),
+                    ("SK".to_owned(), s(sk.as_str())),
+                ])
+            })
+            .collect();
+        let mut pending = Some(
+            aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .build()
+                .map_err(StoreError::unavailable)?,
+        );
+        for _ in 0..8 {
+            let Some(request) = pending.take() else { break };
+            let out =
+                store.dynamo.batch_get_item().request_items(table, request).send().await.map_err(backend)?;
+            for item in out.responses.and_then(|mut r| r.remove(table)).unwrap_or_default() {
+                found.push(serde_dynamo::from_item(item)?);
+            }
+            pending = out.unprocessed_keys.and_then(|mut u| u.remove(table)).filter(|k| !k.keys().is_empty());
+        }
+        if pending.is_some() {
+            return Err(StoreError::unavailable("batch read left keys unprocessed"));
+        }
+    }
+    Ok(found)
+}
+
 pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }

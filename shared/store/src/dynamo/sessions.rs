@@ -10,7 +10,7 @@ use super::keys::{
     ALL_SESSIONS_LIST, SESSION_LOCATOR_SK, project_pk, session_locator_pk, session_sk, sessions_list,
 };
 use super::page::{Item, query_created, query_index, start_key};
-use super::{backend, conditional, s, transaction_conflict};
+use super::{backend, batch_get_as, conditional, s, transaction_conflict};
 use crate::resources::BY_DUE;
 use crate::{Store, StoreError};
 
@@ -117,49 +117,9 @@ impl<'a> Sessions<'a> {
         &self,
         ids: &[(ProjectId, SessionId)],
     ) -> Result<std::collections::HashMap<SessionId, Session>, StoreError> {
-        let mut found = std::collections::HashMap::new();
-        for chunk in ids.chunks(100) {
-            let mut keys = Vec::with_capacity(chunk.len());
-            for (project, id) in chunk {
-                let mut key = Item::new();
-                key.insert("PK".into(), s(project_pk(project)));
-                key.insert("SK".into(), s(session_sk(id)));
-                keys.push(key);
-            }
-            let mut pending = Some(
-                aws_sdk_dynamodb::types::KeysAndAttributes::builder()
-                    .set_keys(Some(keys))
-                    .build()
-                    .map_err(StoreError::unavailable)?,
-            );
-            // Unprocessed keys are retried a bounded number of times, then the read fails.
-            for _ in 0..8 {
-                let Some(request) = pending.take() else { break };
-                let out = self
-                    .store
-                    .dynamo
-                    .batch_get_item()
-                    .request_items(&self.store.names.main_table, request)
-                    .send()
-                    .await
-                    .map_err(backend)?;
-                let items = out.responses.and_then(|mut r| r.remove(&self.store.names.main_table));
-                for item in items.unwrap_or_default() {
-                    let item: SessionItem = serde_dynamo::from_item(item)?;
-                    if item.deleted_at.is_none() {
-                        found.insert(item.session.id, item.session);
-                    }
-                }
-                pending = out
-                    .unprocessed_keys
-                    .and_then(|mut u| u.remove(&self.store.names.main_table))
-                    .filter(|k| !k.keys().is_empty());
-            }
-            if pending.is_some() {
-                return Err(StoreError::unavailable("batch read left keys unprocessed"));
-            }
-        }
-        Ok(found)
+        let keys = ids.iter().map(|(project, id)| (project_pk(project), session_sk(id)));
+        let items: Vec<SessionItem> = batch_get_as(self.store, &self.store.names.main_table, keys).await?;
+        Ok(items.into_iter().filter(|i| i.deleted_at.is_none()).map(|i| (i.session.id, i.session)).collect())
     }
 
     /// A page of every live session of every project, by creation time and id. An `after` that
