@@ -53,11 +53,6 @@ impl SandboxCounters {
         now: Timestamp,
     ) -> Self {
         let alive = sandbox.lifecycle.effective(now) == SandboxState::Running;
-        let started = sandbox.started_at.unix_millis();
-        let compute_started_at = ComputeStart::new(
-            started.div_euclid(1000),
-            u32::try_from(started.rem_euclid(1000) * 1_000_000).unwrap_or(0),
-        );
         let positive = |v: Option<f64>| finite_nonnegative(v).filter(|v| *v > 0.0);
         Self {
             sandbox_id: sandbox.id.as_str().to_owned(),
@@ -65,7 +60,7 @@ impl SandboxCounters {
             memory_usage_bytes: safe(usage.and_then(|u| u.memory_bytes)),
             memory_limit_bytes: safe(usage.and_then(|u| u.memory_limit_bytes)).filter(|l| *l >= 1),
             capacity_cores: positive(usage.and_then(|u| u.cpu_limit_cores)).or(positive(node_cores)),
-            compute_started_at,
+            compute_started_at: Some(ComputeStart::from_timestamp(sandbox.started_at)),
             running: alive && usage.is_some(),
             // A node's clock may run ahead of Core's; a sample is never from the future.
             reported_at: observed_at.min(now),

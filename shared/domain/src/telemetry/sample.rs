@@ -41,6 +41,23 @@ impl ComputeStart {
     pub fn new(seconds: i64, nanoseconds: u32) -> Option<Self> {
         (nanoseconds <= Self::MAX_NANOSECONDS).then_some(Self { seconds, nanoseconds })
     }
+
+    /// The start `at`, exact to the millisecond.
+    pub fn from_timestamp(at: crate::Timestamp) -> Self {
+        let ms = at.unix_millis();
+        // rem_euclid(1000) * 1_000_000 is at most 999_000_000: always in range.
+        Self {
+            seconds: ms.div_euclid(1000),
+            nanoseconds: u32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
+        }
+    }
+
+    /// The start as a Timestamp (to the millisecond, rounded down).
+    pub fn to_timestamp(self) -> crate::Timestamp {
+        crate::Timestamp::from_unix_millis(
+            self.seconds.saturating_mul(1000).saturating_add(i64::from(self.nanoseconds / 1_000_000)),
+        )
+    }
 }
 
 /// The allocation a sample belongs to. Unavailable samples taken before an allocation existed

@@ -129,11 +129,7 @@ pub fn local_reading(usage: &SandboxCounters) -> SourceReading {
     if !usage.running {
         return SourceReading::without_sample(ProviderRead::NotRunning);
     }
-    let started_at = usage.compute_started_at.map(|s| {
-        Timestamp::from_unix_millis(
-            s.seconds.saturating_mul(1000).saturating_add(i64::from(s.nanoseconds / 1_000_000)),
-        )
-    });
+    let started_at = usage.compute_started_at.map(ComputeStart::to_timestamp);
     SourceReading {
         read: ProviderRead::Sampled(ProviderSample {
             observed_at: usage.reported_at,
