@@ -5,12 +5,12 @@
 //! live allocation (a new incarnation). Deleting the Session releases the allocation and ends
 //! its sandbox.
 
-use agentplane_domain::metadata::Metadata;
-use agentplane_domain::sandbox::request::CreateSandbox;
-use agentplane_domain::sandbox::{MANAGED_COMPUTE_LIFETIME_S, SESSION_METADATA_KEY, SandboxId};
 use std::time::Duration;
 
 use agentplane_domain::Timestamp;
+use agentplane_domain::metadata::Metadata;
+use agentplane_domain::sandbox::request::CreateSandbox;
+use agentplane_domain::sandbox::{MANAGED_COMPUTE_LIFETIME_S, SESSION_METADATA_KEY, SandboxId};
 use agentplane_domain::telemetry::AllocationState;
 use agentplane_store::{Allocation, StoreError};
 use serde_json::json;
@@ -69,9 +69,14 @@ pub async fn place(app: &App, allocation: &Allocation) -> Option<Allocation> {
     }
 }
 
+/// The sandbox the allocation is bound to, if any.
+fn bound_sandbox(allocation: &Allocation) -> Option<SandboxId> {
+    allocation.sandbox_id.as_deref().and_then(|id| id.parse().ok())
+}
+
 /// Ends the released allocation's sandbox, if it had one.
 pub async fn end(app: &App, allocation: &Allocation) {
-    let Some(id) = allocation.sandbox_id.as_deref().and_then(|id| id.parse::<SandboxId>().ok()) else {
+    let Some(id) = bound_sandbox(allocation) else {
         return;
     };
     match app.store.sandboxes().get_any(&id).await {
@@ -99,16 +104,10 @@ pub struct PlacerReport {
     pub failed: usize,
 }
 
-/// Why an allocation needs compute now, if it does.
-fn needs_compute(allocation: &Allocation, sandbox_ended: bool, now: Timestamp) -> bool {
-    match (allocation.record.state, allocation.sandbox_id.is_some()) {
-        (AllocationState::Pending, false) => {
-            let age_ms = now.unix_millis().saturating_sub(allocation.record.created_at.unix_millis());
-            age_ms >= i64::try_from(PLACE_AFTER.as_millis()).unwrap_or(i64::MAX)
-        }
-        (AllocationState::Running, true) => sandbox_ended,
-        _ => false,
-    }
+/// Whether a pending allocation is old enough for the placer.
+fn due(allocation: &Allocation, now: Timestamp) -> bool {
+    let age_ms = now.unix_millis().saturating_sub(allocation.record.created_at.unix_millis());
+    age_ms >= i64::try_from(PLACE_AFTER.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// One placer pass: gives compute to pending allocations and replaces ended compute under
@@ -122,18 +121,20 @@ pub async fn reconcile(app: &App, now: Timestamp) -> Result<PlacerReport, StoreE
             tracing::info!(?report, "placer budget spent; the next run continues");
             break;
         }
-        let sandbox_ended = match allocation.sandbox_id.as_deref().and_then(|id| id.parse::<SandboxId>().ok())
-        {
-            Some(id) if allocation.record.state == AllocationState::Running => {
-                match app.store.sandboxes().get_any(&id).await {
+        let needs_compute = match allocation.record.state {
+            AllocationState::Pending => allocation.sandbox_id.is_none() && due(allocation, now),
+            // Running on compute that has ended (or is gone): replace it.
+            AllocationState::Running => match bound_sandbox(allocation) {
+                Some(id) => match app.store.sandboxes().get_any(&id).await {
                     Ok(sandbox) => sandbox.lifecycle.effective(now).is_final(),
                     Err(StoreError::NotFound) => true,
                     Err(err) => return Err(err),
-                }
-            }
+                },
+                None => false,
+            },
             _ => false,
         };
-        if !needs_compute(allocation, sandbox_ended, now) {
+        if !needs_compute {
             continue;
         }
         match place(app, allocation).await {
