@@ -3,6 +3,7 @@
 //! a small typed client. Each test reads as: set up, act through the public API, assert.
 
 pub mod model;
+pub mod sandbox;
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -241,7 +242,13 @@ impl TestNode {
         if status != StatusCode::CREATED {
             bail!("register node: {status} {body}");
         }
-        let state_dir = std::env::temp_dir().join(format!("agentplane-test-{}", unique_prefix()));
+        // A sandbox's unprivileged uid must be able to reach its workspace: use the temporary
+        // directory unless it is closed to others (as a TMPDIR under /root would be).
+        let mut base = std::env::temp_dir();
+        if agentplane_sandbox::local::jail::untraversable(&base).is_some() {
+            base = "/tmp".into();
+        }
+        let state_dir = base.join(format!("agentplane-test-{}", unique_prefix()));
         let config = agentplane_sandbox::NodeConfig {
             core_url: app.base.clone(),
             token: str_field(&body, "token")?,
@@ -310,12 +317,15 @@ impl Drop for TestNode {
             .map(|entry| entry.file_name().to_string_lossy().into_owned())
             .collect();
         if !sandboxes.is_empty() {
-            let _ = std::process::Command::new("pkill")
-                .arg("-KILL")
-                .arg("-f")
-                .arg(self.config.state_dir.join("sandboxes").as_os_str())
-                .status();
-            std::thread::sleep(Duration::from_millis(100));
+            for id in &sandboxes {
+                let pids = std::fs::read_to_string(
+                    self.config.state_dir.join("sandboxes").join(id).join("init.pid"),
+                )
+                .unwrap_or_default();
+                let _ =
+                    std::process::Command::new("kill").arg("-KILL").args(pids.split_whitespace()).status();
+            }
+            std::thread::sleep(Duration::from_millis(200));
             for id in &sandboxes {
                 for controller in ["freezer", "memory", "cpu", "cpuacct", "pids"] {
                     let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{controller}/agentplane/{id}"));

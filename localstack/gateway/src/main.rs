@@ -83,7 +83,7 @@ async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::J
     let config = agentplane_sandbox::NodeConfig {
         core_url: format!("http://{listen}"),
         token,
-        state_dir: state_dir().join("node"),
+        state_dir: node_state_dir(),
         heartbeat_every: std::time::Duration::from_secs(5),
     };
     Ok(tokio::spawn(async move {
@@ -133,6 +133,20 @@ fn state_dir() -> PathBuf {
     std::env::var_os("AGENTPLANE_STATE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.agentplane"))
+}
+
+/// Where the embedded node keeps sandboxes: `.agentplane/node`, unless a sandbox's unprivileged
+/// uid could not reach it there (a checkout under `/root`, say): then a directory of its own.
+fn node_state_dir() -> PathBuf {
+    let preferred = state_dir().join("node");
+    match agentplane_sandbox::local::host_problem(&preferred) {
+        Some(agentplane_sandbox::local::HostProblem::StateDirClosed(closed)) => {
+            let fallback = PathBuf::from("/var/lib/agentplane-local/node");
+            tracing::warn!(%closed, fallback = %fallback.display(), "the checkout is closed to other users: sandboxes live in the fallback directory");
+            fallback
+        }
+        _ => preferred,
+    }
 }
 
 fn core_key() -> anyhow::Result<CoreKey> {

@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 
 use crate::client::CoreClient;
 use crate::host;
-use crate::local::{LocalProvider, LocalSandbox};
+use crate::local::{LocalProvider, LocalSandbox, Started};
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -81,6 +81,9 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
         tasks: Mutex::new(JoinSet::new()),
     });
     tracing::info!(connection = %node.connection, state_dir = %config.state_dir.display(), "node daemon starting");
+    if let Some(problem) = node.provider.host_problem() {
+        tracing::error!(%problem, "this host cannot run sandboxes: every create will fail until it is fixed");
+    }
     let reporter = tokio::spawn(report_loop(node.clone(), inbox));
     let _reporter = AbortOnDrop(reporter);
     heartbeat_once(&node, &config).await;
@@ -244,12 +247,13 @@ async fn start(
     let pid = started.pid;
     node.emit(NodeEvent::ProcessStarted { sandbox_id: id.clone(), process, pid, config, tag, at: now() });
     let n = node.clone();
-    node.spawn(watch(n, id, process, started.child)).await;
+    node.spawn(watch(n, id, process, started)).await;
     done(Some(pid))
 }
 
 /// Forwards a process's output as it comes and its exit once witnessed.
-async fn watch(node: Arc<Node>, sandbox: SandboxId, process: ProcessId, mut child: tokio::process::Child) {
+async fn watch(node: Arc<Node>, sandbox: SandboxId, process: ProcessId, mut started: Started) {
+    let child = &mut started.child;
     let mut readers = Vec::new();
     if let Some(out) = child.stdout.take() {
         readers.push(tokio::spawn(forward(node.clone(), sandbox.clone(), process, Stream::Stdout, out)));
@@ -274,14 +278,8 @@ async fn watch(node: Arc<Node>, sandbox: SandboxId, process: ProcessId, mut chil
     let at = now();
     match status {
         Ok(status) => {
-            use std::os::unix::process::ExitStatusExt;
-            node.emit(NodeEvent::ProcessExited {
-                sandbox_id: sandbox,
-                process,
-                exit_code: status.code(),
-                signal: status.signal(),
-                at,
-            });
+            let (exit_code, signal) = started.exit_of(status);
+            node.emit(NodeEvent::ProcessExited { sandbox_id: sandbox, process, exit_code, signal, at });
         }
         Err(err) => tracing::warn!(error = %err, %process, "lost a process's exit status"),
     }

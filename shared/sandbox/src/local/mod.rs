@@ -1,63 +1,120 @@
-//! The local provider: each sandbox is a directory (its `/workspace`) and the processes started
-//! in it, isolated by bubblewrap (own mount, PID, network, IPC and UTS namespaces; only the
-//! workspace writable) and placed in the sandbox's cgroup.
+//! The local provider: each sandbox is a jailed set of processes on this host — its own user,
+//! PID, network, IPC, UTS, cgroup and mount namespaces, an unprivileged host uid, a minimal
+//! root with only `/workspace` and `/tmp` writable, seccomp — placed in the sandbox's cgroup.
+//! [`jail`] says exactly what a process sees and may do.
 //!
 //! A sandbox has one long-lived init (`bwrap … sleep infinity`) that owns its namespaces; every
-//! process enters them with `nsenter`, so all processes of a sandbox share one PID namespace
-//! and one cgroup. Nothing is tied to the daemon's lifetime: after a daemon restart the sandbox
-//! and its processes are still there to be found.
+//! process joins them, so all processes of a sandbox share one PID namespace and one cgroup.
+//! Nothing is tied to the daemon's lifetime: after a daemon restart the sandbox and its
+//! processes are still there to be found.
 
 pub mod cgroup;
+pub mod jail;
 pub mod procfs;
+pub mod seccomp;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use agentplane_domain::sandbox::{ProcessConfig, SandboxId};
-use tokio::process::{Child, Command};
+use tokio::io::AsyncReadExt;
+use tokio::process::Child;
 
 use self::cgroup::{Cgroup, Limits};
+use self::jail::{NodeFiles, ProcessSpec, SandboxDirs};
 
-const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// How long a process may take to reach its first instruction inside the sandbox, and the
+/// sandbox's init to bring up its namespaces (generous: a loaded host is slow, not broken).
+const START_WITHIN: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Clone)]
 pub struct LocalProvider {
     state_dir: PathBuf,
     limits: Limits,
+    files: Arc<OnceLock<Result<NodeFiles, String>>>,
+}
+
+/// Why this host cannot run sandboxes, when it cannot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostProblem {
+    #[error(
+        "`{0}` is not installed (the sandbox needs bubblewrap, bash and util-linux's nsenter and setpriv)"
+    )]
+    Missing(&'static str),
+    #[error("user namespaces are disabled on this host (/proc/sys/user/max_user_namespaces is 0)")]
+    NoUserNamespaces,
+    #[error(
+        "{0} is not searchable by other users, so a sandbox's unprivileged uid cannot reach its workspace under it: choose another state directory"
+    )]
+    StateDirClosed(String),
 }
 
 /// A sandbox on this host.
 #[derive(Debug)]
 pub struct LocalSandbox {
     pub id: SandboxId,
-    dir: PathBuf,
+    dirs: SandboxDirs,
     pub cgroup: Cgroup,
     /// Host pids of the outer bwrap and of the namespace's init.
     outer: u32,
     init: u32,
     pub env_vars: BTreeMap<String, String>,
+    /// Set once the node has begun killing the sandbox: the exits that follow are its SIGKILL.
+    ended_by_node: Arc<AtomicBool>,
 }
 
 /// A process just started, stopped at its first instruction until `release`d, so its pid is
 /// known even when it would exit at once.
 pub struct Started {
     pub child: Child,
+    /// The process's pid inside the sandbox.
     pub pid: u32,
+    ended_by_node: Arc<AtomicBool>,
+}
+
+impl Started {
+    /// The witnessed exit as (exit code, signal). bubblewrap reports a signal death as the
+    /// shell's 128+n; the signal itself is known only when the node sent it (kill, deadline).
+    pub fn exit_of(&self, status: std::process::ExitStatus) -> (Option<i32>, Option<i32>) {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return (None, Some(signal));
+        }
+        let code = status.code();
+        let node_kill = self.ended_by_node.load(Ordering::SeqCst) && code == Some(128 + 9);
+        (code, node_kill.then_some(9))
+    }
 }
 
 impl LocalProvider {
     pub fn new(state_dir: impl Into<PathBuf>) -> Self {
-        Self { state_dir: state_dir.into(), limits: Limits::default() }
+        Self { state_dir: state_dir.into(), limits: Limits::default(), files: Arc::new(OnceLock::new()) }
     }
 
-    fn sandbox_dir(&self, id: &SandboxId) -> PathBuf {
-        self.state_dir.join("sandboxes").join(id.as_str())
+    fn sandbox_dirs(&self, id: &SandboxId) -> SandboxDirs {
+        SandboxDirs::new(self.state_dir.join("sandboxes").join(id.as_str()), id)
     }
 
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
+    }
+
+    /// What keeps this host from running sandboxes, if anything.
+    pub fn host_problem(&self) -> Option<HostProblem> {
+        host_problem(&self.state_dir)
+    }
+
+    fn files(&self) -> Result<&NodeFiles, String> {
+        self.files
+            .get_or_init(|| {
+                NodeFiles::prepare(&self.state_dir)
+                    .map_err(|e| format!("preparing the node's sandbox files: {e}"))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     pub async fn create(
@@ -65,76 +122,38 @@ impl LocalProvider {
         id: &SandboxId,
         env_vars: BTreeMap<String, String>,
     ) -> Result<LocalSandbox, String> {
-        let dir = self.sandbox_dir(id);
-        let workspace = dir.join("workspace");
-        std::fs::create_dir_all(&workspace).map_err(|e| format!("creating the workspace: {e}"))?;
-        let cgroup = Cgroup::create(id.as_str(), self.limits);
-        let mut args: Vec<String> = vec![
-            "--ro-bind".into(),
-            "/usr".into(),
-            "/usr".into(),
-            "--ro-bind".into(),
-            "/etc".into(),
-            "/etc".into(),
-        ];
-        for top in ["bin", "lib", "lib64", "sbin"] {
-            let host = Path::new("/").join(top);
-            if let Ok(target) = std::fs::read_link(&host) {
-                args.extend(["--symlink".into(), target.display().to_string(), format!("/{top}")]);
-            } else if host.is_dir() {
-                args.extend(["--ro-bind".into(), format!("/{top}"), format!("/{top}")]);
-            }
+        if let Some(problem) = self.host_problem() {
+            return Err(problem.to_string());
         }
-        args.extend([
-            "--bind".into(),
-            workspace.display().to_string(),
-            "/workspace".into(),
-            "--dev".into(),
-            "/dev".into(),
-            "--proc".into(),
-            "/proc".into(),
-            "--unshare-all".into(),
-            "--remount-ro".into(),
-            "/".into(),
-            "--chdir".into(),
-            "/workspace".into(),
-            "--".into(),
-            "sleep".into(),
-            "infinity".into(),
-        ]);
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(format!("{}exec \"$@\"", cgroup.join_script()))
-            .arg("sh")
-            .arg("bwrap")
-            .args(&args)
-            .env_clear()
-            .env("PATH", PATH)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("starting bubblewrap: {e}"))?;
+        let files = self.files()?;
+        let dirs = self.sandbox_dirs(id);
+        dirs.prepare().map_err(|e| format!("preparing the sandbox's directories: {e}"))?;
+        let cgroup = Cgroup::create(id.as_str(), self.limits);
+        let (mut command, _) = jail::init_command(files, &dirs, &cgroup.join_script())
+            .map_err(|e| format!("writing the sandbox's arguments: {e}"))?;
+        let mut child = command.spawn().map_err(|e| format!("starting bubblewrap: {e}"))?;
         let outer = child.id().ok_or("bubblewrap exited at once")?;
-        let mut init = None;
-        for _ in 0..400 {
+        let deadline = Instant::now() + START_WITHIN;
+        let init = loop {
             if let Some(pid) = procfs::children(outer).first()
                 && procfs::ns_pids(*pid).len() >= 2
+                && !procfs::children(*pid).is_empty()
             {
-                init = Some(*pid);
-                break;
+                break Some(*pid);
             }
             if let Ok(Some(status)) = child.try_wait() {
                 let mut err = String::new();
                 if let Some(mut stderr) = child.stderr.take() {
-                    use tokio::io::AsyncReadExt;
                     let _ = stderr.read_to_string(&mut err).await;
                 }
                 cgroup.remove();
                 return Err(format!("bubblewrap failed ({status}): {}", err.trim()));
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+            if Instant::now() > deadline {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
         let Some(init) = init else {
             let _ = child.start_kill();
             cgroup.remove();
@@ -142,15 +161,23 @@ impl LocalProvider {
         };
         // Reaped in the background by tokio once it exits; the sandbox outlives this handle.
         drop(child);
-        std::fs::write(dir.join("init.pid"), format!("{outer} {init}"))
+        std::fs::write(dirs.root.join("init.pid"), format!("{outer} {init}"))
             .map_err(|e| format!("writing init.pid: {e}"))?;
-        Ok(LocalSandbox { id: id.clone(), dir, cgroup, outer, init, env_vars })
+        Ok(LocalSandbox {
+            id: id.clone(),
+            dirs,
+            cgroup,
+            outer,
+            init,
+            env_vars,
+            ended_by_node: Arc::default(),
+        })
     }
 
     /// Finds a sandbox a previous daemon created, if its init still runs.
     pub fn adopt(&self, id: &SandboxId, env_vars: BTreeMap<String, String>) -> Option<LocalSandbox> {
-        let dir = self.sandbox_dir(id);
-        let text = std::fs::read_to_string(dir.join("init.pid")).ok()?;
+        let dirs = self.sandbox_dirs(id);
+        let text = std::fs::read_to_string(dirs.root.join("init.pid")).ok()?;
         let mut pids = text.split_whitespace().filter_map(|p| p.parse::<u32>().ok());
         let (outer, init) = (pids.next()?, pids.next()?);
         if !procfs::alive(init) {
@@ -160,64 +187,69 @@ impl LocalProvider {
         let group = Cgroup::named(id.as_str(), mode);
         let cgroup =
             if group.pids().contains(&init) { group } else { Cgroup::named(id.as_str(), cgroup::Mode::None) };
-        Some(LocalSandbox { id: id.clone(), dir, cgroup, outer, init, env_vars })
+        Some(LocalSandbox {
+            id: id.clone(),
+            dirs,
+            cgroup,
+            outer,
+            init,
+            env_vars,
+            ended_by_node: Arc::default(),
+        })
     }
 
     pub async fn start(&self, sandbox: &LocalSandbox, config: &ProcessConfig) -> Result<Started, String> {
-        let cwd = config.cwd.clone().unwrap_or_else(|| "/workspace".into());
-        let mut env: Vec<String> =
-            vec![format!("PATH={PATH}"), "HOME=/workspace".into(), "TMPDIR=/workspace".into()];
-        env.extend(sandbox.env_vars.iter().chain(config.envs.iter()).map(|(k, v)| format!("{k}={v}")));
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(format!("{}exec \"$@\"", sandbox.cgroup.join_script()))
-            .arg("sh")
-            .args([
-                "nsenter",
-                "-t",
-                &sandbox.init.to_string(),
-                "-m",
-                "-p",
-                "-n",
-                "-i",
-                "-u",
-                "-r",
-                "-w",
-                "--",
-            ])
-            .args(["env", "-i", "-C", &cwd])
-            .args(&env)
-            // Stop before the command runs, so that its pid can be read even if it exits at once.
-            .args(["sh", "-c", "kill -STOP $$; exec \"$@\"", "sh", &config.cmd])
-            .args(&config.args)
-            .env_clear()
-            .env("PATH", PATH)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+        let files = self.files()?;
+        let mut env = sandbox.env_vars.clone();
+        env.extend(config.envs.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let spec = ProcessSpec {
+            cwd: config.cwd.as_deref().unwrap_or("/workspace"),
+            cmd: &config.cmd,
+            args: &config.args,
+            env: &env,
+        };
+        let (mut command, args_file) =
+            jail::process_command(files, &sandbox.dirs, &sandbox.cgroup.join_script(), sandbox.init, &spec)
+                .map_err(|e| format!("writing the process's arguments: {e}"))?;
+        let spawned = command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .kill_on_drop(false)
-            .spawn()
-            .map_err(|e| format!("starting the process: {e}"))?;
+            .spawn();
+        let result = match spawned {
+            Ok(child) => self.release(child, sandbox).await,
+            Err(e) => Err(format!("starting the process: {e}")),
+        };
+        let _ = std::fs::remove_file(&args_file);
+        result
+    }
+
+    /// Waits until the process has stopped itself at its first instruction inside the sandbox,
+    /// reads its pid there, and lets it run.
+    async fn release(&self, mut child: Child, sandbox: &LocalSandbox) -> Result<Started, String> {
         let helper = child.id().ok_or("the process exited at once")?;
-        for _ in 0..1000 {
-            // nsenter stops itself when its child stops, and continues the child when it is
-            // continued: so wait for both to stop, then continue nsenter.
-            if let Some(&inner) = procfs::children(helper).first()
-                && procfs::state(inner) == Some('T')
-                && procfs::state(helper) == Some('T')
-            {
+        let deadline = Instant::now() + START_WITHIN;
+        loop {
+            if let Some(inner) = stopped_in_sandbox(helper) {
                 let pid = procfs::ns_pids(inner).last().copied().unwrap_or(0);
-                if procfs::signal(helper, "CONT").await {
-                    return Ok(Started { child, pid });
+                if procfs::signal(inner, "CONT").await {
+                    return Ok(Started { child, pid, ended_by_node: sandbox.ended_by_node.clone() });
                 }
             }
             if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("the process could not enter the sandbox ({status})"));
+                let mut err = String::new();
+                if let Some(mut stderr) = child.stderr.take() {
+                    let _ = stderr.read_to_string(&mut err).await;
+                }
+                return Err(format!("the process could not enter the sandbox ({status}): {}", err.trim()));
+            }
+            if Instant::now() > deadline {
+                let _ = child.start_kill();
+                return Err("the process did not start in time".into());
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        let _ = child.start_kill();
-        Err("the process did not start in time".into())
     }
 
     /// Processes running in the sandbox other than its init: (pid in the sandbox, argv).
@@ -229,8 +261,9 @@ impl LocalProvider {
                 continue;
             }
             let ns = procfs::ns_pids(host);
-            // One level: a host-side helper (nsenter), not a sandbox process.
-            if ns.len() < 2 {
+            // One level: a host-side helper (the shell, bwrap's monitor), not a sandbox process;
+            // bwrap's own steps into the namespace are not processes of the sandbox either.
+            if ns.len() < 2 || is_bwrap(host) {
                 continue;
             }
             if let Some(&pid) = ns.last() {
@@ -243,26 +276,41 @@ impl LocalProvider {
     /// Kills every process (the PID namespace dies with its init), removes the cgroup and the
     /// workspace.
     pub async fn destroy(&self, sandbox: &LocalSandbox) {
+        sandbox.ended_by_node.store(true, Ordering::SeqCst);
         if sandbox.cgroup.can_freeze() {
             let _ = sandbox.cgroup.thaw().await;
         }
         procfs::signal(sandbox.init, "KILL").await;
         procfs::signal(sandbox.outer, "KILL").await;
-        for _ in 0..400 {
+        let deadline = Instant::now() + START_WITHIN;
+        while Instant::now() < deadline {
             if sandbox.cgroup.pids().is_empty() && !procfs::alive(sandbox.init) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         sandbox.cgroup.remove_when_empty().await;
-        let _ = std::fs::remove_dir_all(&sandbox.dir);
+        let _ = std::fs::remove_dir_all(&sandbox.dirs.root);
     }
 
     pub fn isolation(&self, sandbox: &LocalSandbox) -> BTreeMap<String, String> {
         let mut out = BTreeMap::from([
             ("provider".to_owned(), "local".to_owned()),
-            ("namespaces".to_owned(), "mount,pid,net,ipc,uts".to_owned()),
-            ("writable".to_owned(), "/workspace".to_owned()),
+            ("namespaces".to_owned(), "user,mount,pid,net,ipc,uts,cgroup".to_owned()),
+            (
+                "user".to_owned(),
+                format!(
+                    "uid {} (host uid {}), no capabilities, no_new_privs",
+                    jail::SANDBOX_UID,
+                    sandbox.dirs.uid
+                ),
+            ),
+            (
+                "seccomp".to_owned(),
+                "deny list (mount, namespaces, keyring, bpf, ptrace, modules, reboot, …)".to_owned(),
+            ),
+            ("root".to_owned(), "minimal: read-only /usr, synthesized /etc, fresh /proc, no /sys".to_owned()),
+            ("writable".to_owned(), "/workspace,/tmp".to_owned()),
             ("cgroup".to_owned(), sandbox.cgroup.mode.as_str().to_owned()),
         ]);
         if sandbox.cgroup.mode == cgroup::Mode::None {
@@ -279,4 +327,48 @@ impl LocalProvider {
         }
         out
     }
+}
+
+/// The deepest process under `helper` that has stopped itself inside the sandbox's PID
+/// namespace (the jail's script, just before it becomes the command).
+fn stopped_in_sandbox(helper: u32) -> Option<u32> {
+    let mut level = vec![helper];
+    for _ in 0..6 {
+        let next: Vec<u32> = level.iter().flat_map(|p| procfs::children(*p)).collect();
+        if let Some(&pid) = next
+            .iter()
+            .find(|p| procfs::state(**p) == Some('T') && procfs::ns_pids(**p).len() >= 2 && !is_bwrap(**p))
+        {
+            return Some(pid);
+        }
+        if next.is_empty() {
+            return None;
+        }
+        level = next;
+    }
+    None
+}
+
+fn is_bwrap(pid: u32) -> bool {
+    procfs::cmdline(pid).first().is_some_and(|arg0| arg0 == "bwrap" || arg0.ends_with("/bwrap"))
+}
+
+/// What keeps a host from running sandboxes with `state_dir`, if anything.
+pub fn host_problem(state_dir: &Path) -> Option<HostProblem> {
+    for tool in ["bwrap", "nsenter", "setpriv", "bash"] {
+        if !on_path(tool) {
+            return Some(HostProblem::Missing(tool));
+        }
+    }
+    let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces").ok();
+    if userns.is_some_and(|n| n.trim() == "0") {
+        return Some(HostProblem::NoUserNamespaces);
+    }
+    jail::untraversable(state_dir).map(|closed| HostProblem::StateDirClosed(closed.display().to_string()))
+}
+
+fn on_path(tool: &str) -> bool {
+    ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        .iter()
+        .any(|dir| Path::new(dir).join(tool).is_file())
 }
