@@ -13,7 +13,7 @@ use agentplane_api::edge;
 use agentplane_api::sandbox::managed;
 use agentplane_domain::ids::NodeId;
 use agentplane_domain::sandbox::SESSION_METADATA_KEY;
-use agentplane_domain::telemetry::observation_wire::{LifecycleState, ObservationStatus};
+use agentplane_domain::telemetry::observation_wire::{LifecycleState, ObservationStatus, RuntimeObservation};
 use agentplane_domain::telemetry::{AllocationState, NodeRange, Reason, RuntimeHistory, SamplingInterval};
 use agentplane_domain::{ProjectId, SessionId};
 use agentplane_engine::runtime::{
@@ -75,6 +75,26 @@ async fn sample_for(app: &TestApp, seconds: u64) -> R {
     Ok(())
 }
 
+/// Sampler passes, one per second, until the observation satisfies `done` (at most `seconds`):
+/// a loaded host heartbeats late, so wait for the state rather than for a fixed time.
+async fn sample_until(
+    app: &TestApp,
+    (project, session): (ProjectId, SessionId),
+    seconds: u64,
+    done: impl Fn(&RuntimeObservation) -> bool,
+) -> anyhow::Result<RuntimeObservation> {
+    let admin = AdminClient::new(&app.base, &app.core_key);
+    for _ in 0..seconds {
+        sample_once(&app.store, &app.app.runtime, edge::now()).await?;
+        let seen = admin.retrieve_runtime_observation(project, session).await?;
+        if done(&seen) {
+            return Ok(seen);
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
+    anyhow::bail!("the observation never reached the expected state within {seconds} s")
+}
+
 async fn history(app: &TestApp, hosted: &Hosted, since: i64) -> anyhow::Result<RuntimeHistory> {
     let end = edge::now().unix_seconds();
     Ok(AdminClient::new(&app.base, &app.core_key)
@@ -131,9 +151,12 @@ async fn a_hosted_session_burning_cpu_on_a_node_is_observed_through_an_outage_un
     assert_eq!(status, StatusCode::OK, "{started}");
 
     // Burning: counters climb, and every observed interval shows it.
-    sample_for(&app, 6).await?;
-    let seen = admin.retrieve_runtime_observation(hosted.project, hosted.session).await?;
-    assert_eq!(seen.status, ObservationStatus::Observed, "{seen:?}");
+    sample_for(&app, 5).await?;
+    let seen = sample_until(&app, (hosted.project, hosted.session), 30, |o| {
+        o.status == ObservationStatus::Observed
+            && o.cpu.as_ref().and_then(|c| c.usage_seconds_total).is_some_and(|s| s > 0.1)
+    })
+    .await?;
     assert_eq!(seen.lifecycle_state, Some(LifecycleState::Active));
     assert_eq!(seen.provider_type.as_deref(), Some(LOCAL_PROVIDER));
     let cpu = seen.cpu.as_ref().expect("cpu");
@@ -155,7 +178,9 @@ async fn a_hosted_session_burning_cpu_on_a_node_is_observed_through_an_outage_un
     // Offline: no heartbeats, so the counters go stale and samples are honest gaps.
     node.stop().await;
     tokio::time::sleep(Duration::from_secs(4)).await;
-    sample_for(&app, 2).await?;
+    sample_until(&app, (hosted.project, hosted.session), 30, |o| o.status == ObservationStatus::Unavailable)
+        .await?;
+    sample_for(&app, 1).await?;
     let gap = admin.retrieve_runtime_observation(hosted.project, hosted.session).await?;
     assert_eq!((gap.status, gap.reason), (ObservationStatus::Unavailable, Some(Reason::SampleUnavailable)));
     assert_eq!(gap.lifecycle_state, Some(LifecycleState::Active), "the allocation itself did not change");
@@ -164,9 +189,11 @@ async fn a_hosted_session_burning_cpu_on_a_node_is_observed_through_an_outage_un
     // Back: the same incarnation (its cgroup lived on), observed and busy again.
     node.restart(&app).await?;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    sample_for(&app, 5).await?;
-    let back = admin.retrieve_runtime_observation(hosted.project, hosted.session).await?;
-    assert_eq!(back.status, ObservationStatus::Observed, "{back:?}");
+    sample_for(&app, 2).await?;
+    let back =
+        sample_until(&app, (hosted.project, hosted.session), 30, |o| o.status == ObservationStatus::Observed)
+            .await?;
+    sample_for(&app, 2).await?;
     assert_eq!(back.started_at, Some(started_at), "same incarnation");
     let after = history(&app, &hosted, began - 10).await?;
     assert_eq!(after.series.len(), 1, "one series per allocation");
@@ -272,11 +299,9 @@ async fn the_placer_places_pending_allocations_once_and_replaces_ended_compute_a
     assert_eq!((nothing.placed, nothing.replaced), (0, 0));
 
     // Some samples of the first incarnation.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    sample_for(&app, 3).await?;
     let admin = AdminClient::new(&app.base, &app.core_key);
-    let before = admin.retrieve_runtime_observation(project, session).await?;
-    assert_eq!(before.status, ObservationStatus::Observed, "{before:?}");
+    let before =
+        sample_until(&app, (project, session), 30, |o| o.status == ObservationStatus::Observed).await?;
 
     // The compute ends under the live allocation: the placer gives it a new incarnation.
     let ended = app.store.sandboxes().get_any(&first.parse()?).await?;
@@ -289,10 +314,10 @@ async fn the_placer_places_pending_allocations_once_and_replaces_ended_compute_a
     assert_ne!(second, first);
     assert_eq!(allocation.record.allocation_id, before.instance.allocation_id.expect("allocation id"));
 
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    sample_for(&app, 3).await?;
-    let after = admin.retrieve_runtime_observation(project, session).await?;
-    assert_eq!(after.status, ObservationStatus::Observed, "{after:?}");
+    let after = sample_until(&app, (project, session), 30, |o| {
+        o.status == ObservationStatus::Observed && o.started_at > before.started_at
+    })
+    .await?;
     assert!(after.started_at > before.started_at, "a new incarnation: {after:?} after {before:?}");
     assert_eq!(after.instance.allocation_id, before.instance.allocation_id, "the same allocation");
     let since = before.started_at.expect("started") - 5;
