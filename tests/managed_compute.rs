@@ -299,7 +299,6 @@ async fn the_placer_places_pending_allocations_once_and_replaces_ended_compute_a
     assert_eq!((nothing.placed, nothing.replaced), (0, 0));
 
     // Some samples of the first incarnation.
-    let admin = AdminClient::new(&app.base, &app.core_key);
     let before =
         sample_until(&app, (project, session), 30, |o| o.status == ObservationStatus::Observed).await?;
 
