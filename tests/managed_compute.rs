@@ -180,7 +180,9 @@ async fn a_hosted_session_burning_cpu_on_a_node_is_observed_through_an_outage_un
     tokio::time::sleep(Duration::from_secs(4)).await;
     sample_until(&app, (hosted.project, hosted.session), 30, |o| o.status == ObservationStatus::Unavailable)
         .await?;
-    sample_for(&app, 1).await?;
+    // One sample per interval: the next ones belong to the following seconds.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    sample_for(&app, 2).await?;
     let gap = admin.retrieve_runtime_observation(hosted.project, hosted.session).await?;
     assert_eq!((gap.status, gap.reason), (ObservationStatus::Unavailable, Some(Reason::SampleUnavailable)));
     assert_eq!(gap.lifecycle_state, Some(LifecycleState::Active), "the allocation itself did not change");
