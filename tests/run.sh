@@ -8,15 +8,7 @@ root=$(pwd)
 say() { printf '\n[tests] %s\n' "$*" >&2; }
 
 # System packages: bubblewrap (sandboxes), a JDK (DynamoDB Local), curl.
-missing=()
-command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
-command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
-command -v curl >/dev/null 2>&1 || missing+=(curl)
-if [ ${#missing[@]} -gt 0 ]; then
-  say "installing ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+bash localstack/prereqs.sh bwrap javac curl
 
 # pip tools, in a git-ignored venv of their own.
 tools="$root/.localstack/tools"

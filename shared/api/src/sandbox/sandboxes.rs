@@ -149,18 +149,37 @@ async fn change(
     })
 }
 
+/// How many lost races a delete re-reads after before it gives up with a 409.
+const KILL_ATTEMPTS: u32 = 5;
+
 pub async fn kill(
     State(app): State<App>,
     auth: SandboxAuth,
     Path(id): Path<String>,
 ) -> Result<StatusCode, SandboxError> {
-    let sandbox = load(&app, &auth, &id).await?;
+    let mut sandbox = load(&app, &auth, &id).await?;
     lifecycle_is_ours(&sandbox)?;
-    // An ended sandbox cannot be killed again: it is gone as far as E2B clients know.
-    if sandbox.lifecycle.effective(edge::now()).is_final() {
-        return Err(SandboxError::sandbox_not_found());
+    let mut lost = 0;
+    loop {
+        // An ended sandbox cannot be killed again: it is gone as far as E2B clients know.
+        if sandbox.lifecycle.effective(edge::now()).is_final() {
+            return Err(SandboxError::sandbox_not_found());
+        }
+        let killed = sandbox.lifecycle.kill(edge::now())?;
+        match app.store.sandboxes().transition(&sandbox, &sandbox.lifecycle, &killed).await {
+            Ok(_) => break,
+            // It changed since it was read (killed by a concurrent delete, paused, extended):
+            // read it again and answer as a delete made now would.
+            Err(StoreError::Conflict) if lost < KILL_ATTEMPTS => {
+                lost += 1;
+                sandbox = load(&app, &auth, &id).await?;
+            }
+            Err(StoreError::Conflict) => {
+                return Err(SandboxError::conflict("the sandbox changed concurrently; try again"));
+            }
+            Err(other) => return Err(SandboxError::storage(&other)),
+        }
     }
-    change(&app, &sandbox, |l, now| l.kill(now)).await?;
     // Recorded first; the node applies it when it gets it (the command stays queued).
     let _ =
         dispatch::enqueue(&app, &sandbox.node_id, Command::Kill { sandbox_id: sandbox.id.clone() }).await?;

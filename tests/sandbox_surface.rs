@@ -1,0 +1,257 @@
+//! The edges of the sandbox API's request surface: size limits on a process's command, working
+//! directories and environments the kernel would refuse, concurrent deletes, and the metadata
+//! keys Agentplane keeps for itself. A refused request is a 400 in the E2B format and changes
+//! nothing; what is within the limits runs.
+// The helpers below are test code too: a failed expectation should fail the test right there.
+#![allow(clippy::expect_used)]
+
+use std::time::Duration;
+
+use agentplane_domain::sandbox::SESSION_METADATA_KEY;
+use agentplane_domain::sandbox::request::MAX_PROCESS_COMMAND_BYTES;
+use agentplane_tests::{Tenant, TestApp, TestNode, send, str_field};
+use base64::Engine;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+struct Env {
+    app: TestApp,
+    _node: TestNode,
+    tenant: Tenant,
+}
+
+async fn env() -> Env {
+    agentplane_api::lambda::init_local_tracing();
+    let app = TestApp::spawn().await.expect("app");
+    let node = TestNode::start(&app).await.expect("node");
+    let tenant = app.tenant().await.expect("tenant");
+    Env { app, _node: node, tenant }
+}
+
+impl Env {
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = self.app.sandbox(&self.tenant.key, method, path);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        send(request).await.expect("request")
+    }
+
+    async fn create(&self, body: Value) -> String {
+        let (status, created) = self.call(Method::POST, "/sandboxes", Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        str_field(&created, "sandboxID").expect("sandboxID")
+    }
+
+    async fn start(&self, sandbox: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, &format!("/sandboxes/{sandbox}/processes"), Some(body)).await
+    }
+
+    async fn all_processes(&self, sandbox: &str) -> Vec<Value> {
+        let (status, body) =
+            self.call(Method::GET, &format!("/sandboxes/{sandbox}/processes?state=all"), None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["processes"].as_array().cloned().expect("processes")
+    }
+
+    /// Polls (up to 60 s) until the process has a witnessed exit; returns it.
+    async fn wait_exit(&self, sandbox: &str, id: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let found = self.all_processes(sandbox).await.into_iter().find(|p| p["processId"] == id);
+            if let Some(p) = found.filter(|p| p["state"] == "exited") {
+                return p;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{id} never exited");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Polls (up to 60 s) until stdout holds a complete line; returns it.
+    async fn stdout(&self, sandbox: &str, id: &str) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, body) =
+                self.call(Method::GET, &format!("/sandboxes/{sandbox}/processes/{id}/output"), None).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            let mut out = Vec::new();
+            for chunk in body["chunks"].as_array().expect("chunks") {
+                if chunk["stream"] == "stdout" {
+                    out.extend(
+                        base64::engine::general_purpose::STANDARD
+                            .decode(chunk["data"].as_str().expect("data"))
+                            .expect("base64"),
+                    );
+                }
+            }
+            let text = String::from_utf8_lossy(&out).into_owned();
+            if text.ends_with('\n') {
+                return text;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no complete output from {id}: {text:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn sandbox_ids(&self) -> Vec<String> {
+        let (status, body) = self.call(Method::GET, "/sandboxes", None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body.as_array()
+            .expect("list")
+            .iter()
+            .filter_map(|s| s["sandboxID"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+#[track_caller]
+#[allow(clippy::needless_pass_by_value)]
+fn assert_e2b(actual: &(StatusCode, Value), status: StatusCode, what: &str) {
+    assert_eq!(actual.0, status, "{what}: body {}", actual.1);
+    assert_eq!(actual.1["code"], status.as_u16(), "{what}: body {}", actual.1);
+    assert!(actual.1["message"].is_string(), "{what}: body {}", actual.1);
+}
+
+/// A shell that prints the total length of its arguments.
+fn counting(args: Vec<String>) -> Value {
+    let mut all =
+        vec!["-c".to_owned(), "n=0; for a; do n=$((n+${#a})); done; echo $n".to_owned(), "sh".to_owned()];
+    all.extend(args);
+    json!({"cmd": "sh", "args": all})
+}
+
+#[tokio::test]
+async fn a_large_command_within_the_limit_runs_and_a_larger_one_is_a_400_not_a_503() {
+    let env = env().await;
+    let sandbox = env.create(json!({"timeout": 300})).await;
+
+    // 6 arguments of 10,000 bytes: close to the 64 KiB limit, and it runs with every byte.
+    let body = counting((0..6).map(|i| char::from(b'a' + i).to_string().repeat(10_000)).collect());
+    assert!(serde_json::to_vec(&body).expect("json").len() < MAX_PROCESS_COMMAND_BYTES);
+    let started = env.start(&sandbox, body).await;
+    assert_eq!(started.0, StatusCode::OK, "{}", started.1);
+    let id = str_field(&started.1, "processId").expect("processId");
+    let exited = env.wait_exit(&sandbox, &id).await;
+    assert_eq!(exited["exitCode"], 0, "{exited}");
+    assert_eq!(env.stdout(&sandbox, &id).await.trim(), "60000");
+    let args = exited["config"]["args"].as_array().expect("args");
+    assert_eq!(args.len(), 9, "the listing keeps the whole command");
+    assert_eq!(args[8].as_str().map(str::len), Some(10_000));
+
+    // Just past the limit, and a body near 1 MiB (once a 503 "storage is unavailable"):
+    // a 400 in the E2B format that names the limit, and nothing starts.
+    let over = counting((0..7).map(|_| "x".repeat(10_000)).collect());
+    let huge = counting((0..60).map(|_| "y".repeat(16_000)).collect());
+    for (what, body) in [("past the limit", over), ("near 1 MiB", huge)] {
+        let refused = env.start(&sandbox, body).await;
+        assert_e2b(&refused, StatusCode::BAD_REQUEST, what);
+        let message = refused.1["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&MAX_PROCESS_COMMAND_BYTES.to_string()), "{what}: {message}");
+    }
+    assert_eq!(env.all_processes(&sandbox).await.len(), 1, "only the process within the limit started");
+}
+
+#[tokio::test]
+async fn bad_working_directories_and_environments_are_a_400_and_start_nothing() {
+    let env = env().await;
+    let sandbox = env.create(json!({"timeout": 300})).await;
+    let sh = |extra: Value| {
+        let mut body = json!({"cmd": "sh", "args": ["-c", "exit 0"]});
+        if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+            body.extend(extra.clone());
+        }
+        body
+    };
+    let cases = [
+        ("relative cwd", sh(json!({"cwd": "workspace"}))),
+        ("empty cwd", sh(json!({"cwd": ""}))),
+        ("cwd with NUL", sh(json!({"cwd": "/workspace\u{0}/x"}))),
+        ("cwd past PATH_MAX", sh(json!({"cwd": format!("/{}", "d/".repeat(2100))}))),
+        ("cwd component past NAME_MAX", sh(json!({"cwd": format!("/workspace/{}", "n".repeat(256))}))),
+        ("empty PATH", sh(json!({"envs": {"PATH": ""}}))),
+        ("PATH with NUL", sh(json!({"envs": {"PATH": "/usr/bin\u{0}"}}))),
+        ("relative PATH entry", sh(json!({"envs": {"PATH": "bin:/usr/bin"}}))),
+        ("empty PATH entry", sh(json!({"envs": {"PATH": "/usr/bin::/bin"}}))),
+        ("name with =", sh(json!({"envs": {"A=B": "x"}}))),
+        ("empty name", sh(json!({"envs": {"": "x"}}))),
+        ("value with NUL", sh(json!({"envs": {"X": "a\u{0}b"}}))),
+    ];
+    for (what, body) in cases {
+        assert_e2b(&env.start(&sandbox, body).await, StatusCode::BAD_REQUEST, what);
+    }
+    assert!(env.all_processes(&sandbox).await.is_empty(), "nothing started");
+
+    // The same rules hold for a sandbox's envVars; a refused create leaves no sandbox.
+    let before = env.sandbox_ids().await;
+    for bad in [json!({"PATH": ""}), json!({"PATH": "/bin\u{0}"}), json!({"A=B": "x"})] {
+        let refused = env.call(Method::POST, "/sandboxes", Some(json!({"envVars": bad.clone()}))).await;
+        assert_e2b(&refused, StatusCode::BAD_REQUEST, &bad.to_string());
+    }
+    assert_eq!(env.sandbox_ids().await, before);
+
+    // What is valid runs: a custom PATH of absolute directories and an empty value.
+    let fine = sh(json!({"cwd": "/workspace", "envs": {"PATH": "/usr/bin:/bin", "EMPTY": ""}}));
+    let started = env.start(&sandbox, fine).await;
+    assert_eq!(started.0, StatusCode::OK, "{}", started.1);
+    let id = str_field(&started.1, "processId").expect("processId");
+    assert_eq!(env.wait_exit(&sandbox, &id).await["exitCode"], 0);
+}
+
+#[tokio::test]
+async fn twenty_concurrent_deletes_answer_one_204_and_nineteen_404() {
+    let env = env().await;
+    let sandbox = env.create(json!({"timeout": 300})).await;
+    let path = format!("/sandboxes/{sandbox}");
+    let deletes = (0..20).map(|_| env.call(Method::DELETE, &path, None));
+    let answers = futures_util::future::join_all(deletes).await;
+    let deleted = answers.iter().filter(|(status, _)| *status == StatusCode::NO_CONTENT).count();
+    assert_eq!(deleted, 1, "exactly one delete wins: {answers:?}");
+    for answer in answers.iter().filter(|(status, _)| *status != StatusCode::NO_CONTENT) {
+        assert_e2b(answer, StatusCode::NOT_FOUND, "a losing delete reads as a later delete");
+    }
+    // What a later delete reads, and what is stored: the sandbox was killed.
+    assert_e2b(&env.call(Method::DELETE, &path, None).await, StatusCode::NOT_FOUND, "a later delete");
+    let (status, body) = env.call(Method::GET, &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"], "killed", "{body}");
+}
+
+#[tokio::test]
+async fn agentplane_metadata_keys_are_refused_on_create_and_managed_compute_still_carries_one() {
+    let env = env().await;
+    for key in [SESSION_METADATA_KEY, "agentplane.anything", "AgentPlane.Session_Id"] {
+        let refused = env
+            .call(Method::POST, "/sandboxes", Some(json!({"metadata": {key: "sess_forged", "ok": "1"}})))
+            .await;
+        assert_e2b(&refused, StatusCode::BAD_REQUEST, key);
+        let message = refused.1["message"].as_str().unwrap_or_default();
+        assert!(message.contains("agentplane."), "{message}");
+    }
+    assert!(env.sandbox_ids().await.is_empty(), "a refused create leaves no sandbox");
+    // Keys that only look alike are the client's own.
+    let own = env.create(json!({"metadata": {"agentplane": "x", "my.agentplane.key": "y"}})).await;
+
+    // The managed path sets the reserved key itself, and still does.
+    let (status, session) = send(
+        env.app
+            .client(&env.tenant.key, Method::POST, "/sessions")
+            .json(&json!({ "environment_mode": "openai_hosted" })),
+    )
+    .await
+    .expect("create session");
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let session_id = str_field(&session, "id").expect("id");
+    let (status, list) = env.call(Method::GET, "/sandboxes", None).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let managed: Vec<&Value> =
+        list.as_array().expect("list").iter().filter(|s| s["sandboxID"] != own.as_str()).collect();
+    assert_eq!(managed.len(), 1, "{list}");
+    assert_eq!(managed[0]["metadata"][SESSION_METADATA_KEY], session_id.as_str(), "{list}");
+    assert_eq!(managed[0]["state"], "running", "{list}");
+
+    let (status, body) =
+        send(env.app.client(&env.tenant.key, Method::DELETE, &format!("/sessions/{session_id}")))
+            .await
+            .expect("delete session");
+    assert!(status.is_success(), "{status} {body}");
+}
