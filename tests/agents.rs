@@ -17,11 +17,11 @@ async fn creating_an_agent_fills_the_spec_defaults_and_validates() -> R {
     .await?;
     assert_eq!(status, StatusCode::CREATED, "{agent}");
     assert_eq!(agent["object"], "agent");
-    assert_eq!(agent["execution"]["sync_timeout_ms"], 600_000);
-    assert_eq!(agent["execution"]["background_max_duration_ms"], 1_800_000);
-    assert_eq!(agent["attachments"]["max_files"], 10);
-    assert_eq!(agent["attachments"]["max_file_bytes"], 20 * 1024 * 1024);
-    assert_eq!(agent["humanInTheLoop"]["approval_timeout_minutes"], 1440);
+    assert_eq!(agent["config"]["execution"]["sync_timeout_ms"], 600_000);
+    assert_eq!(agent["config"]["execution"]["background_max_duration_ms"], 1_800_000);
+    assert_eq!(agent["config"]["attachments"]["max_files"], 10);
+    assert_eq!(agent["config"]["attachments"]["max_file_bytes"], 20 * 1024 * 1024);
+    assert_eq!(agent["config"]["humanInTheLoop"]["approval_timeout_minutes"], 1440);
     assert_eq!(agent["latest_version"], Value::Null);
 
     let cases = [
@@ -31,12 +31,18 @@ async fn creating_an_agent_fills_the_spec_defaults_and_validates() -> R {
         (json!({"name": "a", "model": "m", "tools": "add"}), "tools"),
         (json!({"name": "a", "model": "m", "max_steps": 51}), "max_steps"),
         (
-            json!({"name": "a", "model": "m", "execution": {"sync_timeout_ms": 700_000}}),
-            "execution.sync_timeout_ms",
+            json!({"name": "a", "model": "m", "config": {"execution": {"sync_timeout_ms": 700_000}}}),
+            "config.execution.sync_timeout_ms",
         ),
-        (json!({"name": "a", "model": "m", "execution": {"sync_timeout_ms": "fast"}}), "execution"),
-        (json!({"name": "a", "model": "m", "attachments": {"max_files": -1}}), "attachments"),
-        (json!({"name": "a", "model": "m", "humanInTheLoop": 3}), "humanInTheLoop"),
+        (
+            json!({"name": "a", "model": "m", "config": {"execution": {"sync_timeout_ms": "fast"}}}),
+            "config.execution",
+        ),
+        (
+            json!({"name": "a", "model": "m", "config": {"attachments": {"max_files": -1}}}),
+            "config.attachments",
+        ),
+        (json!({"name": "a", "model": "m", "config": {"humanInTheLoop": 3}}), "config.humanInTheLoop"),
     ];
     for (body, param) in cases {
         let (status, answer) = send(app.client(&tenant.key, Method::POST, "/agents").json(&body)).await?;

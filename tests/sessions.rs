@@ -25,7 +25,7 @@ fn ids(page: &Value) -> Vec<String> {
 async fn creating_a_session_stores_what_later_issues_need() -> R {
     let app = TestApp::spawn().await?;
     let tenant = app.tenant().await?;
-    let agent = uuid::Uuid::new_v4().to_string();
+    let agent = app.create_agent(&tenant.key, json!({"name": "support", "model": "m"})).await?;
     let (status, cache, body) = send_with_cache(app.client(&tenant.key, Method::POST, "/sessions").json(&json!({
         "agent_id": agent, "title": "Support chat", "metadata": {"customer": "42"}, "environment_mode": "openai_hosted",
         "some_future_field": true

@@ -411,7 +411,7 @@ async fn sampler_writes_one_sample_per_allocation_per_interval() -> R {
             &running.project,
             &running.session,
             agentplane_domain::pricing::Usage { input_tokens: 120, output_tokens: 30 },
-            0.0,
+            Some(0.0),
         )
         .await?;
     // Five seconds into an interval, so that "half a second later" is the same interval.

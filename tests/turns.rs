@@ -206,7 +206,7 @@ async fn a_provider_that_fails_for_good_ends_the_turn_in_error_without_leaking_t
 #[tokio::test]
 async fn the_sync_timeout_ends_a_hung_turn_with_limit() -> R {
     let (model, app, tenant) = setup().await?;
-    let agent = agent(&app, &tenant, json!({"execution": {"sync_timeout_ms": 1500}})).await?;
+    let agent = agent(&app, &tenant, json!({"config": {"execution": {"sync_timeout_ms": 1500}}})).await?;
     model.push(Reply::Hang(Duration::from_secs(6)));
     let started = Instant::now();
     let (status, body) = respond(&app, &tenant, json!({"agent": agent, "input": "hi"})).await?;
@@ -330,10 +330,10 @@ async fn published_and_draft_run_different_configs() -> R {
     // Execution is read live: lowering the timeout needs no publish.
     let (_, agent_body) = send(
         app.client(&tenant.key, Method::PATCH, &format!("/agents/{agent}"))
-            .json(&json!({"execution": {"sync_timeout_ms": 1000}})),
+            .json(&json!({"config": {"execution": {"sync_timeout_ms": 1000}}})),
     )
     .await?;
-    assert_eq!(agent_body["execution"]["sync_timeout_ms"], 1000);
+    assert_eq!(agent_body["config"]["execution"]["sync_timeout_ms"], 1000);
     model.push(Reply::Hang(Duration::from_secs(4)));
     let started = Instant::now();
     let (_, body) = send(

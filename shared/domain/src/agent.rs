@@ -147,20 +147,58 @@ fn string_field(
     }
 }
 
-fn section<T: serde::de::DeserializeOwned>(
-    body: &Map<String, Value>,
-    field: &str,
-) -> Result<Option<T>, ValidationError> {
-    match body.get(field) {
-        None => Ok(None),
-        // Serde would also read a struct from an array; only an object is a section.
-        Some(value) if !value.is_object() => {
-            Err(ValidationError::new(field, format!("`{field}` must be an object")))
-        }
-        Some(value) => serde_json::from_value(value.clone())
-            .map(Some)
-            .map_err(|e| ValidationError::new(field, format!("`{field}` is invalid: {e}"))),
+/// The sections of `config`, as the spec stores an agent's settings.
+const SECTIONS: [&str; 3] = ["execution", "attachments", "humanInTheLoop"];
+
+/// The `config` object of a request, if any. Its keys must be known sections, and the sections
+/// are no longer read at the top level: a client that still sends them there is told where
+/// they go rather than having them ignored.
+fn config(body: &Map<String, Value>) -> Result<Option<&Map<String, Value>>, ValidationError> {
+    if let Some(misplaced) = SECTIONS.iter().find(|s| body.contains_key(**s)) {
+        return Err(ValidationError::new(
+            *misplaced,
+            format!("agent settings live under `config`: send `config.{misplaced}` instead of `{misplaced}`"),
+        ));
     }
+    match body.get("config") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(config)) => {
+            if let Some(unknown) = config.keys().find(|k| !SECTIONS.contains(&k.as_str())) {
+                return Err(ValidationError::new(
+                    format!("config.{unknown}"),
+                    format!("unknown setting `config.{unknown}`; known: {}", SECTIONS.join(", ")),
+                ));
+            }
+            Ok(Some(config))
+        }
+        Some(_) => Err(ValidationError::new("config", "`config` must be an object")),
+    }
+}
+
+/// `config.{field}` laid over `current`: only the fields it names change. `None` when the
+/// section is absent (or null).
+fn section<T>(
+    current: &T,
+    config: Option<&Map<String, Value>>,
+    field: &str,
+) -> Result<Option<T>, ValidationError>
+where
+    T: Serialize + serde::de::DeserializeOwned,
+{
+    let param = format!("config.{field}");
+    let given = match config.and_then(|c| c.get(field)) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(given)) => given,
+        // Serde would also read a struct from an array; only an object is a section.
+        Some(_) => return Err(ValidationError::new(&param, format!("`{param}` must be an object"))),
+    };
+    let invalid = |e: serde_json::Error| ValidationError::new(&param, format!("`{param}` is invalid: {e}"));
+    let mut merged = match serde_json::to_value(current).map_err(invalid)? {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    merged.extend(given.iter().map(|(k, v)| (k.clone(), v.clone())));
+    serde_json::from_value(Value::Object(merged)).map(Some).map_err(invalid)
 }
 
 fn tools(body: &Map<String, Value>) -> Result<Option<Vec<String>>, ValidationError> {
@@ -210,18 +248,21 @@ fn max_steps(body: &Map<String, Value>) -> Result<Option<u32>, ValidationError> 
 fn check_execution(execution: &Execution) -> Result<(), ValidationError> {
     if !(1..=SYNC_TIMEOUT_CEILING_MS).contains(&execution.sync_timeout_ms) {
         return Err(ValidationError::new(
-            "execution.sync_timeout_ms",
+            "config.execution.sync_timeout_ms",
             "must be from 1 to 600000 (the ceiling)",
         ));
     }
     if !(1..=BACKGROUND_CEILING_MS).contains(&execution.background_max_duration_ms) {
         return Err(ValidationError::new(
-            "execution.background_max_duration_ms",
+            "config.execution.background_max_duration_ms",
             "must be from 1 to 1800000",
         ));
     }
     if execution.max_cost_usd.is_some_and(|c| !c.is_finite() || c < 0.0) {
-        return Err(ValidationError::new("execution.max_cost_usd", "must be a non-negative number or null"));
+        return Err(ValidationError::new(
+            "config.execution.max_cost_usd",
+            "must be a non-negative number or null",
+        ));
     }
     Ok(())
 }
@@ -235,15 +276,16 @@ pub fn new_agent(
 ) -> Result<Agent, ValidationError> {
     let name = Name::from_json("name", body.get("name"))?;
     let model = string_field(body, "model", MAX_MODEL_CHARS, true)?.unwrap_or_default();
-    let execution: Execution = section(body, "execution")?.unwrap_or_default();
+    let config = config(body)?;
+    let execution = section(&Execution::default(), config, "execution")?.unwrap_or_default();
     check_execution(&execution)?;
     let draft = VersionedConfig {
         model,
         instructions: string_field(body, "instructions", MAX_INSTRUCTIONS_CHARS, false)?.unwrap_or_default(),
         tools: tools(body)?.unwrap_or_default(),
         max_steps: max_steps(body)?.unwrap_or(DEFAULT_MAX_STEPS),
-        attachments: section(body, "attachments")?.unwrap_or_default(),
-        human_in_the_loop: section(body, "humanInTheLoop")?.unwrap_or_default(),
+        attachments: section(&Attachments::default(), config, "attachments")?.unwrap_or_default(),
+        human_in_the_loop: section(&HumanInTheLoop::default(), config, "humanInTheLoop")?.unwrap_or_default(),
     };
     Ok(Agent {
         id,
@@ -257,17 +299,18 @@ pub fn new_agent(
     })
 }
 
-/// A PATCH of the draft: every given field replaces the current one; sections replace whole.
+/// A PATCH of the draft: every given field replaces the current one; within a `config`
+/// section only the settings it names change.
 pub fn patch_agent(
     agent: &mut Agent,
     body: &Map<String, Value>,
     now: Timestamp,
 ) -> Result<(), ValidationError> {
-    const FIELDS: [&str; 8] =
-        ["name", "model", "instructions", "tools", "max_steps", "execution", "attachments", "humanInTheLoop"];
+    const FIELDS: [&str; 6] = ["name", "model", "instructions", "tools", "max_steps", "config"];
+    let config = config(body)?;
     if !body.keys().any(|k| FIELDS.contains(&k.as_str())) {
         return Err(ValidationError::body(
-            "give at least one of: name, model, instructions, tools, max_steps, execution, attachments, humanInTheLoop",
+            "give at least one of: name, model, instructions, tools, max_steps, config",
         ));
     }
     if body.contains_key("name") {
@@ -286,14 +329,14 @@ pub fn patch_agent(
     if let Some(steps) = max_steps(body)? {
         agent.draft.max_steps = steps;
     }
-    if let Some(execution) = section::<Execution>(body, "execution")? {
+    if let Some(execution) = section(&agent.execution, config, "execution")? {
         check_execution(&execution)?;
         agent.execution = execution;
     }
-    if let Some(attachments) = section(body, "attachments")? {
+    if let Some(attachments) = section(&agent.draft.attachments, config, "attachments")? {
         agent.draft.attachments = attachments;
     }
-    if let Some(hitl) = section(body, "humanInTheLoop")? {
+    if let Some(hitl) = section(&agent.draft.human_in_the_loop, config, "humanInTheLoop")? {
         agent.draft.human_in_the_loop = hitl;
     }
     agent.updated_at = now;
@@ -334,9 +377,13 @@ mod tests {
 
     #[test]
     fn the_sync_timeout_can_only_be_lowered() {
-        assert!(make(json!({"name": "a", "model": "m", "execution": {"sync_timeout_ms": 600_001}})).is_err());
+        assert!(
+            make(json!({"name": "a", "model": "m", "config": {"execution": {"sync_timeout_ms": 600_001}}}))
+                .is_err()
+        );
         let agent =
-            make(json!({"name": "a", "model": "m", "execution": {"sync_timeout_ms": 5000}})).expect("valid");
+            make(json!({"name": "a", "model": "m", "config": {"execution": {"sync_timeout_ms": 5000}}}))
+                .expect("valid");
         assert_eq!(agent.execution.sync_timeout_ms, 5000);
     }
 
@@ -352,12 +399,22 @@ mod tests {
         );
         assert_eq!(param(json!({"name": "a", "model": "m", "max_steps": 0})).as_deref(), Some("max_steps"));
         assert_eq!(
-            param(json!({"name": "a", "model": "m", "execution": {"nope": 1}})).as_deref(),
-            Some("execution")
+            param(json!({"name": "a", "model": "m", "config": {"execution": {"nope": 1}}})).as_deref(),
+            Some("config.execution")
         );
         assert_eq!(
-            param(json!({"name": "a", "model": "m", "humanInTheLoop": []})).as_deref(),
-            Some("humanInTheLoop")
+            param(json!({"name": "a", "model": "m", "config": {"humanInTheLoop": []}})).as_deref(),
+            Some("config.humanInTheLoop")
+        );
+        assert_eq!(
+            param(json!({"name": "a", "model": "m", "config": {"experience": {}}})).as_deref(),
+            Some("config.experience")
+        );
+        assert_eq!(param(json!({"name": "a", "model": "m", "config": 1})).as_deref(), Some("config"));
+        // The sections are read under `config` only; at the top level they are refused, not ignored.
+        assert_eq!(
+            param(json!({"name": "a", "model": "m", "execution": {"sync_timeout_ms": 5}})).as_deref(),
+            Some("execution")
         );
     }
 
@@ -372,5 +429,28 @@ mod tests {
         assert!(
             patch_agent(&mut agent, &body(json!({"model": null})), Timestamp::from_unix_millis(6)).is_err()
         );
+    }
+
+    #[test]
+    fn a_config_patch_changes_only_the_settings_it_names() {
+        let mut agent = make(json!({"name": "a", "model": "m", "config": {
+            "execution": {"sync_timeout_ms": 5000, "max_cost_usd": 2.5},
+            "humanInTheLoop": {"tool_approvals": ["add"]},
+        }}))
+        .expect("valid");
+        let patch = json!({"config": {"execution": {"budget_action": "stop"}}});
+        patch_agent(&mut agent, &body(patch), Timestamp::from_unix_millis(5)).expect("valid");
+        assert_eq!(agent.execution.budget_action, BudgetAction::Stop);
+        assert_eq!(agent.execution.sync_timeout_ms, 5000);
+        assert_eq!(agent.execution.max_cost_usd, Some(2.5));
+        assert_eq!(agent.draft.human_in_the_loop.tool_approvals, ["add"]);
+
+        let patch = json!({"config": {"execution": {"max_cost_usd": null}}});
+        patch_agent(&mut agent, &body(patch), Timestamp::from_unix_millis(6)).expect("valid");
+        assert_eq!(agent.execution.max_cost_usd, None);
+        assert_eq!(agent.execution.sync_timeout_ms, 5000);
+
+        let bad = json!({"config": {"execution": {"sync_timeout_ms": 0}}});
+        assert!(patch_agent(&mut agent, &body(bad), Timestamp::from_unix_millis(7)).is_err());
     }
 }

@@ -1,4 +1,6 @@
-//! Token usage and its price. Prices are USD per million tokens, per model.
+//! Token usage and its price. Prices are USD per million tokens, per model: the built-in table
+//! below, extended (or overridden, model by model) by `AGENTPLANE_PRICES_FILE`. A model that is
+//! in neither has no price: its tokens are counted as unpriced, never as a $0 spend.
 
 use std::collections::BTreeMap;
 
@@ -58,21 +60,36 @@ impl Default for PriceTable {
 }
 
 impl PriceTable {
-    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(text)
+    /// A table from JSON `{"model": {"input_per_million": …, "output_per_million": …}}`;
+    /// prices must be finite and non-negative.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let table: Self = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        for (model, price) in &table.0 {
+            let valid = |p: f64| p.is_finite() && p >= 0.0;
+            if !valid(price.input_per_million) || !valid(price.output_per_million) {
+                return Err(format!("the price of `{model}` must be a non-negative number"));
+            }
+        }
+        Ok(table)
+    }
+
+    /// This table with `other`'s prices added, replacing this table's price of any model both name.
+    pub fn extended_by(mut self, other: PriceTable) -> Self {
+        self.0.extend(other.0);
+        self
     }
 
     pub fn price(&self, model: &str) -> Option<Price> {
         self.0.get(model).copied()
     }
 
-    /// Cost in USD, rounded to a millionth of a cent; an unknown model costs 0 (its tokens are
-    /// still counted).
-    pub fn cost_usd(&self, model: &str, usage: Usage) -> f64 {
-        let Some(price) = self.price(model) else { return 0.0 };
+    /// Cost in USD, rounded to a millionth of a cent; `None` when the model has no price (its
+    /// tokens are then recorded as unpriced).
+    pub fn cost_usd(&self, model: &str, usage: Usage) -> Option<f64> {
+        let price = self.price(model)?;
         let cost = usage.input_tokens as f64 * price.input_per_million / 1e6
             + usage.output_tokens as f64 * price.output_per_million / 1e6;
-        (cost * 1e8).round() / 1e8
+        Some((cost * 1e8).round() / 1e8)
     }
 }
 
@@ -85,7 +102,29 @@ mod tests {
         let table = PriceTable::from_json(r#"{"m": {"input_per_million": 2.0, "output_per_million": 8.0}}"#)
             .expect("valid");
         let cost = table.cost_usd("m", Usage { input_tokens: 1_000_000, output_tokens: 500_000 });
-        assert!((cost - 6.0).abs() < 1e-9);
-        assert_eq!(table.cost_usd("unknown", Usage { input_tokens: 10, output_tokens: 10 }), 0.0);
+        assert!(cost.is_some_and(|c| (c - 6.0).abs() < 1e-9), "{cost:?}");
+    }
+
+    #[test]
+    fn a_model_without_a_price_is_unpriced_not_free() {
+        let table = PriceTable::default();
+        assert_eq!(table.cost_usd("unknown", Usage { input_tokens: 10, output_tokens: 10 }), None);
+        assert_eq!(table.cost_usd("gpt-4o-mini", Usage::default()), Some(0.0));
+    }
+
+    #[test]
+    fn a_prices_file_adds_models_and_overrides_built_in_ones() {
+        let file = PriceTable::from_json(
+            r#"{"my-model": {"input_per_million": 1.0, "output_per_million": 2.0},
+                "gpt-4o": {"input_per_million": 3.0, "output_per_million": 4.0}}"#,
+        )
+        .expect("valid");
+        let table = PriceTable::default().extended_by(file);
+        assert_eq!(table.price("my-model"), Some(Price { input_per_million: 1.0, output_per_million: 2.0 }));
+        assert_eq!(table.price("gpt-4o"), Some(Price { input_per_million: 3.0, output_per_million: 4.0 }));
+        assert!(table.price("gpt-4o-mini").is_some(), "built-in prices stay");
+        assert!(
+            PriceTable::from_json(r#"{"m": {"input_per_million": -1, "output_per_million": 0}}"#).is_err()
+        );
     }
 }

@@ -107,8 +107,41 @@ pub struct Session {
     pub usage: Usage,
     #[serde(default)]
     pub cost_usd: f64,
+    /// Tokens of models with no configured price (part of `usage`, not of `cost_usd`): kept
+    /// apart so that an unpriced model never reads as a $0 spend.
+    #[serde(default)]
+    pub unpriced_input_tokens: u64,
+    #[serde(default)]
+    pub unpriced_output_tokens: u64,
+    /// Until when the running turn holds the session; past it (and its grace, which the engine
+    /// adds) the turn's process died.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_held_until: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+impl Session {
+    /// True when a turn still reads as running although its hold has run out: its process
+    /// died (a Lambda timeout, a crash) before it could release the session.
+    pub fn holder_died(&self, now: Timestamp) -> bool {
+        self.runtime_status == RuntimeStatus::Running && self.turn_held_until.is_some_and(|until| until < now)
+    }
+
+    /// The session as it is at `now`: a turn whose holder died ended in `error`, so the
+    /// session is `idle` again (the next write records it).
+    pub fn settled(mut self, now: Timestamp) -> Self {
+        if self.holder_died(now) {
+            self.runtime_status = RuntimeStatus::Idle;
+            self.stop_reason = Some(StopReason::Error);
+            self.turn_held_until = None;
+        }
+        self
+    }
+
+    pub fn unpriced_usage(&self) -> Usage {
+        Usage { input_tokens: self.unpriced_input_tokens, output_tokens: self.unpriced_output_tokens }
+    }
 }
 
 /// What a client may set when creating a session.
@@ -135,6 +168,9 @@ impl NewSession {
             agent_channel: None,
             usage: Usage::default(),
             cost_usd: 0.0,
+            unpriced_input_tokens: 0,
+            unpriced_output_tokens: 0,
+            turn_held_until: None,
             created_at: now,
             updated_at: now,
         }
@@ -180,6 +216,27 @@ mod tests {
         assert_eq!(s.stop_reason, None);
         assert_eq!(s.environment_mode, EnvironmentMode::None);
         assert_eq!(s.created_at, s.updated_at);
+    }
+
+    #[test]
+    fn a_turn_whose_holder_died_reads_as_ended_in_error() {
+        let mut s = NewSession::default().into_session(
+            SessionId::from_random([1; 16]),
+            ProjectId::from_random([2; 16]),
+            Timestamp::from_unix_millis(5),
+        );
+        s.runtime_status = RuntimeStatus::Running;
+        s.turn_held_until = Some(Timestamp::from_unix_millis(100));
+        let within = s.clone().settled(Timestamp::from_unix_millis(100));
+        assert_eq!(within.runtime_status, RuntimeStatus::Running);
+        assert_eq!(within.stop_reason, None);
+        let past = s.clone().settled(Timestamp::from_unix_millis(101));
+        assert_eq!(past.runtime_status, RuntimeStatus::Idle);
+        assert_eq!(past.stop_reason, Some(StopReason::Error));
+        // A session idle since has nothing to settle, whatever hold it last had.
+        s.runtime_status = RuntimeStatus::Idle;
+        s.stop_reason = Some(StopReason::EndTurn);
+        assert_eq!(s.clone().settled(Timestamp::from_unix_millis(1_000)), s);
     }
 
     #[test]

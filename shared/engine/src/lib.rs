@@ -52,13 +52,14 @@ pub fn now() -> Timestamp {
     Timestamp::from_unix_millis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
-/// Prices from `AGENTPLANE_PRICES_FILE` (JSON: model → {input_per_million, output_per_million}),
-/// else the built-in table.
+/// The built-in price table, extended by `AGENTPLANE_PRICES_FILE` when it is set (JSON: model →
+/// {input_per_million, output_per_million}; a model it names replaces the built-in price).
 pub fn prices_from_env() -> Result<PriceTable, String> {
     match std::env::var("AGENTPLANE_PRICES_FILE") {
         Ok(path) => {
             let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {path}: {e}"))?;
-            PriceTable::from_json(&text).map_err(|e| format!("parsing {path}: {e}"))
+            let file = PriceTable::from_json(&text).map_err(|e| format!("parsing {path}: {e}"))?;
+            Ok(PriceTable::default().extended_by(file))
         }
         Err(_) => Ok(PriceTable::default()),
     }

@@ -37,6 +37,8 @@ pub struct TurnOutcome {
     pub output_text: Option<String>,
     pub usage: Usage,
     pub cost_usd: f64,
+    /// The part of `usage` spent on models with no price (not in `cost_usd`).
+    pub unpriced: Usage,
     /// Why a turn ended in `error`: a stable code and a message safe to show.
     pub error: Option<(String, String)>,
 }
@@ -67,6 +69,7 @@ struct Turn<'a> {
     turn_id: String,
     usage: Usage,
     cost_usd: f64,
+    unpriced: Usage,
     /// Where the next append starts: one past the last event this turn wrote.
     next_seq: Option<u64>,
 }
@@ -107,6 +110,7 @@ impl Engine {
             turn_id,
             usage: Usage::default(),
             cost_usd: 0.0,
+            unpriced: Usage::default(),
             next_seq: None,
         };
         let ending = match turn.drive().await {
@@ -183,9 +187,13 @@ impl Turn<'_> {
                 }
                 Err(err) => return Ok(Ending::Failed(err.code().into(), err.to_string())),
             };
+            // A model without a price is recorded as unpriced, never as a $0 spend.
             let cost = self.engine.prices.cost_usd(&request.config.model, reply.usage);
             self.usage = self.usage + reply.usage;
-            self.cost_usd += cost;
+            self.cost_usd += cost.unwrap_or(0.0);
+            if cost.is_none() {
+                self.unpriced = self.unpriced + reply.usage;
+            }
             self.engine
                 .store
                 .sessions()
@@ -196,7 +204,7 @@ impl Turn<'_> {
                 json!({
                     "step": step, "model": request.config.model,
                     "input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens,
-                    "cost_usd": cost,
+                    "cost_usd": cost.unwrap_or(0.0), "priced": cost.is_some(),
                 }),
             )
             .await?;
@@ -273,7 +281,9 @@ impl Turn<'_> {
         let ended = json!({
             "stop_reason": stop_reason, "limit": detail,
             "usage": { "input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
-                       "total_tokens": self.usage.total_tokens() },
+                       "total_tokens": self.usage.total_tokens(),
+                       "unpriced_input_tokens": self.unpriced.input_tokens,
+                       "unpriced_output_tokens": self.unpriced.output_tokens },
             "cost_usd": self.cost_usd,
         });
         if let Err(err) = self.log(EventType::TurnEnded, ended).await {
@@ -295,6 +305,7 @@ impl Turn<'_> {
             output_text,
             usage: self.usage,
             cost_usd: self.cost_usd,
+            unpriced: self.unpriced,
             error,
         }
     }

@@ -332,16 +332,57 @@ impl Sessions<'_> {
         Ok(())
     }
 
+    /// Records that the turn holding the session died: idle again, stopped by `error`. Only
+    /// while its hold is still past at `now` (a turn that took the session over meanwhile keeps
+    /// it); `false` when there was nothing to record.
+    pub async fn settle_dead_turn(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(session_sk(id)))
+            .condition_expression(format!("{LIVE} AND runtime_status = :running AND turn_held_until < :now"))
+            .update_expression(
+                "SET runtime_status = :idle, stop_reason = :reason, updated_at = :now \
+                 REMOVE current_turn_id, turn_held_until",
+            )
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":idle", s("idle"))
+            .expression_attribute_values(
+                ":reason",
+                serde_dynamo::to_attribute_value(agentplane_domain::session::StopReason::Error)?,
+            )
+            .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
+                Ok(false)
+            }
+            Err(err) => Err(backend(err)),
+        }
+    }
+
     /// Adds one model call's tokens and cost to the session's measured totals (atomic `ADD`,
-    /// so concurrent writers never lose an update).
+    /// so concurrent writers never lose an update). A call without a price (`cost_usd: None`)
+    /// adds its tokens to the unpriced counts as well, and nothing to the cost.
     pub async fn add_usage(
         &self,
         project: &ProjectId,
         id: &SessionId,
         usage: agentplane_domain::pricing::Usage,
-        cost_usd: f64,
+        cost_usd: Option<f64>,
     ) -> Result<(), StoreError> {
         let n = |v: String| aws_sdk_dynamodb::types::AttributeValue::N(v);
+        let unpriced = if cost_usd.is_some() { Default::default() } else { usage };
         self.store
             .dynamo
             .update_item()
@@ -349,11 +390,16 @@ impl Sessions<'_> {
             .key("PK", s(project_pk(project)))
             .key("SK", s(session_sk(id)))
             .condition_expression("attribute_exists(PK)")
-            .update_expression("ADD #u.input_tokens :i, #u.output_tokens :o, cost_usd :c")
+            .update_expression(
+                "ADD #u.input_tokens :i, #u.output_tokens :o, cost_usd :c, \
+                 unpriced_input_tokens :ui, unpriced_output_tokens :uo",
+            )
             .expression_attribute_names("#u", "usage")
             .expression_attribute_values(":i", n(usage.input_tokens.to_string()))
             .expression_attribute_values(":o", n(usage.output_tokens.to_string()))
-            .expression_attribute_values(":c", n(format!("{cost_usd:.8}")))
+            .expression_attribute_values(":c", n(format!("{:.8}", cost_usd.unwrap_or(0.0))))
+            .expression_attribute_values(":ui", n(unpriced.input_tokens.to_string()))
+            .expression_attribute_values(":uo", n(unpriced.output_tokens.to_string()))
             .send()
             .await
             .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;

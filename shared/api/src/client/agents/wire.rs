@@ -10,9 +10,11 @@ pub fn render(agent: &Agent) -> Value {
         "instructions": agent.draft.instructions,
         "tools": agent.draft.tools,
         "max_steps": agent.draft.max_steps,
-        "execution": agent.execution,
-        "attachments": agent.draft.attachments,
-        "humanInTheLoop": agent.draft.human_in_the_loop,
+        "config": {
+            "execution": agent.execution,
+            "attachments": agent.draft.attachments,
+            "humanInTheLoop": agent.draft.human_in_the_loop,
+        },
         "latest_version": agent.latest_version,
         "created_at": agent.created_at.unix_seconds(),
         "updated_at": agent.updated_at.unix_seconds(),
@@ -28,8 +30,11 @@ pub fn render_version(version: &AgentVersion) -> Value {
         "instructions": version.config.instructions,
         "tools": version.config.tools,
         "max_steps": version.config.max_steps,
-        "attachments": version.config.attachments,
-        "humanInTheLoop": version.config.human_in_the_loop,
+        // `execution` is read live from the agent; a version freezes only these.
+        "config": {
+            "attachments": version.config.attachments,
+            "humanInTheLoop": version.config.human_in_the_loop,
+        },
         "published_at": version.published_at.unix_seconds(),
     })
 }

@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use http::StatusCode;
 use serde_json::{Map, Value};
 
-use super::validation::input_text;
+use super::validation::{foreground, input_text};
 use super::wire::{Rendered, render};
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
@@ -18,23 +18,46 @@ use crate::client::error::{self, agent_not_published, session_busy, session_not_
 use crate::envelope::ApiError;
 use crate::{App, edge};
 
-/// `agent` is required; a missing or unknown one answers the older `{"error": "…"}` shape.
-async fn load_agent(app: &App, auth: &ProjectAuth, value: Option<&Value>) -> Result<Agent, ApiError> {
+/// How a route reports a missing or unknown `agent`: `POST /responses` and `POST
+/// /agents/responses` keep the older `{"error": "…"}` shape, as the spec does; every other
+/// route answers the standard envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AgentErrors {
+    Legacy,
+    Standard,
+}
+
+impl AgentErrors {
+    fn invalid(self, message: &'static str) -> ApiError {
+        match self {
+            Self::Legacy => ApiError::legacy(StatusCode::BAD_REQUEST, "agent_required", message),
+            Self::Standard => agentplane_domain::ValidationError::new("agent", message).into(),
+        }
+    }
+
+    fn not_found(self, text: &str) -> ApiError {
+        match self {
+            Self::Legacy => {
+                ApiError::legacy(StatusCode::NOT_FOUND, "agent_not_found", format!("agent {text} not found"))
+            }
+            Self::Standard => error::agent_not_found(),
+        }
+    }
+}
+
+/// `agent`: an agent of the caller's project.
+async fn load_agent(
+    app: &App,
+    auth: &ProjectAuth,
+    value: Option<&Value>,
+    errors: AgentErrors,
+) -> Result<Agent, ApiError> {
     let text = match value {
         Some(Value::String(s)) => s,
-        None | Some(Value::Null) => {
-            return Err(ApiError::legacy(StatusCode::BAD_REQUEST, "agent_required", "`agent` is required"));
-        }
-        Some(_) => {
-            return Err(ApiError::legacy(
-                StatusCode::BAD_REQUEST,
-                "agent_required",
-                "`agent` must be an agent id",
-            ));
-        }
+        None | Some(Value::Null) => return Err(errors.invalid("`agent` is required")),
+        Some(_) => return Err(errors.invalid("`agent` must be an agent id")),
     };
-    let not_found =
-        || ApiError::legacy(StatusCode::NOT_FOUND, "agent_not_found", format!("agent {text} not found"));
+    let not_found = || errors.not_found(text);
     let id: AgentId = text.parse().map_err(|_| not_found())?;
     match app.store.agents().get(&auth.project_id, &id).await {
         Ok(agent) => Ok(agent),
@@ -92,16 +115,17 @@ async fn session_for(
 
 /// Runs the turn in its own task (it must end and release the session even if the caller
 /// hangs up) and waits for it.
+#[allow(clippy::too_many_arguments)]
 async fn run(
     app: &App,
     auth: &ProjectAuth,
     agent: &Agent,
     channel: Channel,
+    (config, version): (VersionedConfig, Option<u32>),
     session: &Session,
     input: String,
     metadata: &Metadata,
 ) -> Result<Json<Value>, ApiError> {
-    let (config, version) = config_for(app, agent, channel).await?;
     let timeout = app.sync_ceiling.min(std::time::Duration::from_millis(agent.execution.sync_timeout_ms));
     let model = config.model.clone();
     let request = TurnRequest {
@@ -142,14 +166,16 @@ async fn respond(
     body: Map<String, Value>,
     channel: Channel,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = load_agent(&app, &auth, body.get("agent")).await?;
-    let input = input_text(body.get("input"))?;
-    let metadata = metadata(&body)?;
+    let agent = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
+    foreground(&body)?;
     if channel == Channel::Published && agent.latest_version.is_none() {
         return Err(agent_not_published());
     }
+    let config = config_for(&app, &agent, channel).await?;
+    let input = input_text(body.get("input"), &config.0.attachments)?;
+    let metadata = metadata(&body)?;
     let session = session_for(&app, &auth, &body, &agent, &metadata).await?;
-    run(&app, &auth, &agent, channel, &session, input, &metadata).await
+    run(&app, &auth, &agent, channel, config, &session, input, &metadata).await
 }
 
 /// `POST /api/client/v1/responses`: runs the draft.
@@ -181,9 +207,8 @@ pub async fn session_message(
     let id: SessionId = id.parse().map_err(|_| session_not_found())?;
     let session =
         app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))?;
-    let input = input_text(body.get("input"))?;
     let agent = match (body.get("agent"), session.agent_id) {
-        (Some(value), _) => load_agent(&app, &auth, Some(value)).await?,
+        (Some(value), _) => load_agent(&app, &auth, Some(value), AgentErrors::Standard).await?,
         (None, Some(agent_id)) => app
             .store
             .agents()
@@ -198,7 +223,10 @@ pub async fn session_message(
             .into());
         }
     };
+    foreground(&body)?;
     let channel = session.agent_channel.unwrap_or(Channel::Draft);
+    let config = config_for(&app, &agent, channel).await?;
+    let input = input_text(body.get("input"), &config.0.attachments)?;
     let metadata = session.metadata.clone();
-    run(&app, &auth, &agent, channel, &session, input, &metadata).await
+    run(&app, &auth, &agent, channel, config, &session, input, &metadata).await
 }

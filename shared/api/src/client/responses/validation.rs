@@ -1,11 +1,41 @@
 //! What a Responses body may hold.
 
 use agentplane_domain::ValidationError;
-use serde_json::Value;
+use agentplane_domain::agent::Attachments;
+use serde_json::{Map, Value};
 
 pub const MAX_INPUT_CHARS: usize = 100_000;
 
-fn part_text(part: &Value, param: &str) -> Result<String, ValidationError> {
+/// `background`: absent or `false`. A turn asked to run in the background is refused until
+/// background runs exist, rather than silently held open as a synchronous one.
+pub fn foreground(body: &Map<String, Value>) -> Result<(), ValidationError> {
+    match body.get("background") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(()),
+        Some(Value::Bool(true)) => Err(ValidationError::new(
+            "background",
+            "background runs are not available in this deployment yet; omit `background` (or send \
+             `false`) to run the turn synchronously",
+        )),
+        Some(_) => Err(ValidationError::new("background", "`background` must be a boolean")),
+    }
+}
+
+/// Why a file or image part cannot be used, naming the setting that decides it.
+fn attachment_refused(kind: &str, attachments: &Attachments) -> String {
+    if attachments.enabled {
+        format!(
+            "`{kind}` parts are refused: this agent's `config.attachments.enabled` is true, but session \
+             files are not available in this deployment yet"
+        )
+    } else {
+        format!(
+            "`{kind}` parts are refused: this agent takes no attachments (its \
+             `config.attachments.enabled` is false)"
+        )
+    }
+}
+
+fn part_text(part: &Value, param: &str, attachments: &Attachments) -> Result<String, ValidationError> {
     match part {
         Value::String(s) => Ok(s.clone()),
         Value::Object(o) => match o.get("type").and_then(Value::as_str) {
@@ -14,8 +44,8 @@ fn part_text(part: &Value, param: &str) -> Result<String, ValidationError> {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
                 .ok_or_else(|| ValidationError::new(param, "an input_text part needs `text`")),
-            Some("input_image") | Some("input_file") => {
-                Err(ValidationError::new(param, "attachments are not enabled for this agent"))
+            Some(kind @ ("input_image" | "input_file")) => {
+                Err(ValidationError::new(param, attachment_refused(kind, attachments)))
             }
             _ => Err(ValidationError::new(param, "unknown content part type")),
         },
@@ -25,7 +55,8 @@ fn part_text(part: &Value, param: &str) -> Result<String, ValidationError> {
 
 /// `input`: a string, or an array of message parts / user messages
 /// (`{"role":"user","content": "…" | [{"type":"input_text","text":"…"}]}`). Returns the text.
-pub fn input_text(value: Option<&Value>) -> Result<String, ValidationError> {
+/// File and image parts are refused with the reason `attachments` (the running config's) gives.
+pub fn input_text(value: Option<&Value>, attachments: &Attachments) -> Result<String, ValidationError> {
     let text = match value {
         None | Some(Value::Null) => return Err(ValidationError::new("input", "`input` is required")),
         Some(Value::String(s)) => s.clone(),
@@ -45,13 +76,17 @@ pub fn input_text(value: Option<&Value>) -> Result<String, ValidationError> {
                             Some(Value::String(s)) => texts.push(s.clone()),
                             Some(Value::Array(parts)) => {
                                 for (j, part) in parts.iter().enumerate() {
-                                    texts.push(part_text(part, &format!("{param}.content[{j}]"))?);
+                                    texts.push(part_text(
+                                        part,
+                                        &format!("{param}.content[{j}]"),
+                                        attachments,
+                                    )?);
                                 }
                             }
                             _ => return Err(ValidationError::new(param, "a message needs `content`")),
                         }
                     }
-                    other => texts.push(part_text(other, &param)?),
+                    other => texts.push(part_text(other, &param, attachments)?),
                 }
             }
             texts.join("\n")
@@ -80,12 +115,39 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn input(value: Option<&Value>) -> Result<String, ValidationError> {
+        input_text(value, &Attachments::default())
+    }
+
     #[test]
     fn strings_parts_and_messages_are_read() {
-        assert_eq!(input_text(Some(&json!("hi"))), Ok("hi".into()));
-        assert_eq!(input_text(Some(&json!([{"type": "input_text", "text": "a"}, "b"]))), Ok("a\nb".into()));
+        assert_eq!(input(Some(&json!("hi"))), Ok("hi".into()));
+        assert_eq!(input(Some(&json!([{"type": "input_text", "text": "a"}, "b"]))), Ok("a\nb".into()));
         let message = json!([{"role": "user", "content": [{"type": "input_text", "text": "x"}]}]);
-        assert_eq!(input_text(Some(&message)), Ok("x".into()));
+        assert_eq!(input(Some(&message)), Ok("x".into()));
+    }
+
+    #[test]
+    fn file_parts_are_refused_naming_the_attachments_setting() {
+        let message = json!([{"role": "user", "content": ["hi", {"type": "input_file", "file_id": "f"}]}]);
+        let err = input(Some(&message)).err();
+        assert_eq!(err.as_ref().and_then(|e| e.param.as_deref()), Some("input[0].content[1]"));
+        assert!(err.is_some_and(|e| e.message.contains("config.attachments.enabled")));
+        let enabled = Attachments { enabled: true, ..Attachments::default() };
+        let err = input_text(Some(&json!([{"type": "input_image"}])), &enabled).err();
+        assert!(err.is_some_and(|e| e.message.contains("`config.attachments.enabled` is true")));
+    }
+
+    #[test]
+    fn only_a_foreground_turn_is_taken() {
+        let body = |v: Value| match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        assert!(foreground(&body(json!({}))).is_ok());
+        assert!(foreground(&body(json!({"background": false}))).is_ok());
+        assert!(foreground(&body(json!({"background": true}))).is_err());
+        assert!(foreground(&body(json!({"background": "yes"}))).is_err());
     }
 
     #[test]
@@ -99,8 +161,8 @@ mod tests {
             json!([{"role": "system", "content": "x"}]),
             json!([{}]),
         ] {
-            assert!(input_text(Some(&bad)).is_err(), "{bad}");
+            assert!(input(Some(&bad)).is_err(), "{bad}");
         }
-        assert!(input_text(None).is_err());
+        assert!(input(None).is_err());
     }
 }

@@ -59,6 +59,9 @@ pub fn render(r: &Rendered<'_>, outcome: &TurnOutcome) -> Value {
             "output_tokens": outcome.usage.output_tokens,
             "total_tokens": outcome.usage.total_tokens(),
             "cost_usd": outcome.cost_usd,
+            // Tokens of a model with no price: in the counts above, not in `cost_usd`.
+            "unpriced_input_tokens": outcome.unpriced.input_tokens,
+            "unpriced_output_tokens": outcome.unpriced.output_tokens,
         },
         "session_id": r.session_id,
         "turn_id": outcome.turn_id,

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{runtime, validation, wire};
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
-use crate::client::error::{self, cursor_not_found, session_not_found};
+use crate::client::error::{self, agent_not_found, cursor_not_found, session_not_found};
 use crate::envelope::ApiError;
 use crate::{App, edge};
 
@@ -24,6 +24,10 @@ pub async fn create(
     JsonObject(body, _): JsonObject<ApiError>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let new = validation::new_session(&body)?;
+    // The agent must be one of the caller's project: another project's is as missing (404).
+    if let Some(agent_id) = &new.agent_id {
+        app.store.agents().get(&auth.project_id, agent_id).await.map_err(error::store(agent_not_found))?;
+    }
     let id = SessionId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
     let mut session = new.into_session(id, auth.project_id, edge::now());
     runtime::prepare(&mut session)?;
@@ -48,7 +52,9 @@ pub async fn list(
         .list(&auth.project_id, &page, after.as_ref())
         .await
         .map_err(error::store(cursor_not_found))?;
-    Ok(Json(crate::list::body(&found, wire::render, |s| s.id.to_string())))
+    let now = edge::now();
+    let render = |session: &agentplane_domain::session::Session| wire::render(&session.clone().settled(now));
+    Ok(Json(crate::list::body(&found, render, |s| s.id.to_string())))
 }
 
 pub async fn get(
@@ -59,7 +65,7 @@ pub async fn get(
     let id = session_id(&id)?;
     let session =
         app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))?;
-    Ok(Json(wire::render(&session)))
+    Ok(Json(wire::render(&session.settled(edge::now()))))
 }
 
 pub async fn update(
@@ -70,13 +76,22 @@ pub async fn update(
 ) -> Result<Json<Value>, ApiError> {
     let id = session_id(&id)?;
     let patch = validation::patch(&body)?;
+    let now = edge::now();
     let session = app
         .store
         .sessions()
-        .update(&auth.project_id, &id, patch, edge::now())
+        .update(&auth.project_id, &id, patch, now)
         .await
         .map_err(error::store(session_not_found))?;
-    Ok(Json(wire::render(&session)))
+    if session.holder_died(now) {
+        // A write records what reads already show: the dead turn ended in error.
+        app.store
+            .sessions()
+            .settle_dead_turn(&auth.project_id, &id, now)
+            .await
+            .map_err(|e| ApiError::storage(&e))?;
+    }
+    Ok(Json(wire::render(&session.settled(now))))
 }
 
 pub async fn delete(

@@ -18,6 +18,9 @@ pub fn render(session: &Session) -> Value {
             "input_tokens": session.usage.input_tokens,
             "output_tokens": session.usage.output_tokens,
             "total_tokens": session.usage.total_tokens(),
+            // The part spent on models with no price: counted, but not in `cost_usd`.
+            "unpriced_input_tokens": session.unpriced_input_tokens,
+            "unpriced_output_tokens": session.unpriced_output_tokens,
         },
         "cost_usd": session.cost_usd,
         "created_at": session.created_at.unix_seconds(),
