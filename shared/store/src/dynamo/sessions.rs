@@ -333,7 +333,7 @@ impl Sessions<'_> {
     }
 
     /// Adds one model call's tokens and cost to the session's measured totals (atomic `ADD`,
-    /// so concurrent writers never lose an update).
+    /// so concurrent writers never lose an update). A deleted session is `NotFound`.
     pub async fn add_usage(
         &self,
         project: &ProjectId,
@@ -348,7 +348,7 @@ impl Sessions<'_> {
             .table_name(&self.store.names.main_table)
             .key("PK", s(project_pk(project)))
             .key("SK", s(session_sk(id)))
-            .condition_expression("attribute_exists(PK)")
+            .condition_expression(LIVE)
             .update_expression("ADD #u.input_tokens :i, #u.output_tokens :o, cost_usd :c")
             .expression_attribute_names("#u", "usage")
             .expression_attribute_values(":i", n(usage.input_tokens.to_string()))
@@ -356,7 +356,11 @@ impl Sessions<'_> {
             .expression_attribute_values(":c", n(format!("{cost_usd:.8}")))
             .send()
             .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+            .map_err(|e| match conditional(e, |e| e.is_conditional_check_failed_exception()) {
+                // A deleted session takes no more usage.
+                StoreError::Conflict => StoreError::NotFound,
+                other => other,
+            })?;
         Ok(())
     }
 }
