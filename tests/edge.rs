@@ -71,7 +71,8 @@ async fn an_open_stream_ends_once_its_session_is_deleted() -> R {
     let session = new_session(&app, &tenant.key).await?;
     let mut stream = open_stream(&app, &tenant.key, &session).await?;
     assert!(stream.chunk().await?.is_some());
-    let (status, body) = send(app.client(&tenant.key, Method::DELETE, &format!("/sessions/{session}"))).await?;
+    let (status, body) =
+        send(app.client(&tenant.key, Method::DELETE, &format!("/sessions/{session}"))).await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(ends_within(&mut stream, Duration::from_secs(20)).await?, "the stream outlived its session");
     Ok(())
@@ -273,14 +274,17 @@ async fn a_path_id_that_is_not_utf8_answers_404_in_the_envelope() -> R {
     let app = TestApp::spawn().await?;
     let tenant = app.tenant().await?;
     let response = app.client(&tenant.key, Method::GET, "/sessions/%FF%FE").send().await?;
-    let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let content_type =
+        response.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
     assert_eq!(content_type.as_deref(), Some("application/json"));
-    let (status, cache, body) = send_with_cache(app.client(&tenant.key, Method::GET, "/sessions/%FF%FE")).await?;
+    let (status, cache, body) =
+        send_with_cache(app.client(&tenant.key, Method::GET, "/sessions/%FF%FE")).await?;
     assert_error((status, &body), StatusCode::NOT_FOUND, "not_found");
     assert_eq!(cache.as_deref(), Some("no-store"));
-    let (status, cache, body) =
-        send_with_cache(app.request(Method::GET, "/sandbox/v1/sandboxes/%C3").header("X-API-Key", &tenant.key))
-            .await?;
+    let (status, cache, body) = send_with_cache(
+        app.request(Method::GET, "/sandbox/v1/sandboxes/%C3").header("X-API-Key", &tenant.key),
+    )
+    .await?;
     assert_e2b(status, &body, StatusCode::NOT_FOUND);
     assert_eq!(cache.as_deref(), Some("no-store"));
     Ok(())
@@ -299,9 +303,12 @@ async fn oversized_heads_answer_431_and_414_in_the_envelope() -> R {
     let (status, cache, body) = send_with_cache(app.client(&tenant.key, Method::GET, &long)).await?;
     assert_error((status, &body), StatusCode::URI_TOO_LONG, "uri_too_long");
     assert_eq!(cache.as_deref(), Some("no-store"));
-    let (status, body) =
-        send(app.request(Method::GET, "/sandbox/v1/sandboxes").header("X-API-Key", &tenant.key).header("X-Big", &big))
-            .await?;
+    let (status, body) = send(
+        app.request(Method::GET, "/sandbox/v1/sandboxes")
+            .header("X-API-Key", &tenant.key)
+            .header("X-Big", &big),
+    )
+    .await?;
     assert_e2b(status, &body, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
     Ok(())
 }
@@ -311,7 +318,13 @@ async fn heads_too_large_for_the_gateway_parser_answer_in_the_envelope_too() -> 
     let app = TestApp::spawn().await?;
     let address = gateway(&app).await?;
     let cases = [
-        (format!("GET /api/client/v1/sessions HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "h".repeat(400 * 1024)), false),
+        (
+            format!(
+                "GET /api/client/v1/sessions HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+                "h".repeat(400 * 1024)
+            ),
+            false,
+        ),
         (format!("GET /api/client/v1/sessions/{} HTTP/1.1\r\nHost: x\r\n\r\n", "s".repeat(70 * 1024)), false),
         (format!("GET /sandbox/v1/sandboxes/{} HTTP/1.1\r\nHost: x\r\n\r\n", "s".repeat(70 * 1024)), true),
     ];
@@ -343,10 +356,12 @@ async fn routes_that_take_no_body_refuse_ten_megabytes_of_garbage() -> R {
     assert_error((status, &body), StatusCode::PAYLOAD_TOO_LARGE, "request_too_large");
     assert_eq!(cache.as_deref(), Some("no-store"));
     let publish = format!("/agents/{agent}/publish");
-    let (status, body) = send(app.client(&tenant.key, Method::POST, &publish).body(vec![b'g'; 8 * 1024])).await?;
+    let (status, body) =
+        send(app.client(&tenant.key, Method::POST, &publish).body(vec![b'g'; 8 * 1024])).await?;
     assert_error((status, &body), StatusCode::PAYLOAD_TOO_LARGE, "request_too_large");
     // Nothing was published by the refused call.
-    let (_, versions) = send(app.client(&tenant.key, Method::GET, &format!("/agents/{agent}/versions"))).await?;
+    let (_, versions) =
+        send(app.client(&tenant.key, Method::GET, &format!("/agents/{agent}/versions"))).await?;
     assert_eq!(versions["data"], json!([]), "{versions}");
     let (status, body) = send(
         app.request(Method::GET, "/sandbox/v1/sandboxes").header("X-API-Key", &tenant.key).body(garbage),
@@ -398,7 +413,8 @@ async fn deleting_a_session_during_its_turn_stops_the_turn() -> R {
         anyhow::ensure!(Instant::now() < deadline, "the model was never called");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (status, body) = send(app.client(&tenant.key, Method::DELETE, &format!("/sessions/{session}"))).await?;
+    let (status, body) =
+        send(app.client(&tenant.key, Method::DELETE, &format!("/sessions/{session}"))).await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (status, body) = turn.await??;
     assert_error((status, &body), StatusCode::NOT_FOUND, "session_not_found");
@@ -429,14 +445,16 @@ async fn error_messages_never_echo_a_whole_ten_kilobyte_value() -> R {
     let tenant = app.tenant().await?;
     let huge = "v".repeat(10 * 1024);
     // A metadata key is named in `param`.
-    let (status, body) =
-        send(app.client(&tenant.key, Method::POST, "/sessions").json(&json!({"metadata": {huge.clone(): "x"}})))
-            .await?;
+    let (status, body) = send(
+        app.client(&tenant.key, Method::POST, "/sessions").json(&json!({"metadata": {huge.clone(): "x"}})),
+    )
+    .await?;
     assert_error((status, &body), StatusCode::BAD_REQUEST, "invalid_request_error");
     bounded(&body);
     // An unknown agent is named in the older `{"error": "…"}` shape.
     let (status, body) =
-        send(app.client(&tenant.key, Method::POST, "/responses").json(&json!({"agent": huge, "input": "x"}))).await?;
+        send(app.client(&tenant.key, Method::POST, "/responses").json(&json!({"agent": huge, "input": "x"})))
+            .await?;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert!(body["error"].as_str().is_some_and(|m| m.contains('…')), "{body}");
     bounded(&body);

@@ -65,7 +65,8 @@ fn seconds(name: &str, default: Duration) -> anyhow::Result<Duration> {
     match std::env::var(name) {
         Err(_) => Ok(default),
         Ok(text) => {
-            let n: u64 = text.trim().parse().with_context(|| format!("{name} must be a whole number of seconds"))?;
+            let n: u64 =
+                text.trim().parse().with_context(|| format!("{name} must be a whole number of seconds"))?;
             anyhow::ensure!((1..=3600).contains(&n), "{name} must be from 1 to 3600 seconds");
             Ok(Duration::from_secs(n))
         }

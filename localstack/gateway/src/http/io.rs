@@ -161,7 +161,11 @@ fn timed_out() -> io::Error {
 }
 
 impl AsyncRead for GuardedIo {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let this = &mut *self;
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {

@@ -124,9 +124,13 @@ fn check_head(request: &Request, surface: Surface) -> Option<Response> {
     let headers = request.headers();
     let size: usize = headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
     if headers.len() > MAX_HEADERS || size > MAX_HEADER_BYTES {
-        let message =
-            format!("the request headers exceed {MAX_HEADERS} fields or {MAX_HEADER_BYTES} bytes");
-        return Some(error(surface, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "headers_too_large", &message));
+        let message = format!("the request headers exceed {MAX_HEADERS} fields or {MAX_HEADER_BYTES} bytes");
+        return Some(error(
+            surface,
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers_too_large",
+            &message,
+        ));
     }
     // An id that is not UTF-8 once decoded names nothing: a 404, like any malformed id.
     if !decodes_to_utf8(request.uri().path()) {

@@ -33,8 +33,13 @@ async fn load_agent(app: &App, auth: &ProjectAuth, value: Option<&Value>) -> Res
             ));
         }
     };
-    let not_found =
-        || ApiError::legacy(StatusCode::NOT_FOUND, "agent_not_found", format!("agent `{}` not found", crate::edge::quote::quote(text)));
+    let not_found = || {
+        ApiError::legacy(
+            StatusCode::NOT_FOUND,
+            "agent_not_found",
+            format!("agent `{}` not found", crate::edge::quote::quote(text)),
+        )
+    };
     let id: AgentId = text.parse().map_err(|_| not_found())?;
     match app.store.agents().get(&auth.project_id, &id).await {
         Ok(agent) => Ok(agent),
