@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use agentplane_api::routes;
-use agentplane_local::http::{HttpTimeouts, serve};
+use agentplane_local::server::{HttpTimeouts, serve};
 use agentplane_tests::model::{Reply, ScriptedModel};
 use agentplane_tests::{TestApp, assert_error, send, send_with_cache, str_field};
 use reqwest::{Method, StatusCode};

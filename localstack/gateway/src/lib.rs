@@ -1,4 +1,4 @@
-//! The local gateway as a library: its HTTP server (`http`), so that tests serve through the
+//! The local gateway as a library: its HTTP server (`server`), so that tests serve through the
 //! very code the gateway runs.
 
-pub mod http;
+pub mod server;

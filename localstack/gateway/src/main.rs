@@ -14,7 +14,7 @@
 //! - `AGENTPLANE_SAMPLING_INTERVAL_S`: how often the in-process sampler runs (default 30);
 //!   `AGENTPLANE_SAMPLER=off` turns it (and Runtime history) off.
 //! - `AGENTPLANE_HTTP_HEADER_TIMEOUT_S`, `AGENTPLANE_HTTP_BODY_TIMEOUT_S`,
-//!   `AGENTPLANE_HTTP_IDLE_TIMEOUT_S`: the server's timeouts (default 10, 30, 60; see `http`).
+//!   `AGENTPLANE_HTTP_IDLE_TIMEOUT_S`: the server's timeouts (default 10, 30, 60; see `server`).
 
 use std::path::PathBuf;
 
@@ -35,7 +35,7 @@ async fn main() -> anyhow::Result<()> {
             "provisioning resources at {endpoint} (is LocalStack running? bash localstack/emulator.sh start)"
         )
     })?;
-    let timeouts = agentplane_local::http::HttpTimeouts::from_env()?;
+    let timeouts = agentplane_local::server::HttpTimeouts::from_env()?;
     let core_key = core_key()?;
     let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
     let app = App::new(store, Some(core_key.clone())).with_prices(prices);
@@ -99,9 +99,9 @@ async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::J
 async fn axum_serve(
     listener: tokio::net::TcpListener,
     app: App,
-    timeouts: agentplane_local::http::HttpTimeouts,
+    timeouts: agentplane_local::server::HttpTimeouts,
 ) -> anyhow::Result<()> {
-    agentplane_local::http::serve(listener, routes::full_router(app), timeouts, shutdown()).await?;
+    agentplane_local::server::serve(listener, routes::full_router(app), timeouts, shutdown()).await?;
     Ok(())
 }
 
