@@ -52,24 +52,23 @@ impl Default for HttpTimeouts {
 impl HttpTimeouts {
     /// From the environment; an unset variable keeps its default, an invalid one is an error.
     pub fn from_env() -> anyhow::Result<Self> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    fn from_lookup(get: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
         let defaults = Self::default();
+        let seconds = |name: &str, default: Duration| -> anyhow::Result<Duration> {
+            let Some(text) = get(name) else { return Ok(default) };
+            let n: u64 =
+                text.trim().parse().with_context(|| format!("{name} must be a whole number of seconds"))?;
+            anyhow::ensure!((1..=3600).contains(&n), "{name} must be from 1 to 3600 seconds");
+            Ok(Duration::from_secs(n))
+        };
         Ok(Self {
             header: seconds("AGENTPLANE_HTTP_HEADER_TIMEOUT_S", defaults.header)?,
             body: seconds("AGENTPLANE_HTTP_BODY_TIMEOUT_S", defaults.body)?,
             idle: seconds("AGENTPLANE_HTTP_IDLE_TIMEOUT_S", defaults.idle)?,
         })
-    }
-}
-
-fn seconds(name: &str, default: Duration) -> anyhow::Result<Duration> {
-    match std::env::var(name) {
-        Err(_) => Ok(default),
-        Ok(text) => {
-            let n: u64 =
-                text.trim().parse().with_context(|| format!("{name} must be a whole number of seconds"))?;
-            anyhow::ensure!((1..=3600).contains(&n), "{name} must be from 1 to 3600 seconds");
-            Ok(Duration::from_secs(n))
-        }
     }
 }
 
@@ -131,5 +130,24 @@ async fn serve_connection(stream: TcpStream, router: Router, timeouts: HttpTimeo
         .max_headers(MAX_HEADER_FIELDS);
     if let Err(err) = builder.serve_connection(TokioIo::new(io), service).await {
         tracing::debug!(error = %err, "connection ended");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_default_to_10_30_60_and_refuse_nonsense() {
+        let none = HttpTimeouts::from_lookup(|_| None).expect("defaults");
+        assert_eq!(none, HttpTimeouts::default());
+        assert_eq!(none.header, Duration::from_secs(10));
+        assert_eq!(none.body, Duration::from_secs(30));
+        assert_eq!(none.idle, Duration::from_secs(60));
+        let set = HttpTimeouts::from_lookup(|name| name.contains("BODY").then(|| " 5 ".to_owned()));
+        assert_eq!(set.expect("valid").body, Duration::from_secs(5));
+        for bad in ["0", "abc", "-1", "3601", ""] {
+            assert!(HttpTimeouts::from_lookup(|_| Some(bad.to_owned())).is_err(), "{bad:?} was taken");
+        }
     }
 }
