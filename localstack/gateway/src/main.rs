@@ -13,6 +13,8 @@
 //!   workspaces under `.agentplane/node/`), so that the sandbox API works out of the box.
 //! - `AGENTPLANE_SAMPLING_INTERVAL_S`: how often the in-process sampler runs (default 30);
 //!   `AGENTPLANE_SAMPLER=off` turns it (and Runtime history) off.
+//! - `AGENTPLANE_HTTP_HEADER_TIMEOUT_S`, `AGENTPLANE_HTTP_BODY_TIMEOUT_S`,
+//!   `AGENTPLANE_HTTP_IDLE_TIMEOUT_S`: the server's timeouts (default 10, 30, 60; see `server`).
 
 use std::path::PathBuf;
 
@@ -33,6 +35,7 @@ async fn main() -> anyhow::Result<()> {
             "provisioning resources at {endpoint} (is LocalStack running? bash localstack/emulator.sh start)"
         )
     })?;
+    let timeouts = agentplane_local::server::HttpTimeouts::from_env()?;
     let core_key = core_key()?;
     let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
     let app = App::new(store, Some(core_key.clone())).with_prices(prices);
@@ -48,7 +51,7 @@ async fn main() -> anyhow::Result<()> {
     } else {
         Some(embedded_node(&app, &listen).await?)
     };
-    let served = axum_serve(listener, app).await;
+    let served = axum_serve(listener, app, timeouts).await;
     drop(node);
     served
 }
@@ -93,8 +96,12 @@ async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::J
     }))
 }
 
-async fn axum_serve(listener: tokio::net::TcpListener, app: App) -> anyhow::Result<()> {
-    agentplane_api::serve_http(listener, routes::full_router(app), shutdown()).await?;
+async fn axum_serve(
+    listener: tokio::net::TcpListener,
+    app: App,
+    timeouts: agentplane_local::server::HttpTimeouts,
+) -> anyhow::Result<()> {
+    agentplane_local::server::serve(listener, routes::full_router(app), timeouts, shutdown()).await?;
     Ok(())
 }
 

@@ -1,5 +1,9 @@
-//! The two impure inputs the domain refuses to read itself: the clock (the engine's, one for
-//! every crate above the domain) and randomness.
+//! The edge of the API: the two impure inputs the domain refuses to read itself (the clock,
+//! the engine's, one for every crate above the domain, and randomness), and what every request
+//! and answer passes through (`guard`: bounds and envelopes; `quote`: bounded echoes of input).
+
+pub mod guard;
+pub mod quote;
 
 use agentplane_domain::Timestamp;
 

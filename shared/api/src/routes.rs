@@ -269,6 +269,12 @@ impl Route {
         }
     }
 
+    /// Routes that read a request body; the others accept at most a few bytes (edge::guard).
+    pub fn takes_body(self) -> bool {
+        matches!(self.method(), Method::POST | Method::PATCH | Method::PUT)
+            && !matches!(self, Route::ClientAgentsPublish | Route::SandboxPause | Route::SandboxResume)
+    }
+
     /// Routes whose answer is a long-lived stream (Lambda response streaming).
     pub fn streaming(self) -> bool {
         matches!(self, Route::ClientSessionEventsStream)
@@ -311,7 +317,8 @@ impl Route {
 }
 
 /// A router serving `routes`, with the behaviour every surface shares: `Cache-Control:
-/// no-store` on every answer, and enveloped 404/405 for paths and methods it does not serve.
+/// no-store` on every answer, enveloped 404/405 for paths and methods it does not serve, and
+/// the edge guard (bounded heads and bodies, every error in the surface's envelope).
 pub fn router(app: App, routes: &[Route]) -> Router {
     let mut by_path: Vec<(&'static str, MethodRouter<App>)> = Vec::new();
     for route in routes {
@@ -324,7 +331,11 @@ pub fn router(app: App, routes: &[Route]) -> Router {
     for (path, methods) in by_path {
         router = router.route(path, methods.fallback(method_not_allowed));
     }
-    router.fallback(no_such_route).layer(middleware::from_fn(no_store)).with_state(app)
+    router
+        .fallback(no_such_route)
+        .layer(middleware::from_fn(crate::edge::guard::guard))
+        .layer(middleware::from_fn(no_store))
+        .with_state(app)
 }
 
 pub fn full_router(app: App) -> Router {

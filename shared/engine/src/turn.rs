@@ -1,6 +1,8 @@
 //! One turn: a user message and everything the agent does until it answers or stops. Every step
 //! is written to the event log as it happens. The session is held (`running`) for the whole
-//! turn and always released, whatever ends it.
+//! turn and always released, whatever ends it. A turn whose session is deleted stops at its
+//! next step: the session is checked before every model call and every append, and usage is
+//! added only to a live session (a conditional write), so nothing more is recorded for it.
 
 use agentplane_domain::agent::{Channel, VersionedConfig};
 use agentplane_domain::event::{EventType, NewEvent};
@@ -61,6 +63,8 @@ enum Ending {
     Answer(String),
     Limit(&'static str),
     Failed(String, String),
+    /// The session was deleted while the turn ran: nothing more is written for it.
+    SessionGone,
 }
 
 struct Turn<'a> {
@@ -115,11 +119,16 @@ impl Engine {
         };
         let ending = match turn.drive().await {
             Ok(ending) => ending,
+            Err(StoreError::NotFound) => Ending::SessionGone,
             Err(err) => {
                 tracing::error!(error = %err, "storage failed during a turn");
                 Ending::Failed("storage_unavailable".into(), "storage failed during the turn".into())
             }
         };
+        if matches!(ending, Ending::SessionGone) {
+            tracing::info!(session = %request.session_id, "the session was deleted during its turn; the turn stopped");
+            return Err(TurnError::SessionNotFound);
+        }
         Ok(turn.finish(ending).await)
     }
 }
@@ -129,7 +138,13 @@ impl Turn<'_> {
         self.log_many(vec![(kind, data)]).await
     }
 
+    /// `NotFound` once the session is deleted (or gone): the turn must stop.
+    async fn ensure_live(&self) -> Result<(), StoreError> {
+        self.engine.store.sessions().get(&self.request.project_id, &self.request.session_id).await.map(|_| ())
+    }
+
     async fn log_many(&mut self, events: Vec<(EventType, Value)>) -> Result<(), StoreError> {
+        self.ensure_live().await?;
         let events =
             events.into_iter().map(|(k, d)| NewEvent::new(k, Some(self.turn_id.clone()), d)).collect();
         let appended = self
@@ -175,6 +190,7 @@ impl Turn<'_> {
             if Instant::now() >= request.deadline {
                 return Ok(Ending::Limit("timeout"));
             }
+            self.ensure_live().await?;
             let reply = match self
                 .engine
                 .model
@@ -272,6 +288,7 @@ impl Turn<'_> {
             Ending::Answer(text) => (StopReason::EndTurn, Some(text), None, None),
             Ending::Limit(which) => (StopReason::Limit, None, None, Some(which)),
             Ending::Failed(code, message) => (StopReason::Error, None, Some((code, message)), None),
+            Ending::SessionGone => (StopReason::Cancelled, None, None, Some("session_deleted")),
         };
         if let Some((code, message)) = &error
             && let Err(err) = self.log(EventType::Error, json!({ "code": code, "message": message })).await

@@ -7,7 +7,7 @@
 
 use agentplane_domain::agent::{Agent, AgentVersion};
 use agentplane_domain::ids::AgentId;
-use agentplane_domain::page::{Page, PageRequest, created_sort_key};
+use agentplane_domain::page::{Order, Page, PageLimit, PageRequest, created_sort_key};
 use agentplane_domain::{ProjectId, Timestamp};
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
@@ -208,5 +208,54 @@ impl<'a> Agents<'a> {
                 _ => return Ok(out),
             }
         }
+    }
+
+    /// A keyset page of published versions by number: after `after` (exclusive; the caller
+    /// checks that it names a version), newest first for `Desc`.
+    pub async fn versions_page(
+        &self,
+        id: &AgentId,
+        after: Option<u32>,
+        limit: PageLimit,
+        order: Order,
+    ) -> Result<Page<AgentVersion>, StoreError> {
+        let (low, high) = match (after, order) {
+            (None, _) => (version_sk(0), version_sk(u32::MAX)),
+            (Some(n), Order::Asc) => (version_sk(n.saturating_add(1)), version_sk(u32::MAX)),
+            (Some(n), Order::Desc) => (version_sk(0), version_sk(n.saturating_sub(1))),
+        };
+        let wanted = limit.get();
+        let mut items = Vec::with_capacity(wanted + 1);
+        let mut start = None;
+        // One more than asked tells whether there is a next page.
+        while items.len() <= wanted {
+            let out = self
+                .store
+                .dynamo
+                .query()
+                .table_name(&self.store.names.main_table)
+                .key_condition_expression("PK = :pk AND SK BETWEEN :low AND :high")
+                .expression_attribute_values(":pk", s(versions_pk(id)))
+                .expression_attribute_values(":low", s(low.clone()))
+                .expression_attribute_values(":high", s(high.clone()))
+                .scan_index_forward(order == Order::Asc)
+                .consistent_read(true)
+                .limit(i32::try_from(wanted + 1 - items.len()).unwrap_or(101))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(backend)?;
+            for item in out.items.unwrap_or_default() {
+                let item: VersionItem = serde_dynamo::from_item(item)?;
+                items.push(item.version);
+            }
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => break,
+            }
+        }
+        let has_more = items.len() > wanted;
+        items.truncate(wanted);
+        Ok(Page { items, has_more })
     }
 }

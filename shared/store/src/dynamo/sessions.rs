@@ -373,7 +373,7 @@ impl Sessions<'_> {
 
     /// Adds one model call's tokens and cost to the session's measured totals (atomic `ADD`,
     /// so concurrent writers never lose an update). A call without a price (`cost_usd: None`)
-    /// adds its tokens to the unpriced counts as well, and nothing to the cost.
+    /// adds its tokens to the unpriced counts as well, and nothing to the cost. A deleted session is `NotFound`.
     pub async fn add_usage(
         &self,
         project: &ProjectId,
@@ -389,7 +389,7 @@ impl Sessions<'_> {
             .table_name(&self.store.names.main_table)
             .key("PK", s(project_pk(project)))
             .key("SK", s(session_sk(id)))
-            .condition_expression("attribute_exists(PK)")
+            .condition_expression(LIVE)
             .update_expression(
                 "ADD #u.input_tokens :i, #u.output_tokens :o, cost_usd :c, \
                  unpriced_input_tokens :ui, unpriced_output_tokens :uo",
@@ -402,7 +402,11 @@ impl Sessions<'_> {
             .expression_attribute_values(":uo", n(unpriced.output_tokens.to_string()))
             .send()
             .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+            .map_err(|e| match conditional(e, |e| e.is_conditional_check_failed_exception()) {
+                // A deleted session takes no more usage.
+                StoreError::Conflict => StoreError::NotFound,
+                other => other,
+            })?;
         Ok(())
     }
 }

@@ -7,7 +7,7 @@ use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::wire::{render, render_version};
 use crate::body::JsonObject;
@@ -125,18 +125,39 @@ pub async fn publish(
     Err(concurrent_update())
 }
 
+/// `GET /agents/{id}/versions`: a keyset page like every other list; `after` is a version
+/// number of this agent (another value is a 404 `cursor_not_found`).
 pub async fn versions(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let id = agent_id(&id)?;
+    let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
     // Resolving the agent in this project first keeps other projects' versions invisible.
     app.store.agents().get(&auth.project_id, &id).await.map_err(error::store(agent_not_found))?;
-    let versions = app.store.agents().versions(&id).await.map_err(|e| ApiError::storage(&e))?;
-    Ok(Json(json!({
-        "object": "list",
-        "data": versions.iter().map(render_version).collect::<Vec<_>>(),
-        "has_more": false,
-    })))
+    let after = match &page.after {
+        Some(text) => {
+            let number = parse_version(text).ok_or_else(cursor_not_found)?;
+            app.store.agents().version(&id, number).await.map_err(error::store(cursor_not_found))?;
+            Some(number)
+        }
+        None => None,
+    };
+    let found = app
+        .store
+        .agents()
+        .versions_page(&id, after, page.limit, page.order)
+        .await
+        .map_err(|e| ApiError::storage(&e))?;
+    Ok(Json(crate::list::body(&found, render_version, |v| v.version.to_string())))
+}
+
+/// A version number as a cursor: digits only, 1 or more.
+fn parse_version(text: &str) -> Option<u32> {
+    (!text.is_empty() && text.len() <= 10 && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse::<u32>().ok())
+        .flatten()
+        .filter(|n| *n > 0)
 }

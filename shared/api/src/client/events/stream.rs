@@ -1,10 +1,15 @@
 //! `GET /api/client/v1/sessions/{id}/events/stream`: Server-Sent Events. Each event's `id:` is
 //! its sequence number; a client that reconnects with `Last-Event-ID` (or `?after=`) gets every
 //! later event exactly once. A `:` comment keeps the connection alive while nothing happens, and
-//! a `retry:` hint tells clients how soon to reconnect.
+//! a `retry:` hint tells clients how soon to reconnect. A stream ends once its key is revoked or
+//! its session deleted: both are checked again before every batch of events and at least every
+//! `RECHECK` while nothing happens.
 
 use std::convert::Infallible;
+use std::time::Duration;
 
+use agentplane_domain::ProjectId;
+use agentplane_domain::api_key::KeyHash;
 use agentplane_domain::page::PageLimit;
 use agentplane_domain::query::Query;
 use agentplane_domain::{SessionId, ValidationError};
@@ -36,6 +41,37 @@ fn resume_point(headers: &HeaderMap, query: &Query) -> Result<u64, ApiError> {
     }
 }
 
+/// How often an open stream checks again that its key and its session still stand.
+const RECHECK: Duration = Duration::from_secs(3);
+
+/// The bearer token of the request, hashed as the key store keeps it.
+fn key_hash(headers: &HeaderMap) -> Option<KeyHash> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| KeyHash::of(token.trim()))
+}
+
+/// Whether the stream may go on: the key still authenticates for the project and the session
+/// is still live. A storage failure is not a verdict; the next check decides.
+async fn still_allowed(app: &App, key: &KeyHash, project: &ProjectId, session: &SessionId) -> bool {
+    match app.store.api_keys().authenticate(key).await {
+        Ok(Some((owner, _))) if owner == *project => {}
+        Ok(_) => return false,
+        Err(err) => {
+            tracing::warn!(error = %err, "event stream key check failed; retrying");
+            return true;
+        }
+    }
+    match app.store.sessions().get(project, session).await {
+        Ok(_) => true,
+        Err(agentplane_store::StoreError::NotFound) => false,
+        Err(err) => {
+            tracing::warn!(error = %err, "event stream session check failed; retrying");
+            true
+        }
+    }
+}
+
 fn frame(event: &agentplane_domain::event::Event) -> Bytes {
     let data = render(event).to_string();
     Bytes::from(format!("id: {}\nevent: {}\ndata: {data}\n\n", event.seq, event.kind.as_str()))
@@ -52,6 +88,9 @@ pub async fn stream(
     let query = Query::parse(raw.as_deref());
     let mut cursor = resume_point(&headers, &query)?;
     app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))?;
+    // The extractor authenticated this very header, so it is there.
+    let key = key_hash(&headers).ok_or_else(error::invalid_api_key)?;
+    let project = auth.project_id;
 
     let (tx, mut rx) = mpsc::channel::<Bytes>(32);
     let config = app.stream.clone();
@@ -62,10 +101,23 @@ pub async fn stream(
             return;
         }
         let mut last_write = Instant::now();
+        let mut last_check = Instant::now();
         let limit = PageLimit::new(100).unwrap_or(PageLimit::DEFAULT);
         while started.elapsed() < config.max_duration {
+            if last_check.elapsed() >= RECHECK {
+                if !still_allowed(&app, &key, &project, &id).await {
+                    return;
+                }
+                last_check = Instant::now();
+            }
             match app.store.events().list_after(&id, cursor, limit).await {
                 Ok(page) => {
+                    if !page.items.is_empty() {
+                        if !still_allowed(&app, &key, &project, &id).await {
+                            return;
+                        }
+                        last_check = Instant::now();
+                    }
                     for event in &page.items {
                         if tx.send(frame(event)).await.is_err() {
                             return; // the client went away
@@ -86,7 +138,10 @@ pub async fn stream(
                 last_write = Instant::now();
             }
             // Wake on news of this session from this process, or poll for other writers.
-            let wait = config.poll.min(config.keep_alive.saturating_sub(last_write.elapsed()));
+            let wait = config
+                .poll
+                .min(config.keep_alive.saturating_sub(last_write.elapsed()))
+                .min(RECHECK.saturating_sub(last_check.elapsed()));
             let _ = tokio::time::timeout(wait, async {
                 loop {
                     match news.recv().await {

@@ -37,9 +37,11 @@ impl AgentErrors {
 
     fn not_found(self, text: &str) -> ApiError {
         match self {
-            Self::Legacy => {
-                ApiError::legacy(StatusCode::NOT_FOUND, "agent_not_found", format!("agent {text} not found"))
-            }
+            Self::Legacy => ApiError::legacy(
+                StatusCode::NOT_FOUND,
+                "agent_not_found",
+                format!("agent `{}` not found", crate::edge::quote::quote(text)),
+            ),
             Self::Standard => error::agent_not_found(),
         }
     }
