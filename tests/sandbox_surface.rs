@@ -5,103 +5,28 @@
 // The helpers below are test code too: a failed expectation should fail the test right there.
 #![allow(clippy::expect_used)]
 
-use std::time::Duration;
-
 use agentplane_domain::sandbox::SESSION_METADATA_KEY;
 use agentplane_domain::sandbox::request::MAX_PROCESS_COMMAND_BYTES;
-use agentplane_tests::{Tenant, TestApp, TestNode, send, str_field};
-use base64::Engine;
+use agentplane_tests::sandbox::{Env, env};
+use agentplane_tests::{send, str_field};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-struct Env {
-    app: TestApp,
-    _node: TestNode,
-    tenant: Tenant,
+/// A start whose answer the test judges itself.
+async fn try_start(env: &Env, sandbox: &str, body: Value) -> (StatusCode, Value) {
+    env.call(Method::POST, &format!("/sandboxes/{sandbox}/processes"), Some(body)).await
 }
 
-async fn env() -> Env {
-    agentplane_api::lambda::init_local_tracing();
-    let app = TestApp::spawn().await.expect("app");
-    let node = TestNode::start(&app).await.expect("node");
-    let tenant = app.tenant().await.expect("tenant");
-    Env { app, _node: node, tenant }
+/// The process's stdout once it has exited (all of it is retained here).
+async fn stdout(env: &Env, sandbox: &str, id: &str) -> String {
+    env.wait_exit(sandbox, id).await;
+    String::from_utf8_lossy(&env.output(sandbox, id).await.0).into_owned()
 }
 
-impl Env {
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let mut request = self.app.sandbox(&self.tenant.key, method, path);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        send(request).await.expect("request")
-    }
-
-    async fn create(&self, body: Value) -> String {
-        let (status, created) = self.call(Method::POST, "/sandboxes", Some(body)).await;
-        assert_eq!(status, StatusCode::CREATED, "{created}");
-        str_field(&created, "sandboxID").expect("sandboxID")
-    }
-
-    async fn start(&self, sandbox: &str, body: Value) -> (StatusCode, Value) {
-        self.call(Method::POST, &format!("/sandboxes/{sandbox}/processes"), Some(body)).await
-    }
-
-    async fn all_processes(&self, sandbox: &str) -> Vec<Value> {
-        let (status, body) =
-            self.call(Method::GET, &format!("/sandboxes/{sandbox}/processes?state=all"), None).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        body["processes"].as_array().cloned().expect("processes")
-    }
-
-    /// Polls (up to 60 s) until the process has a witnessed exit; returns it.
-    async fn wait_exit(&self, sandbox: &str, id: &str) -> Value {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let found = self.all_processes(sandbox).await.into_iter().find(|p| p["processId"] == id);
-            if let Some(p) = found.filter(|p| p["state"] == "exited") {
-                return p;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "{id} never exited");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Polls (up to 60 s) until stdout holds a complete line; returns it.
-    async fn stdout(&self, sandbox: &str, id: &str) -> String {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let (status, body) =
-                self.call(Method::GET, &format!("/sandboxes/{sandbox}/processes/{id}/output"), None).await;
-            assert_eq!(status, StatusCode::OK, "{body}");
-            let mut out = Vec::new();
-            for chunk in body["chunks"].as_array().expect("chunks") {
-                if chunk["stream"] == "stdout" {
-                    out.extend(
-                        base64::engine::general_purpose::STANDARD
-                            .decode(chunk["data"].as_str().expect("data"))
-                            .expect("base64"),
-                    );
-                }
-            }
-            let text = String::from_utf8_lossy(&out).into_owned();
-            if text.ends_with('\n') {
-                return text;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "no complete output from {id}: {text:?}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    async fn sandbox_ids(&self) -> Vec<String> {
-        let (status, body) = self.call(Method::GET, "/sandboxes", None).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        body.as_array()
-            .expect("list")
-            .iter()
-            .filter_map(|s| s["sandboxID"].as_str().map(str::to_owned))
-            .collect()
-    }
+async fn sandbox_ids(env: &Env) -> Vec<String> {
+    let (status, body) = env.call(Method::GET, "/sandboxes", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body.as_array().expect("list").iter().filter_map(|s| s["sandboxID"].as_str().map(str::to_owned)).collect()
 }
 
 #[track_caller]
@@ -128,12 +53,12 @@ async fn a_large_command_within_the_limit_runs_and_a_larger_one_is_a_400_not_a_5
     // 6 arguments of 10,000 bytes: close to the 64 KiB limit, and it runs with every byte.
     let body = counting((0..6).map(|i| char::from(b'a' + i).to_string().repeat(10_000)).collect());
     assert!(serde_json::to_vec(&body).expect("json").len() < MAX_PROCESS_COMMAND_BYTES);
-    let started = env.start(&sandbox, body).await;
+    let started = try_start(&env, &sandbox, body).await;
     assert_eq!(started.0, StatusCode::OK, "{}", started.1);
     let id = str_field(&started.1, "processId").expect("processId");
     let exited = env.wait_exit(&sandbox, &id).await;
     assert_eq!(exited["exitCode"], 0, "{exited}");
-    assert_eq!(env.stdout(&sandbox, &id).await.trim(), "60000");
+    assert_eq!(stdout(&env, &sandbox, &id).await.trim(), "60000");
     let args = exited["config"]["args"].as_array().expect("args");
     assert_eq!(args.len(), 9, "the listing keeps the whole command");
     assert_eq!(args[8].as_str().map(str::len), Some(10_000));
@@ -143,12 +68,12 @@ async fn a_large_command_within_the_limit_runs_and_a_larger_one_is_a_400_not_a_5
     let over = counting((0..7).map(|_| "x".repeat(10_000)).collect());
     let huge = counting((0..60).map(|_| "y".repeat(16_000)).collect());
     for (what, body) in [("past the limit", over), ("near 1 MiB", huge)] {
-        let refused = env.start(&sandbox, body).await;
+        let refused = try_start(&env, &sandbox, body).await;
         assert_e2b(&refused, StatusCode::BAD_REQUEST, what);
         let message = refused.1["message"].as_str().unwrap_or_default();
         assert!(message.contains(&MAX_PROCESS_COMMAND_BYTES.to_string()), "{what}: {message}");
     }
-    assert_eq!(env.all_processes(&sandbox).await.len(), 1, "only the process within the limit started");
+    assert_eq!(env.processes(&sandbox, "all").await.len(), 1, "only the process within the limit started");
 }
 
 #[tokio::test]
@@ -177,21 +102,21 @@ async fn bad_working_directories_and_environments_are_a_400_and_start_nothing() 
         ("value with NUL", sh(json!({"envs": {"X": "a\u{0}b"}}))),
     ];
     for (what, body) in cases {
-        assert_e2b(&env.start(&sandbox, body).await, StatusCode::BAD_REQUEST, what);
+        assert_e2b(&try_start(&env, &sandbox, body).await, StatusCode::BAD_REQUEST, what);
     }
-    assert!(env.all_processes(&sandbox).await.is_empty(), "nothing started");
+    assert!(env.processes(&sandbox, "all").await.is_empty(), "nothing started");
 
     // The same rules hold for a sandbox's envVars; a refused create leaves no sandbox.
-    let before = env.sandbox_ids().await;
+    let before = sandbox_ids(&env).await;
     for bad in [json!({"PATH": ""}), json!({"PATH": "/bin\u{0}"}), json!({"A=B": "x"})] {
         let refused = env.call(Method::POST, "/sandboxes", Some(json!({"envVars": bad.clone()}))).await;
         assert_e2b(&refused, StatusCode::BAD_REQUEST, &bad.to_string());
     }
-    assert_eq!(env.sandbox_ids().await, before);
+    assert_eq!(sandbox_ids(&env).await, before);
 
     // What is valid runs: a custom PATH of absolute directories and an empty value.
     let fine = sh(json!({"cwd": "/workspace", "envs": {"PATH": "/usr/bin:/bin", "EMPTY": ""}}));
-    let started = env.start(&sandbox, fine).await;
+    let started = try_start(&env, &sandbox, fine).await;
     assert_eq!(started.0, StatusCode::OK, "{}", started.1);
     let id = str_field(&started.1, "processId").expect("processId");
     assert_eq!(env.wait_exit(&sandbox, &id).await["exitCode"], 0);
@@ -227,7 +152,7 @@ async fn agentplane_metadata_keys_are_refused_on_create_and_managed_compute_stil
         let message = refused.1["message"].as_str().unwrap_or_default();
         assert!(message.contains("agentplane."), "{message}");
     }
-    assert!(env.sandbox_ids().await.is_empty(), "a refused create leaves no sandbox");
+    assert!(sandbox_ids(&env).await.is_empty(), "a refused create leaves no sandbox");
     // Keys that only look alike are the client's own.
     let own = env.create(json!({"metadata": {"agentplane": "x", "my.agentplane.key": "y"}})).await;
 

@@ -77,6 +77,24 @@ impl Env {
         self.wait_for(sandbox, id, |p| p["state"] == "exited").await
     }
 
+    /// How many output chunks are retained for the process.
+    pub async fn chunk_count(&self, sandbox: &str, id: &str) -> usize {
+        let mut count = 0;
+        let mut cursor: Option<String> = None;
+        loop {
+            let query = cursor.as_ref().map(|c| format!("?cursor={c}")).unwrap_or_default();
+            let (status, body) = self
+                .call(Method::GET, &format!("/sandboxes/{sandbox}/processes/{id}/output{query}"), None)
+                .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            count += body["chunks"].as_array().map_or(0, Vec::len);
+            if body["hasMore"] != true {
+                return count;
+            }
+            cursor = body["cursor"].as_str().map(str::to_owned);
+        }
+    }
+
     /// (stdout, stderr, last body) of all retained output.
     pub async fn output(&self, sandbox: &str, id: &str) -> (Vec<u8>, Vec<u8>, Value) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
