@@ -79,7 +79,12 @@ impl Env {
 
     /// How many output chunks are retained for the process.
     pub async fn chunk_count(&self, sandbox: &str, id: &str) -> usize {
-        let mut count = 0;
+        self.output_pages(sandbox, id).await.iter().map(|b| b["chunks"].as_array().map_or(0, Vec::len)).sum()
+    }
+
+    /// Every page of the process's retained output, in order.
+    pub async fn output_pages(&self, sandbox: &str, id: &str) -> Vec<Value> {
+        let mut pages = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
             let query = cursor.as_ref().map(|c| format!("?cursor={c}")).unwrap_or_default();
@@ -87,24 +92,20 @@ impl Env {
                 .call(Method::GET, &format!("/sandboxes/{sandbox}/processes/{id}/output{query}"), None)
                 .await;
             assert_eq!(status, StatusCode::OK, "{body}");
-            count += body["chunks"].as_array().map_or(0, Vec::len);
-            if body["hasMore"] != true {
-                return count;
-            }
             cursor = body["cursor"].as_str().map(str::to_owned);
+            let more = body["hasMore"] == true;
+            pages.push(body);
+            if !more {
+                return pages;
+            }
         }
     }
 
     /// (stdout, stderr, last body) of all retained output.
     pub async fn output(&self, sandbox: &str, id: &str) -> (Vec<u8>, Vec<u8>, Value) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let mut cursor: Option<String> = None;
-        loop {
-            let query = cursor.as_ref().map(|c| format!("?cursor={c}")).unwrap_or_default();
-            let (status, body) = self
-                .call(Method::GET, &format!("/sandboxes/{sandbox}/processes/{id}/output{query}"), None)
-                .await;
-            assert_eq!(status, StatusCode::OK, "{body}");
+        let mut pages = self.output_pages(sandbox, id).await;
+        for body in &pages {
             for chunk in body["chunks"].as_array().expect("chunks") {
                 assert!(chunk["timestamp"].as_i64().expect("ms") > 1_600_000_000_000);
                 let data = base64::engine::general_purpose::STANDARD
@@ -116,18 +117,16 @@ impl Env {
                     other => panic!("stream {other:?}"),
                 }
             }
-            if body["hasMore"] != true {
-                return (out, err, body);
-            }
-            cursor = body["cursor"].as_str().map(str::to_owned);
         }
+        (out, err, pages.pop().unwrap_or_default())
     }
 
     pub async fn kill(&self, sandbox: &str) {
         let (status, body) = self.call(Method::DELETE, &format!("/sandboxes/{sandbox}"), None).await;
         assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
-        // Give the node a moment to tear the sandbox down (workspace and cgroup).
-        for _ in 0..100 {
+        // Give the node a moment to tear the sandbox down (workspace and cgroup); generous, as a
+        // loaded host is slow.
+        for _ in 0..500 {
             let cgroup_gone = ["freezer", "memory", "cpu"]
                 .iter()
                 .all(|c| !std::path::Path::new(&format!("/sys/fs/cgroup/{c}/agentplane/{sandbox}")).exists());

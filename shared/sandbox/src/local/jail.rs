@@ -143,6 +143,9 @@ impl SandboxDirs {
     }
 }
 
+/// Who every process of a sandbox is inside: the sandbox user, no capabilities.
+const IDENTITY: [&str; 6] = ["--uid", "1000", "--gid", "1000", "--cap-drop", "ALL"];
+
 /// `/usr` and the top-level links (or read-only binds where the host has real directories),
 /// then the synthesized `/etc`.
 fn system_mounts(etc: &Path) -> Vec<String> {
@@ -179,15 +182,10 @@ pub fn init_command(
         "--unshare-cgroup",
         "--hostname",
         "sandbox",
-        "--uid",
-        "1000",
-        "--gid",
-        "1000",
-        "--cap-drop",
-        "ALL",
     ]
     .map(String::from)
     .to_vec();
+    args.extend(IDENTITY.map(String::from));
     args.extend(system_mounts(&files.etc));
     args.extend(["--remount-ro", "/", "--chdir", "/"].map(String::from));
     let args_file = dirs.write_args("init.args", &args)?;
@@ -229,25 +227,11 @@ pub fn process_command(
     init: u32,
     spec: &ProcessSpec<'_>,
 ) -> std::io::Result<(Command, PathBuf)> {
-    let mut args: Vec<String> = [
-        "--userns",
-        "6",
-        "--pidns",
-        "7",
-        "--uid",
-        "1000",
-        "--gid",
-        "1000",
-        "--cap-drop",
-        "ALL",
-        "--new-session",
-        "--add-seccomp-fd",
-        "4",
-        "--add-seccomp-fd",
-        "5",
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut args: Vec<String> =
+        ["--userns", "6", "--pidns", "7", "--new-session", "--add-seccomp-fd", "4", "--add-seccomp-fd", "5"]
+            .map(String::from)
+            .to_vec();
+    args.extend(IDENTITY.map(String::from));
     args.extend(system_mounts(&files.etc));
     args.extend([
         "--bind".into(),

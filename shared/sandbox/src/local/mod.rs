@@ -66,6 +66,18 @@ pub struct LocalSandbox {
     ended_by_node: Arc<AtomicBool>,
 }
 
+impl LocalSandbox {
+    fn new(
+        id: &SandboxId,
+        dirs: SandboxDirs,
+        cgroup: Cgroup,
+        (outer, init): (u32, u32),
+        env_vars: BTreeMap<String, String>,
+    ) -> Self {
+        Self { id: id.clone(), dirs, cgroup, outer, init, env_vars, ended_by_node: Arc::default() }
+    }
+}
+
 /// A process just started, stopped at its first instruction until `release`d, so its pid is
 /// known even when it would exit at once.
 pub struct Started {
@@ -163,15 +175,7 @@ impl LocalProvider {
         drop(child);
         std::fs::write(dirs.root.join("init.pid"), format!("{outer} {init}"))
             .map_err(|e| format!("writing init.pid: {e}"))?;
-        Ok(LocalSandbox {
-            id: id.clone(),
-            dirs,
-            cgroup,
-            outer,
-            init,
-            env_vars,
-            ended_by_node: Arc::default(),
-        })
+        Ok(LocalSandbox::new(id, dirs, cgroup, (outer, init), env_vars))
     }
 
     /// Finds a sandbox a previous daemon created, if its init still runs.
@@ -187,15 +191,7 @@ impl LocalProvider {
         let group = Cgroup::named(id.as_str(), mode);
         let cgroup =
             if group.pids().contains(&init) { group } else { Cgroup::named(id.as_str(), cgroup::Mode::None) };
-        Some(LocalSandbox {
-            id: id.clone(),
-            dirs,
-            cgroup,
-            outer,
-            init,
-            env_vars,
-            ended_by_node: Arc::default(),
-        })
+        Some(LocalSandbox::new(id, dirs, cgroup, (outer, init), env_vars))
     }
 
     pub async fn start(&self, sandbox: &LocalSandbox, config: &ProcessConfig) -> Result<Started, String> {
