@@ -1,9 +1,11 @@
 //! The foundation end to end: provisioning, the Core admin key, projects and project keys.
 
 use agentplane_domain::api_key::KeyHash;
+use agentplane_store::ResourceNames;
+use agentplane_store::aws::emulator_sdk_config;
+use agentplane_store::provision::Provisioner;
 use agentplane_store::resources::{BY_CREATED, BY_DUE, QUEUES, TABLES, TTL_ATTRIBUTE, dlq_name};
-use agentplane_store::{ResourceNames, provision};
-use agentplane_tests::{TestApp, assert_error, fresh_store, send, send_with_cache, str_field};
+use agentplane_tests::{TestApp, assert_error, endpoint, fresh_store, send, send_with_cache, str_field};
 use futures_util::future::join_all;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -13,8 +15,9 @@ type R = anyhow::Result<()>;
 #[tokio::test]
 async fn provisioning_creates_indexes_ttl_and_dead_letter_queues_and_is_idempotent() -> R {
     let store = fresh_store().await?;
+    let provisioner = Provisioner::new(&emulator_sdk_config(&endpoint()).await);
     // A second run over existing resources changes nothing and does not fail.
-    provision::provision(&store).await?;
+    provisioner.provision(&store.names).await?;
     for spec in &TABLES {
         let name = store.names.table(spec);
         let table = store.dynamo.describe_table().table_name(name).send().await?.table.expect("table");
@@ -34,8 +37,8 @@ async fn provisioning_creates_indexes_ttl_and_dead_letter_queues_and_is_idempote
     assert!(TABLES[0].indexes.iter().any(|i| i.name == BY_CREATED));
     assert!(TABLES[0].indexes.iter().any(|i| i.name == BY_DUE));
     for spec in &QUEUES {
-        let url = provision::queue_url(&store, store.names.queue(spec)).await?;
-        let attrs = store
+        let url = provisioner.queue_url(store.names.queue(spec)).await?;
+        let attrs = provisioner
             .sqs
             .get_queue_attributes()
             .queue_url(&url)
@@ -57,8 +60,8 @@ async fn provisioning_creates_indexes_ttl_and_dead_letter_queues_and_is_idempote
         );
     }
     for bucket in [&store.names.files_bucket, &store.names.workspaces_bucket] {
-        store.s3.head_bucket().bucket(bucket).send().await?;
-        let block = store.s3.get_public_access_block().bucket(bucket).send().await?;
+        provisioner.s3.head_bucket().bucket(bucket).send().await?;
+        let block = provisioner.s3.get_public_access_block().bucket(bucket).send().await?;
         let block = block.public_access_block_configuration().expect("block");
         assert_eq!(block.block_public_acls(), Some(true));
         assert_eq!(block.restrict_public_buckets(), Some(true));

@@ -61,9 +61,9 @@ pub fn unique_prefix() -> String {
 pub async fn fresh_store() -> anyhow::Result<Store> {
     ensure_emulator()?;
     let sdk = agentplane_store::aws::emulator_sdk_config(&endpoint()).await;
-    let store = Store::new(&sdk, ResourceNames::with_prefix(&unique_prefix()));
-    provision::provision(&store).await.context("provisioning test resources")?;
-    Ok(store)
+    let names = ResourceNames::with_prefix(&unique_prefix());
+    provision::provision(&sdk, &names).await.context("provisioning test resources")?;
+    Ok(Store::new(&sdk, names))
 }
 
 pub struct TestApp {

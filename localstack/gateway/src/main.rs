@@ -29,12 +29,13 @@ async fn main() -> anyhow::Result<()> {
     let listen = std::env::var("AGENTPLANE_LISTEN").unwrap_or_else(|_| "127.0.0.1:8080".into());
     let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| "http://127.0.0.1:4566".into());
     let sdk = agentplane_store::aws::emulator_sdk_config(&endpoint).await;
-    let store = Store::new(&sdk, ResourceNames::from_env());
-    provision::provision(&store).await.with_context(|| {
+    let names = ResourceNames::from_env();
+    provision::provision(&sdk, &names).await.with_context(|| {
         format!(
             "provisioning resources at {endpoint} (is LocalStack running? bash localstack/emulator.sh start)"
         )
     })?;
+    let store = Store::new(&sdk, names);
     let timeouts = agentplane_local::server::HttpTimeouts::from_env()?;
     let core_key = core_key()?;
     let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;

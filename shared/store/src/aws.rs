@@ -17,10 +17,3 @@ pub async fn emulator_sdk_config(endpoint: &str) -> SdkConfig {
         .load()
         .await
 }
-
-/// S3 needs path-style addressing against an emulator (`bucket.localhost` does not resolve).
-pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
-    let config =
-        aws_sdk_s3::config::Builder::from(sdk).force_path_style(sdk.endpoint_url().is_some()).build();
-    aws_sdk_s3::Client::from_conf(config)
-}

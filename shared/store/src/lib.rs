@@ -1,5 +1,7 @@
-//! Adapters from Agentplane's domain to DynamoDB, S3 and SQS, plus the one definition of every
-//! table, bucket and queue (provisioning and infra/ are checked against it).
+//! Adapters from Agentplane's domain to DynamoDB, plus the one definition of every table, bucket
+//! and queue (provisioning and infra/ are checked against it). `Store` holds only the DynamoDB
+//! client: the S3 and SQS clients are built only by provisioning (provision.rs), which no Lambda
+//! function calls.
 
 pub mod aws;
 pub mod dynamo;
@@ -20,23 +22,17 @@ pub use dynamo::telemetry::Telemetry;
 pub use error::StoreError;
 pub use resources::ResourceNames;
 
-/// The clients and names every adapter shares; cheap to clone.
+/// The client and names every adapter shares; cheap to clone. Only DynamoDB: a Lambda function
+/// builds no client it never uses (S3 and SQS are provisioning's).
 #[derive(Clone, Debug)]
 pub struct Store {
     pub dynamo: aws_sdk_dynamodb::Client,
-    pub s3: aws_sdk_s3::Client,
-    pub sqs: aws_sdk_sqs::Client,
     pub names: ResourceNames,
 }
 
 impl Store {
     pub fn new(sdk: &aws_config::SdkConfig, names: ResourceNames) -> Self {
-        Self {
-            dynamo: aws_sdk_dynamodb::Client::new(sdk),
-            s3: aws::s3_client(sdk),
-            sqs: aws_sdk_sqs::Client::new(sdk),
-            names,
-        }
+        Self { dynamo: aws_sdk_dynamodb::Client::new(sdk), names }
     }
 
     pub fn projects(&self) -> Projects<'_> {

@@ -1,6 +1,9 @@
 //! Creates whatever of `resources` is missing. Idempotent: running it twice, or against a stack
-//! that already has everything, changes nothing.
+//! that already has everything, changes nothing. Only the local gateway (at start) and the test
+//! harness provision; the deployed stack's resources come from infra/template.yaml, and no Lambda
+//! function builds a `Provisioner` (tests/infra.rs checks their sources).
 
+use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
     ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
@@ -11,35 +14,80 @@ use aws_sdk_s3::types::{
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 
-use crate::resources::{AttrType, BUCKETS, KeySpec, QUEUES, TABLES, TableSpec, dlq_name};
-use crate::{Store, StoreError};
+use crate::StoreError;
+use crate::resources::{
+    AttrType, BUCKETS, KeySpec, QUEUES, QueueSpec, ResourceNames, TABLES, TableSpec, dlq_name,
+};
 
-pub async fn provision(store: &Store) -> Result<(), StoreError> {
-    for spec in &TABLES {
-        ensure_table(store, spec).await?;
+/// Creates whatever of `names`' tables, buckets and queues is missing.
+pub async fn provision(sdk: &SdkConfig, names: &ResourceNames) -> Result<(), StoreError> {
+    Provisioner::new(sdk).provision(names).await
+}
+
+/// The clients provisioning needs: DynamoDB, and the S3 and SQS clients nothing else builds.
+#[derive(Clone, Debug)]
+pub struct Provisioner {
+    pub dynamo: aws_sdk_dynamodb::Client,
+    pub s3: aws_sdk_s3::Client,
+    pub sqs: aws_sdk_sqs::Client,
+}
+
+impl Provisioner {
+    pub fn new(sdk: &SdkConfig) -> Self {
+        Self {
+            dynamo: aws_sdk_dynamodb::Client::new(sdk),
+            s3: s3_client(sdk),
+            sqs: aws_sdk_sqs::Client::new(sdk),
+        }
     }
-    for spec in &BUCKETS {
-        ensure_bucket(store, store.names.bucket(spec)).await?;
+
+    pub async fn provision(&self, names: &ResourceNames) -> Result<(), StoreError> {
+        for spec in &TABLES {
+            ensure_table(self, names.table(spec), spec).await?;
+        }
+        for spec in &BUCKETS {
+            ensure_bucket(self, names.bucket(spec)).await?;
+        }
+        for spec in &QUEUES {
+            provision_queue(self, names.queue(spec), spec).await?;
+        }
+        Ok(())
     }
-    for spec in &QUEUES {
-        let name = store.names.queue(spec);
-        let dlq_url = ensure_queue(store, &dlq_name(name), &[]).await?;
-        let dlq_arn = queue_arn(store, &dlq_url).await?;
-        let redrive = format!(
-            r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"{}"}}"#,
-            spec.max_receive_count
-        );
-        let visibility = spec.visibility_timeout_s.to_string();
-        ensure_queue(
-            store,
-            name,
-            &[
-                (QueueAttributeName::RedrivePolicy, redrive.as_str()),
-                (QueueAttributeName::VisibilityTimeout, visibility.as_str()),
-            ],
-        )
-        .await?;
+
+    pub async fn queue_url(&self, name: &str) -> Result<String, StoreError> {
+        self.sqs
+            .get_queue_url()
+            .queue_name(name)
+            .send()
+            .await
+            .map_err(|e| StoreError::unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?
+            .queue_url
+            .ok_or_else(|| StoreError::unavailable("no queue url"))
     }
+}
+
+/// S3 needs path-style addressing against an emulator (`bucket.localhost` does not resolve).
+fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
+    let config =
+        aws_sdk_s3::config::Builder::from(sdk).force_path_style(sdk.endpoint_url().is_some()).build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+async fn provision_queue(clients: &Provisioner, name: &str, spec: &QueueSpec) -> Result<(), StoreError> {
+    let dlq_url = ensure_queue(clients, &dlq_name(name), &[]).await?;
+    let dlq_arn = queue_arn(clients, &dlq_url).await?;
+    let redrive =
+        format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"{}"}}"#, spec.max_receive_count);
+    let visibility = spec.visibility_timeout_s.to_string();
+    ensure_queue(
+        clients,
+        name,
+        &[
+            (QueueAttributeName::RedrivePolicy, redrive.as_str()),
+            (QueueAttributeName::VisibilityTimeout, visibility.as_str()),
+        ],
+    )
+    .await?;
     Ok(())
 }
 
@@ -64,9 +112,8 @@ fn key_schema(key: &KeySpec) -> Result<Vec<KeySchemaElement>, StoreError> {
     Ok(vec![hash, range])
 }
 
-async fn ensure_table(store: &Store, spec: &TableSpec) -> Result<(), StoreError> {
-    let name = store.names.table(spec);
-    let exists = store.dynamo.describe_table().table_name(name).send().await.is_ok();
+async fn ensure_table(clients: &Provisioner, name: &str, spec: &TableSpec) -> Result<(), StoreError> {
+    let exists = clients.dynamo.describe_table().table_name(name).send().await.is_ok();
     if !exists {
         let mut attributes: Vec<(&str, AttrType)> = vec![spec.key.partition, spec.key.sort];
         for index in spec.indexes {
@@ -78,7 +125,7 @@ async fn ensure_table(store: &Store, spec: &TableSpec) -> Result<(), StoreError>
             seen.push(*attr);
             first
         });
-        let mut request = store
+        let mut request = clients
             .dynamo
             .create_table()
             .table_name(name)
@@ -111,14 +158,14 @@ async fn ensure_table(store: &Store, spec: &TableSpec) -> Result<(), StoreError>
             }
         }
     }
-    let ttl = store.dynamo.describe_time_to_live().table_name(name).send().await;
+    let ttl = clients.dynamo.describe_time_to_live().table_name(name).send().await;
     let enabled = ttl
         .ok()
         .and_then(|out| out.time_to_live_description)
         .and_then(|d| d.attribute_name)
         .is_some_and(|attr| attr == spec.ttl_attribute);
     if !enabled {
-        store
+        clients
             .dynamo
             .update_time_to_live()
             .table_name(name)
@@ -136,9 +183,9 @@ async fn ensure_table(store: &Store, spec: &TableSpec) -> Result<(), StoreError>
     Ok(())
 }
 
-async fn ensure_bucket(store: &Store, name: &str) -> Result<(), StoreError> {
-    if store.s3.head_bucket().bucket(name).send().await.is_err() {
-        match store.s3.create_bucket().bucket(name).send().await {
+async fn ensure_bucket(clients: &Provisioner, name: &str) -> Result<(), StoreError> {
+    if clients.s3.head_bucket().bucket(name).send().await.is_err() {
+        match clients.s3.create_bucket().bucket(name).send().await {
             Ok(_) => {}
             Err(err)
                 if err
@@ -155,7 +202,7 @@ async fn ensure_bucket(store: &Store, name: &str) -> Result<(), StoreError> {
         .ignore_public_acls(true)
         .restrict_public_buckets(true)
         .build();
-    store
+    clients
         .s3
         .put_public_access_block()
         .bucket(name)
@@ -171,7 +218,7 @@ async fn ensure_bucket(store: &Store, name: &str) -> Result<(), StoreError> {
                 .map_err(StoreError::unavailable)?,
         )
         .build();
-    store
+    clients
         .s3
         .put_bucket_encryption()
         .bucket(name)
@@ -188,11 +235,11 @@ async fn ensure_bucket(store: &Store, name: &str) -> Result<(), StoreError> {
 }
 
 async fn ensure_queue(
-    store: &Store,
+    clients: &Provisioner,
     name: &str,
     attributes: &[(QueueAttributeName, &str)],
 ) -> Result<String, StoreError> {
-    let mut request = store.sqs.create_queue().queue_name(name);
+    let mut request = clients.sqs.create_queue().queue_name(name);
     for (key, value) in attributes {
         request = request.attributes(key.clone(), *value);
     }
@@ -200,8 +247,8 @@ async fn ensure_queue(
         Ok(out) => out.queue_url.ok_or_else(|| StoreError::unavailable("no queue url")),
         // Exists with other attributes (an older definition): bring them up to date.
         Err(err) if err.as_service_error().is_some_and(|e| e.is_queue_name_exists()) => {
-            let url = queue_url(store, name).await?;
-            let mut update = store.sqs.set_queue_attributes().queue_url(&url);
+            let url = clients.queue_url(name).await?;
+            let mut update = clients.sqs.set_queue_attributes().queue_url(&url);
             for (key, value) in attributes {
                 update = update.attributes(key.clone(), *value);
             }
@@ -215,20 +262,8 @@ async fn ensure_queue(
     }
 }
 
-pub async fn queue_url(store: &Store, name: &str) -> Result<String, StoreError> {
-    store
-        .sqs
-        .get_queue_url()
-        .queue_name(name)
-        .send()
-        .await
-        .map_err(|e| StoreError::unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?
-        .queue_url
-        .ok_or_else(|| StoreError::unavailable("no queue url"))
-}
-
-async fn queue_arn(store: &Store, url: &str) -> Result<String, StoreError> {
-    store
+async fn queue_arn(clients: &Provisioner, url: &str) -> Result<String, StoreError> {
+    clients
         .sqs
         .get_queue_attributes()
         .queue_url(url)
