@@ -234,6 +234,79 @@ fn each_function_may_touch_only_what_it_uses() {
     assert!(globals["AGENTPLANE_CORE_KEY_SECRET_ID"].is_null(), "the secret id must not be global");
 }
 
+/// The `agentplane-*` crates a function binary is built from, with their directories: the
+/// walk starts at functions/ and follows each crate's `[dependencies]`.
+fn lambda_crates() -> Vec<(String, PathBuf)> {
+    let dir_of = |name: &str| match name {
+        "agentplane-functions" => "functions",
+        "agentplane-api" => "shared/api",
+        "agentplane-engine" => "shared/engine",
+        "agentplane-store" => "shared/store",
+        "agentplane-domain" => "shared/domain",
+        other => panic!("{other} is linked into the functions: add its directory here"),
+    };
+    let mut todo = vec!["agentplane-functions".to_owned()];
+    let mut seen: Vec<(String, PathBuf)> = Vec::new();
+    while let Some(name) = todo.pop() {
+        if seen.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        let dir = root().join(dir_of(&name));
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
+        let deps = manifest.split("[dependencies]").nth(1).unwrap_or_default();
+        let deps = deps.split("\n[").next().unwrap_or_default();
+        todo.extend(
+            deps.lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|d| d.starts_with("agentplane-"))
+                .map(str::to_owned),
+        );
+        seen.push((name, dir));
+    }
+    seen
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("source dir").filter_map(|e| e.ok()) {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// A Lambda function builds only the clients it uses: nothing it is built from names S3, SQS or
+/// provisioning, except `provision.rs` itself (which only the local gateway and tests call).
+#[test]
+fn no_function_builds_s3_or_sqs_clients_or_provisions() {
+    const FORBIDDEN: [&str; 5] = ["aws_sdk_s3", "aws_sdk_sqs", "provision::", "Provisioner", "s3_client"];
+    let provisioning = root().join("shared/store/src/provision.rs");
+    let text = std::fs::read_to_string(&provisioning).expect("provision.rs");
+    assert!(text.contains("aws_sdk_s3") && text.contains("aws_sdk_sqs"), "the scan would see the clients");
+    let crates = lambda_crates();
+    assert!(crates.len() >= 5, "{crates:?}");
+    let mut files = Vec::new();
+    for (name, dir) in &crates {
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
+        if name != "agentplane-store" {
+            for dep in ["aws-sdk-s3", "aws-sdk-sqs"] {
+                assert!(!manifest.contains(dep), "{name} depends on {dep}");
+            }
+        }
+        rust_files(&dir.join("src"), &mut files);
+    }
+    files.retain(|f| *f != provisioning);
+    assert!(files.len() > 50, "only {} sources found", files.len());
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("source");
+        for token in FORBIDDEN {
+            assert!(!text.contains(token), "{} names {token}", file.display());
+        }
+    }
+}
+
 #[test]
 fn the_core_key_is_generated_never_a_literal() {
     let t = template();
