@@ -5,10 +5,13 @@
 
 use agentplane_domain::Timestamp;
 use agentplane_domain::ids::NodeId;
+use agentplane_domain::sandbox::command::{NodeEvent, Stream};
 use agentplane_domain::sandbox::host::{HostObservation, SandboxUsage};
+use agentplane_domain::sandbox::{Lifecycle, ProcessConfig, ProcessId, Sandbox, SandboxId};
 use agentplane_domain::telemetry::node::NodeObservation;
 use agentplane_tests::{TestApp, send, str_field};
 use aws_sdk_dynamodb::types::AttributeValue;
+use base64::Engine;
 use futures_util::{StreamExt, stream};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -164,8 +167,20 @@ async fn hosted_session(app: &TestApp, key: &str) -> anyhow::Result<(String, Str
     Ok((body["project_id"].as_str().unwrap_or_default().to_owned(), str_field(&body, "id")?))
 }
 
+/// Changes (or, with `None`, removes) one attribute of a stored item, as corruption would.
 async fn set_attribute(
     app: &TestApp,
+    pk: String,
+    sk: String,
+    name: &str,
+    value: Option<AttributeValue>,
+) -> R {
+    set_attribute_in(app, &app.store.names.main_table, pk, sk, name, value).await
+}
+
+async fn set_attribute_in(
+    app: &TestApp,
+    table: &str,
     pk: String,
     sk: String,
     name: &str,
@@ -175,7 +190,7 @@ async fn set_attribute(
         .store
         .dynamo
         .update_item()
-        .table_name(&app.store.names.main_table)
+        .table_name(table)
         .key("PK", AttributeValue::S(pk))
         .key("SK", AttributeValue::S(sk))
         .expression_attribute_names("#a", name);
@@ -256,5 +271,220 @@ async fn runtime_history_refuses_an_inconsistent_stored_identity() -> R {
     )
     .await?;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    Ok(())
+}
+
+/// A node whose last heartbeat was at `at` (online within 20 s of it).
+async fn heartbeat_at(app: &TestApp, node: &NodeId, at: Timestamp) -> R {
+    let observation = HostObservation {
+        connection_id: "conn-1".into(),
+        observed_at: at,
+        cpu: None,
+        cpu_utilization: None,
+        total_memory_bytes: None,
+        available_memory_bytes: None,
+        available_disk_bytes: None,
+        effective_cpu_cores: None,
+        sandboxes: Vec::new(),
+    };
+    app.store.nodes().record_heartbeat(node, &observation).await?;
+    Ok(())
+}
+
+/// Applies node events as the report route does, one batch of one connection.
+async fn report(app: &TestApp, node: &NodeId, connection: &str, events: Vec<NodeEvent>) -> R {
+    use agentplane_domain::sandbox::command::{Report, SequencedEvent};
+    let events = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| SequencedEvent { seq: i as u64 + 1, event })
+        .collect();
+    let report = Report { connection_id: connection.into(), events };
+    agentplane_api::node::report::apply(&app.app, node, report, now()).await?;
+    Ok(())
+}
+
+fn started(sandbox: &SandboxId, n: u32, pid: u32, at: Timestamp) -> NodeEvent {
+    NodeEvent::ProcessStarted {
+        sandbox_id: sandbox.clone(),
+        process: ProcessId::Observed(n),
+        pid,
+        config: ProcessConfig { cmd: "sleep".into(), args: vec!["600".into()], ..ProcessConfig::default() },
+        tag: None,
+        at,
+    }
+}
+
+fn output(sandbox: &SandboxId, n: u32, text: &str, at: Timestamp) -> NodeEvent {
+    NodeEvent::Output {
+        sandbox_id: sandbox.clone(),
+        process: ProcessId::Observed(n),
+        stream: Stream::Stdout,
+        at,
+        data: base64::engine::general_purpose::STANDARD.encode(text),
+    }
+}
+
+fn seen(sandbox: &SandboxId, pid: u32, cmd: &str, at: Timestamp) -> NodeEvent {
+    NodeEvent::LiveSeen { sandbox_id: sandbox.clone(), pid, cmd: cmd.into(), args: Vec::new(), at }
+}
+
+#[tokio::test]
+async fn processes_of_an_away_node_read_as_a_gap_and_lost_output_as_truncated() -> R {
+    let app = TestApp::spawn().await?;
+    let tenant = app.tenant().await?;
+    let (_, node) = register_node(&app).await?;
+    let at = now();
+    heartbeat_at(&app, &node, at).await?;
+    let sandbox = Sandbox {
+        id: SandboxId::from_random(agentplane_api::edge::random()?),
+        project_id: tenant.project_id.parse()?,
+        node_id: node,
+        started_at: at,
+        lifecycle: Lifecycle::start(at, 3600),
+        metadata: Default::default(),
+        env_vars: Default::default(),
+        isolation: Default::default(),
+        session_id: None,
+    };
+    app.store.sandboxes().create(&sandbox).await?;
+    let id = sandbox.id.clone();
+    report(
+        &app,
+        &node,
+        "conn-1",
+        vec![
+            started(&id, 1, 42, at),
+            output(&id, 1, "hello", at),
+            started(&id, 2, 43, at),
+            output(&id, 2, "first", at),
+            output(&id, 2, "second", at),
+        ],
+    )
+    .await?;
+    let list = |state: &str| {
+        app.sandbox(&tenant.key, Method::GET, &format!("/sandboxes/{id}/processes?state={state}"))
+    };
+    let read =
+        |n: u32| app.sandbox(&tenant.key, Method::GET, &format!("/sandboxes/{id}/processes/obs-{n}/output"));
+
+    // Watched: both run, no gap.
+    let (status, body) = send(list("live")).await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["processes"].as_array().map(Vec::len), Some(2), "{body}");
+    assert_eq!(body["processes"][0]["observationGap"], false);
+
+    // The node goes silent past the heartbeat window: nobody watches the processes.
+    heartbeat_at(&app, &node, now().plus_seconds(-60)).await?;
+    let (_, body) = send(list("live")).await?;
+    assert_eq!(
+        body["processes"].as_array().map(Vec::len),
+        Some(0),
+        "not live while the node is away: {body}"
+    );
+    let (_, body) = send(list("all")).await?;
+    let processes = body["processes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(processes.len(), 2, "{body}");
+    for p in &processes {
+        assert_eq!(
+            (p["state"].as_str(), p["observationGap"].as_bool()),
+            (Some("unknown"), Some(true)),
+            "{p}"
+        );
+    }
+    let (status, body) = send(read(1)).await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!((body["state"].as_str(), body["observationGap"].as_bool()), (Some("unknown"), Some(true)));
+    assert_eq!(body["chunks"].as_array().map(Vec::len), Some(1), "what was retained still reads");
+    assert_eq!(body["truncated"], false);
+
+    // The node is back: the processes are watched again.
+    heartbeat_at(&app, &node, now()).await?;
+    let (_, body) = send(list("live")).await?;
+    assert_eq!(body["processes"].as_array().map(Vec::len), Some(2), "{body}");
+
+    // Output older than its retention: obs-1's chunk is past its TTL but not yet removed, and
+    // obs-2's first chunk was removed by the table.
+    let chunks = |n: u32| {
+        app.store
+            .dynamo
+            .query()
+            .table_name(&app.store.names.telemetry_table)
+            .key_condition_expression("PK = :pk AND begins_with(SK, :p)")
+            .expression_attribute_values(":pk", AttributeValue::S(format!("SANDBOX#{id}")))
+            .expression_attribute_values(":p", AttributeValue::S(format!("CHUNK#obs-{n}#")))
+            .send()
+    };
+    let first = chunks(1).await?.items.unwrap_or_default();
+    assert_eq!(first.len(), 1);
+    let sk = first[0].get("SK").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+    set_attribute_in(
+        &app,
+        &app.store.names.telemetry_table,
+        format!("SANDBOX#{id}"),
+        sk,
+        "expires_at",
+        Some(AttributeValue::N((now().unix_seconds() - 1).to_string())),
+    )
+    .await?;
+    let second = chunks(2).await?.items.unwrap_or_default();
+    assert_eq!(second.len(), 2);
+    let sk = second[0].get("SK").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+    app.store
+        .dynamo
+        .delete_item()
+        .table_name(&app.store.names.telemetry_table)
+        .key("PK", AttributeValue::S(format!("SANDBOX#{id}")))
+        .key("SK", AttributeValue::S(sk))
+        .send()
+        .await?;
+    let (_, body) = send(read(1)).await?;
+    assert_eq!(body["chunks"].as_array().map(Vec::len), Some(0), "{body}");
+    assert_eq!(body["truncated"], true, "expired output is lost output: {body}");
+    let (_, body) = send(read(2)).await?;
+    let texts: Vec<&str> =
+        body["chunks"].as_array().into_iter().flatten().filter_map(|c| c["data"].as_str()).collect();
+    assert_eq!(texts, vec![base64::engine::general_purpose::STANDARD.encode("second")], "{body}");
+    assert_eq!(body["truncated"], true, "{body}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pid_reused_after_a_gap_shows_the_new_process() -> R {
+    let app = TestApp::spawn().await?;
+    let tenant = app.tenant().await?;
+    let (_, node) = register_node(&app).await?;
+    let at = now();
+    heartbeat_at(&app, &node, at).await?;
+    let sandbox = Sandbox {
+        id: SandboxId::from_random(agentplane_api::edge::random()?),
+        project_id: tenant.project_id.parse()?,
+        node_id: node,
+        started_at: at,
+        lifecycle: Lifecycle::start(at, 3600),
+        metadata: Default::default(),
+        env_vars: Default::default(),
+        isolation: Default::default(),
+        session_id: None,
+    };
+    app.store.sandboxes().create(&sandbox).await?;
+    let id = sandbox.id.clone();
+    // A daemon restart finds pid 77 running; a second restart finds pid 77 again, now another
+    // program (the first ended unseen and its pid was reused).
+    let resumed = |at| NodeEvent::ObservationResumed { sandbox_id: id.clone(), at };
+    report(&app, &node, "conn-2", vec![resumed(at), seen(&id, 77, "old-worker", at)]).await?;
+    let later = at.plus_seconds(30);
+    report(&app, &node, "conn-3", vec![resumed(later), seen(&id, 77, "new-worker", later)]).await?;
+
+    let (status, body) =
+        send(app.sandbox(&tenant.key, Method::GET, &format!("/sandboxes/{id}/processes?state=live"))).await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let processes = body["processes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(processes.len(), 1, "{body}");
+    let p = &processes[0];
+    assert_eq!(p["processId"], "live-77");
+    assert_eq!(p["config"]["cmd"], "new-worker", "the pid names the process seen now: {p}");
+    assert_eq!((p["state"].as_str(), p["observed"].as_bool()), (Some("running"), Some(false)));
+    assert_eq!(p["startedAt"], later.rfc3339());
     Ok(())
 }
