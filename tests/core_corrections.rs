@@ -488,3 +488,50 @@ async fn a_pid_reused_after_a_gap_shows_the_new_process() -> R {
     assert_eq!(p["startedAt"], later.rfc3339());
     Ok(())
 }
+
+#[tokio::test]
+async fn batched_sample_writes_write_each_sample_once() -> R {
+    use agentplane_domain::SessionId;
+    use agentplane_domain::telemetry::sample::Reason;
+    use agentplane_domain::telemetry::{
+        AllocationId, EnvironmentId, RuntimeSample, SampleAllocation, SampleStatus,
+    };
+
+    let app = TestApp::spawn().await?;
+    let session = SessionId::from_random(agentplane_api::edge::random()?);
+    let environment = EnvironmentId::from_random(agentplane_api::edge::random()?);
+    let at = now();
+    let interval = at.unix_seconds() - at.unix_seconds().rem_euclid(60);
+    let rows: Vec<(SessionId, i64, RuntimeSample)> = (0..150u8)
+        .map(|n| {
+            let sample = RuntimeSample {
+                sampled_at: at,
+                allocation: Some(SampleAllocation {
+                    allocation_id: AllocationId::from_random([n; 16]),
+                    environment_id: environment,
+                    provider_type: "local".into(),
+                    compute_started_at: None,
+                }),
+                status: SampleStatus::Unavailable { reason: Reason::SampleUnavailable },
+                token_usage: None,
+            };
+            (session, interval, sample)
+        })
+        .collect();
+    // Some samples of the interval exist already (an overlapping pass wrote them).
+    for (session, interval, sample) in rows.iter().skip(90).step_by(2) {
+        assert!(app.store.telemetry().put_sample(session, *interval, sample).await?);
+    }
+    let results = app.store.telemetry().put_samples(&rows).await;
+    let written = results.iter().filter(|r| matches!(r, Ok(true))).count();
+    let existing = results.iter().filter(|r| matches!(r, Ok(false))).count();
+    assert_eq!((written, existing), (120, 30), "each sample once, the existing ones left alone");
+    for (i, result) in results.iter().enumerate() {
+        assert_eq!(result.as_ref().ok(), Some(&!(i >= 90 && (i - 90) % 2 == 0)), "sample {i}");
+    }
+    let again = app.store.telemetry().put_samples(&rows).await;
+    assert!(again.iter().all(|r| matches!(r, Ok(false))), "a repeated pass writes nothing");
+    let stored = app.store.telemetry().samples(&session, 0, i64::MAX / 2).await?;
+    assert_eq!(stored.samples.len(), 150);
+    Ok(())
+}
