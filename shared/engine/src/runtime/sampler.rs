@@ -3,13 +3,13 @@
 //! Samples are keyed by allocation and interval start, so a repeated pass in the same interval
 //! writes nothing twice. The sampler reads providers and records; it never changes compute.
 
-use agentplane_domain::Timestamp;
 use agentplane_domain::telemetry::observation::{ObservationError, needs_provider_read};
 use agentplane_domain::telemetry::observation_wire::LifecycleState;
 use agentplane_domain::telemetry::{
     AllocationId, ObservationRecords, ProviderRead, Reason, RuntimeSample, SampleAllocation, SampleStatus,
     TokenUsage, runtime_observation,
 };
+use agentplane_domain::{SessionId, Timestamp};
 use agentplane_store::{Allocation, Store, StoreError};
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -72,7 +72,8 @@ pub async fn sample_once(
     let readings = config.sources.read_many(&to_read, now).await;
     let mut readings: HashMap<AllocationId, SourceReading> =
         to_read.iter().map(|a| a.record.allocation_id).zip(readings).collect();
-    let samples: Vec<(&Allocation, RuntimeSample)> = live
+    // Owned rows, so the write stream's futures hold no borrow of this pass (it is spawned).
+    let samples: Vec<(AllocationId, SessionId, RuntimeSample)> = live
         .into_iter()
         .map(|allocation| {
             let usage = sessions.get(&allocation.session_id).map(|s| TokenUsage {
@@ -80,23 +81,31 @@ pub async fn sample_once(
                 output_tokens: s.usage.output_tokens,
             });
             let reading = readings.remove(&allocation.record.allocation_id);
-            (allocation, sample_of(allocation, reading, usage, now))
+            let sample = sample_of(allocation, reading, usage, now);
+            (allocation.record.allocation_id, allocation.session_id, sample)
         })
         .collect();
+    let mut batches: Vec<Vec<(AllocationId, SessionId, RuntimeSample)>> = Vec::new();
+    for row in samples {
+        match batches.last_mut() {
+            Some(batch) if batch.len() < WRITE_BATCH => batch.push(row),
+            _ => batches.push(vec![row]),
+        }
+    }
     // Conditional writes, 100 to a transaction, a few transactions at once.
-    let mut chunks = futures_util::stream::iter(samples.chunks(WRITE_BATCH))
-        .map(|chunk| async move {
+    let mut chunks = futures_util::stream::iter(batches)
+        .map(|batch| async move {
             let rows: Vec<_> =
-                chunk.iter().map(|(a, sample)| (a.session_id, interval_start, sample.clone())).collect();
+                batch.iter().map(|(_, session, sample)| (*session, interval_start, sample.clone())).collect();
             let results = store.telemetry().put_samples(&rows).await;
-            chunk
+            batch
                 .iter()
                 .zip(results)
-                .map(|((allocation, sample), result)| match result {
+                .map(|((allocation, _, sample), result)| match result {
                     Ok(true) => Outcome::Written { observed: sample.is_observed() },
                     Ok(false) => Outcome::Duplicate,
                     Err(err) => {
-                        tracing::warn!(allocation = %allocation.record.allocation_id, error = %err, "storing a runtime sample failed");
+                        tracing::warn!(allocation = %allocation, error = %err, "storing a runtime sample failed");
                         Outcome::Failed
                     }
                 })

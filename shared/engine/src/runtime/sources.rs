@@ -118,8 +118,9 @@ impl ObservationSources {
     pub async fn read_many(&self, allocations: &[&Allocation], now: Timestamp) -> Vec<SourceReading> {
         use futures_util::StreamExt;
 
-        enum Job<'a> {
-            Batch(&'a dyn ObservationSource, Vec<usize>),
+        // Jobs own what they name (no borrowed argument), so a spawned pass stays `Send`.
+        enum Job {
+            Batch(String, Vec<usize>),
             One(usize),
         }
         let mut readings: Vec<Option<SourceReading>> = vec![None; allocations.len()];
@@ -132,7 +133,7 @@ impl ObservationSources {
             match self.by_provider.get(provider) {
                 Some(source) if source.batches() => {
                     for chunk in indices.chunks(READ_BATCH) {
-                        jobs.push(Job::Batch(source.as_ref(), chunk.to_vec()));
+                        jobs.push(Job::Batch(provider.to_owned(), chunk.to_vec()));
                     }
                 }
                 _ => jobs.extend(indices.into_iter().map(Job::One)),
@@ -142,9 +143,14 @@ impl ObservationSources {
             .map(|job| async move {
                 match job {
                     Job::One(i) => vec![(i, self.read(allocations[i], now).await)],
-                    Job::Batch(source, indices) => {
+                    Job::Batch(provider, indices) => {
                         let batch: Vec<&Allocation> = indices.iter().map(|i| allocations[*i]).collect();
-                        let read = tokio::time::timeout(self.deadline, source.read_many(&batch, now)).await;
+                        let read = match self.by_provider.get(&provider) {
+                            Some(source) => {
+                                tokio::time::timeout(self.deadline, source.read_many(&batch, now)).await
+                            }
+                            None => Ok(Vec::new()),
+                        };
                         match read {
                             Ok(out) if out.len() == indices.len() => indices.into_iter().zip(out).collect(),
                             // Past the deadline (or a source that lost count): no current sample.
