@@ -99,6 +99,20 @@ async fn node_history_stays_filled_after_a_day_of_heartbeats() -> R {
         assert!(empty.is_empty(), "{range}: a day of heartbeats leaves no bucket empty: {empty:?}");
     }
 
+    // The 24 h read takes the range's heartbeats, every page of them, and no more.
+    let at = now();
+    let from = Timestamp::from_unix_seconds(at.unix_seconds().div_euclid(900) * 900 - 24 * 3600);
+    let started = std::time::Instant::now();
+    let read = app.store.nodes().history(&node, from, at).await?;
+    eprintln!(
+        "24h node history: {} items in {} requests, {:?}",
+        read.items_read,
+        read.requests,
+        started.elapsed()
+    );
+    assert!(read.requests > 1, "a day of heartbeats spans several pages");
+    assert!(read.items_read <= (24 * 3600 + 900) / 5 + 2, "read {} items", read.items_read);
+    assert_eq!(read.observations.len() as u64, read.items_read);
     // The 1 h read takes only its own range, not the whole day.
     let at = now();
     let from = Timestamp::from_unix_seconds(at.unix_seconds().div_euclid(60) * 60 - 3600);
