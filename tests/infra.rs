@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use agentplane_api::Route;
+use agentplane_api::grants::{self, Access};
 use agentplane_api::jobs::Job;
 use agentplane_store::resources::{BUCKETS, QUEUES, TABLES};
 use serde_yaml::Value;
@@ -68,11 +69,26 @@ fn every_function_binary_is_deployed_and_every_deployed_function_exists() {
     assert_eq!(named, on_disk, "every binary is a Route or a Job, and each has its binary");
 }
 
+/// The logical id of the function that serves `route`.
+fn function_id(t: &Value, route: Route) -> String {
+    functions(t)
+        .into_iter()
+        .find(|(_, f)| binary(f) == route.function_name())
+        .map(|(id, _)| id)
+        .expect("every route has its function")
+}
+
 #[test]
 fn each_route_function_has_exactly_its_api_event() {
     let t = template();
     for (id, function) in functions(&t) {
         let Some(route) = Route::by_function_name(&binary(function)) else { continue };
+        if route.streaming() {
+            // Its integration is in the Api's DefinitionBody (see below): an Api event would
+            // declare the same method a second time, buffered.
+            assert!(function["Properties"]["Events"].is_null(), "{id}: a streamed route has no Api event");
+            continue;
+        }
         let events = function["Properties"]["Events"].as_mapping().expect("Events");
         assert_eq!(events.len(), 1, "{id} has other events");
         let event = events.values().next().expect("one event");
@@ -82,6 +98,69 @@ fn each_route_function_has_exactly_its_api_event() {
         assert_eq!(str_of(&event["Properties"]["RestApiId"]), "!Ref Api", "{id}");
     }
     assert_eq!(resources(&t)["Api"]["Type"], "AWS::Serverless::Api", "a REST API (not an HTTP API)");
+}
+
+#[test]
+fn streamed_routes_use_streamed_integrations_that_outlast_their_answers() {
+    let t = template();
+    let ceiling_s = agentplane_domain::agent::SYNC_TIMEOUT_CEILING_MS / 1000;
+    let stream_s = agentplane_api::app::StreamConfig::default().max_duration.as_secs();
+    let paths = t["Resources"]["Api"]["Properties"]["DefinitionBody"]["paths"].as_mapping().expect("paths");
+    let streamed: Vec<Route> = Route::ALL.iter().copied().filter(|r| r.streaming()).collect();
+    assert!(streamed.contains(&Route::ClientSessionEventsStream), "the SSE route streams");
+    assert!(Route::ALL.iter().filter(|r| r.runs_turns()).all(|r| r.streaming()), "every turn route streams");
+    assert_eq!(paths.len(), streamed.len(), "the DefinitionBody declares the streamed routes only");
+    for route in streamed {
+        let id = function_id(&t, route);
+        let method = route.method().as_str().to_lowercase();
+        let integration = &t["Resources"]["Api"]["Properties"]["DefinitionBody"]["paths"][route.path()]
+            [method.as_str()]["x-amazon-apigateway-integration"];
+        assert_eq!(integration["type"], "aws_proxy", "{id}");
+        assert_eq!(integration["httpMethod"], "POST", "{id}: Lambda is invoked with POST");
+        assert_eq!(integration["responseTransferMode"], "STREAM", "{id}");
+        let uri = str_of(&integration["uri"]);
+        assert!(
+            uri.starts_with("!Sub ")
+                && uri.ends_with(&format!(
+                    "lambda:path/2021-11-15/functions/${{{id}.Arn}}/response-streaming-invocations"
+                )),
+            "{id}: {uri}"
+        );
+        let integration_ms = integration["timeoutInMillis"].as_u64().expect("timeoutInMillis");
+        assert!(integration_ms <= 900_000, "{id}: a streamed integration lasts at most 15 minutes");
+        let function = &resources(&t)[id.as_str()]["Properties"];
+        let timeout_s = function["Timeout"].as_u64().expect("Timeout");
+        if route.runs_turns() {
+            // A turn answers at the ceiling at the latest; the function lives on past it to
+            // record the turn's end, and the integration waits as long as the function lives.
+            assert!(
+                timeout_s > ceiling_s,
+                "{id}: Lambda timeout {timeout_s} s must exceed the {ceiling_s} s ceiling"
+            );
+            assert!(integration_ms >= timeout_s * 1000, "{id}: integration timeout {integration_ms} ms");
+        } else {
+            assert!(timeout_s > stream_s && integration_ms > stream_s * 1000, "{id}: the stream ends first");
+        }
+        // API Gateway may invoke it, on this method and path only.
+        let permission =
+            &resources(&t)[format!("{}StreamPermission", id.trim_end_matches("Function")).as_str()];
+        assert_eq!(permission["Type"], "AWS::Lambda::Permission", "{id}");
+        let p = &permission["Properties"];
+        assert_eq!(str_of(&p["FunctionName"]), format!("!Ref {id}"));
+        assert_eq!(p["Principal"], "apigateway.amazonaws.com");
+        assert_eq!(p["Action"], "lambda:InvokeFunction");
+        let arn_path: String = route
+            .path()
+            .split('/')
+            .map(|s| if s.starts_with('{') { "*" } else { s })
+            .collect::<Vec<_>>()
+            .join("/");
+        assert!(
+            str_of(&p["SourceArn"]).ends_with(&format!("${{Api}}/*/{}{arn_path}", route.method().as_str())),
+            "{id}: {:?}",
+            p["SourceArn"]
+        );
+    }
 }
 
 #[test]
@@ -201,24 +280,45 @@ fn references(v: &Value, out: &mut BTreeSet<String>) {
     }
 }
 
+/// What a function's policies allow: each resource and whether it may write it.
+fn granted(function: &Value) -> BTreeSet<(String, Access)> {
+    let mut out = BTreeSet::new();
+    for policy in function["Properties"]["Policies"].as_sequence().expect("Policies") {
+        let (kind, body) = policy.as_mapping().and_then(|m| m.iter().next()).expect("a SAM policy template");
+        let access = match str_of(kind).as_str() {
+            "DynamoDBReadPolicy" | "AWSSecretsManagerGetSecretValuePolicy" => Access::Read,
+            "DynamoDBCrudPolicy" => Access::Write,
+            other => panic!("unexpected policy {other}"),
+        };
+        let mut names = BTreeSet::new();
+        references(body, &mut names);
+        for name in names {
+            out.insert((name, access));
+        }
+    }
+    out
+}
+
 #[test]
-fn each_function_may_touch_only_what_it_uses() {
+fn each_function_may_touch_only_what_it_uses_and_only_as_it_uses_it() {
     let t = template();
     for (id, function) in functions(&t) {
         let name = binary(function);
-        let resources = match (Route::by_function_name(&name), Job::by_function_name(&name)) {
-            (Some(route), None) => route.resources(),
-            (None, Some(job)) => job.resources(),
+        let grants = match (Route::by_function_name(&name), Job::by_function_name(&name)) {
+            (Some(route), None) => grants::route(route),
+            (None, Some(job)) => grants::job(job),
             _ => panic!("{id}: {name} must be exactly one Route or Job"),
         };
-        let allowed: BTreeSet<String> = resources.iter().map(|r| (*r).to_owned()).collect();
-        let reads_core_key = allowed.contains("CoreKeySecret");
-        let mut granted = BTreeSet::new();
-        references(&function["Properties"]["Policies"], &mut granted);
-        assert_eq!(granted, allowed, "{id}: policies name {granted:?}");
+        let expected: BTreeSet<(String, Access)> =
+            grants.iter().map(|g| (g.resource.to_owned(), g.access)).collect();
+        for policy in function["Properties"]["Policies"].as_sequence().expect("Policies") {
+            assert!(!policy.is_string(), "{id}: managed policy {policy:?} is broader than needed");
+        }
+        assert_eq!(granted(function), expected, "{id}: read versus write per resource");
+        let allowed: BTreeSet<&str> = grants.iter().map(|g| g.resource).collect();
         // The secret's id is given exactly to the functions that may read it.
         let env = &function["Properties"]["Environment"]["Variables"]["AGENTPLANE_CORE_KEY_SECRET_ID"];
-        assert_eq!(!env.is_null(), reads_core_key, "{id}: AGENTPLANE_CORE_KEY_SECRET_ID");
+        assert_eq!(!env.is_null(), allowed.contains("CoreKeySecret"), "{id}: AGENTPLANE_CORE_KEY_SECRET_ID");
         let model_env =
             &function["Properties"]["Environment"]["Variables"]["AGENTPLANE_MODEL_API_KEY_SECRET_ID"];
         assert_eq!(
@@ -226,9 +326,6 @@ fn each_function_may_touch_only_what_it_uses() {
             allowed.contains("ModelApiKeySecret"),
             "{id}: AGENTPLANE_MODEL_API_KEY_SECRET_ID"
         );
-        for policy in function["Properties"]["Policies"].as_sequence().expect("Policies") {
-            assert!(!policy.is_string(), "{id}: managed policy {policy:?} is broader than needed");
-        }
     }
     let globals = &t["Globals"]["Function"]["Environment"]["Variables"];
     assert!(globals["AGENTPLANE_CORE_KEY_SECRET_ID"].is_null(), "the secret id must not be global");
@@ -305,6 +402,20 @@ fn no_function_builds_s3_or_sqs_clients_or_provisions() {
             assert!(!text.contains(token), "{} names {token}", file.display());
         }
     }
+}
+
+#[test]
+fn read_only_routes_get_read_only_grants() {
+    // The table itself: a GET never writes (long-polling the command queue claims commands).
+    for route in Route::ALL {
+        if route.method() == reqwest::Method::GET && *route != Route::NodeCommandsPoll {
+            assert!(grants::route(*route).iter().all(|g| g.access == Access::Read), "{route:?} reads only");
+        }
+    }
+    assert!(
+        grants::job(Job::Sampler)
+            .contains(&agentplane_api::grants::Grant { resource: "MainTable", access: Access::Read })
+    );
 }
 
 #[test]

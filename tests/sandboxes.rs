@@ -353,7 +353,11 @@ async fn nodes_register_once_heartbeat_host_counters_and_authenticate_by_token()
     let usage = host.sandboxes.iter().find(|s| s.sandbox_id.as_str() == sandbox).expect("sandbox usage");
     assert!(usage.cpu_seconds.unwrap_or(0.0) > 0.0, "{usage:?}");
     assert_eq!(usage.memory_limit_bytes, Some(1024 * 1024 * 1024));
-    assert!(env.app.store.nodes().history(&id).await.expect("history").len() >= 2);
+    let all = (
+        agentplane_domain::Timestamp::from_unix_millis(0),
+        agentplane_domain::Timestamp::from_unix_millis(i64::MAX / 2),
+    );
+    assert!(env.app.store.nodes().history(&id, all.0, all.1).await.expect("history").observations.len() >= 2);
     // The sandbox says how it is isolated.
     let (_, body) = env.call(Method::GET, &format!("/sandboxes/{sandbox}"), None).await;
     assert_eq!(body["isolation"]["cgroup"], "v1");

@@ -204,7 +204,8 @@ async fn main() -> anyhow::Result<()> {
     let repeat = began.elapsed();
     println!(
         "sampler pass over {} live allocations: {:.0} ms, {} samples written ({} observed, {} unavailable, {} failed); \
-         DynamoDB: 1 index listing + {} BatchGetItem session reads + {} usage reads + {} conditional puts",
+         DynamoDB: 1 index listing + {} BatchGetItem session reads + {} BatchGetItem usage reads + {} \
+         TransactWriteItems of up to 100 conditional puts",
         first.allocations,
         ms(pass),
         first.written,
@@ -212,8 +213,8 @@ async fn main() -> anyhow::Result<()> {
         first.unavailable,
         first.failed,
         first.allocations.div_ceil(100),
-        first.observed,
-        first.allocations,
+        first.observed.div_ceil(100),
+        first.allocations.div_ceil(100),
     );
     println!(
         "a second pass in the same interval: {:.0} ms, {} written, {} already sampled",

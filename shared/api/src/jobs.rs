@@ -27,14 +27,9 @@ impl Job {
         }
     }
 
-    /// The stack resources this job's function may touch (checked against infra/template.yaml).
-    pub fn resources(self) -> &'static [&'static str] {
-        match self {
-            // Reads allocations and sessions; writes samples and reads sandbox usage.
-            Job::Sampler => &["MainTable", "TelemetryTable"],
-            // Reads allocations and nodes; writes sandboxes, node commands and allocations.
-            Job::Placer => &["MainTable"],
-        }
+    /// The stack resources this job's function may touch; how is in [`crate::grants`].
+    pub fn resources(self) -> Vec<&'static str> {
+        crate::grants::resources(crate::grants::job(self))
     }
 
     pub fn by_function_name(name: &str) -> Option<Job> {

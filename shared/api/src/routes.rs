@@ -275,9 +275,11 @@ impl Route {
             && !matches!(self, Route::ClientAgentsPublish | Route::SandboxPause | Route::SandboxResume)
     }
 
-    /// Routes whose answer is a long-lived stream (Lambda response streaming).
+    /// Routes served through a streamed integration (Lambda response streaming, API Gateway
+    /// `responseTransferMode: STREAM`): the event stream, and the turn routes, whose answer can
+    /// come later than a buffered integration's 29 s.
     pub fn streaming(self) -> bool {
-        matches!(self, Route::ClientSessionEventsStream)
+        matches!(self, Route::ClientSessionEventsStream) || self.runs_turns()
     }
 
     /// Routes that hold the call while an agent turn runs (up to the 600 s sync ceiling).
@@ -291,24 +293,9 @@ impl Route {
     }
 
     /// The stack resources (logical ids in infra/template.yaml) this route's function may
-    /// touch: its least-privilege grant, checked against the template by tests/infra.rs.
-    pub fn resources(self) -> &'static [&'static str] {
-        let name = self.function_name();
-        if name.starts_with("core-runtime-") || matches!(self, Route::CoreSandboxNodeGet) {
-            // Reads only: sessions and allocations, samples and sandbox usage counters.
-            &["MainTable", "TelemetryTable", "CoreKeySecret"]
-        } else if name.starts_with("core-") {
-            &["MainTable", "CoreKeySecret"]
-        } else if self.runs_turns() {
-            &["MainTable", "EventsTable", "ModelApiKeySecret"]
-        } else if matches!(self, Route::ClientSessionEventsList | Route::ClientSessionEventsStream) {
-            &["MainTable", "EventsTable"]
-        } else if matches!(self, Route::NodeHeartbeat | Route::NodeReports | Route::SandboxProcessOutput) {
-            // Heartbeats and reports write telemetry; reading process output reads it.
-            &["MainTable", "TelemetryTable"]
-        } else {
-            &["MainTable"]
-        }
+    /// touch; how (read or write) is in [`crate::grants`], the one table tests/infra.rs checks.
+    pub fn resources(self) -> Vec<&'static str> {
+        crate::grants::resources(crate::grants::route(self))
     }
 
     pub fn by_function_name(name: &str) -> Option<Route> {

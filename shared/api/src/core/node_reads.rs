@@ -2,10 +2,11 @@
 //! node last reported about its host, and its history in complete UTC buckets. Reads only: they
 //! never touch a node or its sandboxes.
 
+use agentplane_domain::Timestamp;
 use agentplane_domain::ValidationError;
 use agentplane_domain::ids::NodeId;
 use agentplane_domain::query::Query;
-use agentplane_domain::telemetry::node::{NodeObservation, NodeRange, host_observation, node_history};
+use agentplane_domain::telemetry::node::{NodeRange, host_observation, node_history, node_history_start};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
@@ -50,15 +51,10 @@ pub async fn get(
         id.parse().map_err(|_| invalid_request(ValidationError::new("node_id", "malformed node id")))?;
     let node = app.store.nodes().get(&id).await.map_err(error::store("node"))?;
     let now = edge::now();
-    let observations: Vec<NodeObservation> = app
-        .store
-        .nodes()
-        .history(&id)
-        .await
-        .map_err(|e| ApiError::storage(&e))?
-        .iter()
-        .map(|o| o.telemetry())
-        .collect();
+    // Only the range's complete buckets are read (the one in progress is left out anyway).
+    let from = Timestamp::from_unix_seconds(node_history_start(range, now));
+    let read = app.store.nodes().history(&id, from, now).await.map_err(|e| ApiError::storage(&e))?;
+    let observations = read.observations;
     let last = node.host.as_ref().map(|h| h.telemetry());
     let mut body = render(&node, now);
     body["host"] =

@@ -109,7 +109,13 @@ async fn apply_sandbox(
                     observation_gap: true,
                     output_truncated: false,
                 };
-                ignore_conflict(obs.put_process(sandbox_id, &record).await)?;
+                // A record of this pid that no longer runs is an older process: after a gap the
+                // pid names the one seen now, and the old one's output is not its output.
+                match obs.put_seen_process(sandbox_id, &record).await {
+                    Ok(Some(_older)) => eviction.chunks.extend(state.index.forget_output(process)),
+                    Ok(None) | Err(StoreError::Conflict) => {}
+                    Err(err) => return Err(err),
+                }
             }
             NodeEvent::Output { process, stream, at, data, .. } => {
                 let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(&data) else {

@@ -1,7 +1,10 @@
 //! POST/GET /sandbox/v1/sandboxes/{id}/processes and GET …/processes/{processId}/output.
 //! Reads show what was observed and nothing more; they never touch the node, so reading never
-//! resumes a paused sandbox.
+//! resumes a paused sandbox. While the sandbox's node is away (silent past the heartbeat
+//! window) nobody watches its processes: running ones read `unknown` with `observationGap`, and
+//! output the table no longer holds (past its retention) reads `truncated`.
 
+use agentplane_domain::Timestamp;
 use agentplane_domain::query::Query;
 use agentplane_domain::sandbox::command::Command;
 use agentplane_domain::sandbox::process::{StateFilter, newest_first};
@@ -17,6 +20,7 @@ use super::sandboxes::{load, require_running};
 use super::{dispatch, render};
 use crate::body::JsonObject;
 use crate::{App, edge};
+use agentplane_domain::sandbox::Sandbox;
 
 pub async fn start(
     State(app): State<App>,
@@ -58,7 +62,9 @@ pub async fn list(
     let filter = StateFilter::parse(query.single("state")?)
         .ok_or_else(|| SandboxError::bad_request("`state` must be live, exited or all"))?;
     let sandbox = load(&app, &auth, &id).await?;
-    let state = sandbox.lifecycle.effective(edge::now());
+    let now = edge::now();
+    let state = sandbox.lifecycle.effective(now);
+    let online = node_online(&app, &sandbox, now).await?;
     let mut records: Vec<_> = app
         .store
         .observations()
@@ -66,7 +72,7 @@ pub async fn list(
         .await
         .map_err(|e| SandboxError::storage(&e))?
         .into_iter()
-        .map(|r| as_seen(r, state))
+        .map(|r| as_seen(r, state, online))
         .filter(|r| filter.admits(r.state))
         .collect();
     newest_first(&mut records);
@@ -109,13 +115,20 @@ pub async fn output(
         StoreError::NotFound => SandboxError::process_not_found(),
         other => SandboxError::storage(&other),
     })?;
-    let record = as_seen(record, sandbox.lifecycle.effective(edge::now()));
-    let (chunks, has_more) = app
-        .store
-        .observations()
-        .output(&sandbox.id, process, after, limit)
+    let now = edge::now();
+    let online = node_online(&app, &sandbox, now).await?;
+    let record = as_seen(record, sandbox.lifecycle.effective(now), online);
+    let observations = app.store.observations();
+    let page = observations
+        .output(&sandbox.id, process, after, limit, now)
         .await
         .map_err(|e| SandboxError::storage(&e))?;
+    // Chunks the retention index still lists but the table no longer holds outlived their
+    // retention: that output is lost, and the read says so.
+    let (retained, _) = observations.load_index(&sandbox.id).await.map_err(|e| SandboxError::storage(&e))?;
+    let seqs: Vec<u64> = page.chunks.iter().map(|c| c.seq).collect();
+    let lost = page.expired || retained.index.output_lost(process, after, &seqs, !page.has_more);
+    let (chunks, has_more) = (page.chunks, page.has_more);
     let cursor = chunks.last().map(|c| c.seq).or(after);
     Ok(Json(json!({
         "processId": process.to_string(),
@@ -127,7 +140,17 @@ pub async fn output(
         })).collect::<Vec<_>>(),
         "cursor": cursor.map(|c| c.to_string()),
         "hasMore": has_more,
-        "truncated": record.output_truncated,
+        "truncated": record.output_truncated || lost,
         "observationGap": record.observation_gap,
     })))
+}
+
+/// Whether the sandbox's node has been heard from within the heartbeat window. A node that no
+/// longer exists watches nothing.
+async fn node_online(app: &App, sandbox: &Sandbox, now: Timestamp) -> Result<bool, SandboxError> {
+    match app.store.nodes().get(&sandbox.node_id).await {
+        Ok(node) => Ok(node.online(now)),
+        Err(StoreError::NotFound) => Ok(false),
+        Err(other) => Err(SandboxError::storage(&other)),
+    }
 }

@@ -74,11 +74,49 @@ impl Node {
 }
 
 /// A process as a reader should see it: when the sandbox has ended without the node
-/// witnessing a process's end, that process's state is unknown, not running.
-pub fn as_seen(mut record: ProcessRecord, sandbox_state: SandboxState) -> ProcessRecord {
-    if sandbox_state.is_final() && record.state == ProcessState::Running {
+/// witnessing a process's end, or its node has been silent past the heartbeat window
+/// (`node_online` false), nobody is watching that process: its state is unknown, not running,
+/// and the gap is said out loud.
+pub fn as_seen(mut record: ProcessRecord, sandbox_state: SandboxState, node_online: bool) -> ProcessRecord {
+    if (sandbox_state.is_final() || !node_online) && record.state == ProcessState::Running {
         record.state = ProcessState::Unknown;
         record.observation_gap = true;
     }
     record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::process::ProcessConfig;
+
+    fn running() -> ProcessRecord {
+        ProcessRecord {
+            id: ProcessId::Observed(1),
+            pid: 42,
+            tag: None,
+            config: ProcessConfig::default(),
+            pty: false,
+            started_at: Timestamp::from_unix_seconds(1),
+            exited_at: None,
+            exit_code: None,
+            signal: None,
+            state: ProcessState::Running,
+            observed: true,
+            observation_gap: false,
+            output_truncated: false,
+        }
+    }
+
+    #[test]
+    fn a_running_process_is_unknown_with_a_gap_while_nobody_watches_it() {
+        let seen = as_seen(running(), SandboxState::Running, true);
+        assert_eq!((seen.state, seen.observation_gap), (ProcessState::Running, false));
+        let away = as_seen(running(), SandboxState::Running, false);
+        assert_eq!((away.state, away.observation_gap), (ProcessState::Unknown, true));
+        let ended = as_seen(running(), SandboxState::Killed, true);
+        assert_eq!((ended.state, ended.observation_gap), (ProcessState::Unknown, true));
+        let exited = ProcessRecord { state: ProcessState::Exited, exit_code: Some(0), ..running() };
+        assert_eq!(as_seen(exited.clone(), SandboxState::Running, false), exited, "a witnessed exit stays");
+    }
 }

@@ -116,6 +116,35 @@ impl RetentionIndex {
     }
 }
 
+impl RetentionIndex {
+    /// Forgets every retained chunk of `process` (its id now names another process, such as a
+    /// PID reused after a gap) and returns them, for deletion.
+    pub fn forget_output(&mut self, process: ProcessId) -> Vec<ChunkMeta> {
+        let (gone, kept): (Vec<ChunkMeta>, Vec<ChunkMeta>) =
+            self.chunks.drain(..).partition(|c| c.process == process);
+        self.chunks = kept.into();
+        gone
+    }
+
+    /// Whether a read of `process`'s output after `after` missed chunks this index still lists:
+    /// every listed chunk up to the last one `returned` (all of them when the read reached the
+    /// end) must be there. A listed chunk the table no longer holds outlived its retention.
+    pub fn output_lost(
+        &self,
+        process: ProcessId,
+        after: Option<u64>,
+        returned: &[u64],
+        reached_end: bool,
+    ) -> bool {
+        let upto = if reached_end { Some(u64::MAX) } else { returned.iter().max().copied() };
+        let Some(upto) = upto else { return false };
+        self.chunks
+            .iter()
+            .filter(|c| c.process == process && after.is_none_or(|a| c.seq > a) && c.seq <= upto)
+            .any(|c| !returned.contains(&c.seq))
+    }
+}
+
 /// Bytes that a base64 text decodes to.
 pub fn base64_decoded_len(text: &str) -> usize {
     let padding = text.bytes().rev().take_while(|b| *b == b'=').count().min(2);
@@ -176,6 +205,27 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn output_the_table_no_longer_holds_is_lost_output() {
+        let mut index = RetentionIndex::default();
+        let a = ProcessId::Observed(1);
+        let b = ProcessId::Observed(2);
+        for p in [a, b, a, a] {
+            index.admit_chunk(p, 10);
+        }
+        // a holds 0, 2, 3; b holds 1.
+        assert!(!index.output_lost(a, None, &[0, 2, 3], true));
+        assert!(index.output_lost(a, None, &[2, 3], true), "chunk 0 outlived its retention");
+        assert!(index.output_lost(a, None, &[0, 2], true), "the newest went too");
+        assert!(!index.output_lost(a, None, &[0, 2], false), "a page that stops early misses nothing");
+        assert!(!index.output_lost(a, Some(0), &[2, 3], true), "what the cursor passed is not asked for");
+        assert!(!index.output_lost(a, None, &[], false));
+        assert!(index.output_lost(b, None, &[], true));
+        assert_eq!(index.forget_output(a).iter().map(|c| c.seq).collect::<Vec<_>>(), vec![0, 2, 3]);
+        assert_eq!(index.chunks.len(), 1);
+        assert!(!index.output_lost(a, None, &[], true), "a forgotten process has nothing to lose");
+    }
 
     #[test]
     fn base64_lengths() {

@@ -3,20 +3,23 @@
 //! Samples are keyed by allocation and interval start, so a repeated pass in the same interval
 //! writes nothing twice. The sampler reads providers and records; it never changes compute.
 
-use agentplane_domain::Timestamp;
 use agentplane_domain::telemetry::observation::{ObservationError, needs_provider_read};
 use agentplane_domain::telemetry::observation_wire::LifecycleState;
 use agentplane_domain::telemetry::{
-    ObservationRecords, ProviderRead, Reason, RuntimeSample, SampleAllocation, SampleStatus, TokenUsage,
-    runtime_observation,
+    AllocationId, ObservationRecords, ProviderRead, Reason, RuntimeSample, SampleAllocation, SampleStatus,
+    TokenUsage, runtime_observation,
 };
+use agentplane_domain::{SessionId, Timestamp};
 use agentplane_store::{Allocation, Store, StoreError};
 use futures_util::StreamExt;
+use std::collections::HashMap;
 
-use super::RuntimeTelemetry;
+use super::{RuntimeTelemetry, SourceReading};
 
-/// Allocations sampled at once.
-const CONCURRENCY: usize = 32;
+/// Samples one write carries (TransactWriteItems takes 100 conditional puts).
+const WRITE_BATCH: usize = 100;
+/// Sample writes under way at once.
+const WRITE_CONCURRENCY: usize = 4;
 
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -36,11 +39,12 @@ pub struct SamplerReport {
 enum Outcome {
     Written { observed: bool },
     Duplicate,
-    Skipped,
     Failed,
 }
 
-/// One sampler pass at `now`.
+/// One sampler pass at `now`: one listing of the live allocations, their Sessions' usage in
+/// batches, provider reads in batches where the source can batch (the local source reads 100
+/// sandboxes' counters a request), then the conditional sample writes, a bounded number at once.
 pub async fn sample_once(
     store: &Store,
     config: &RuntimeTelemetry,
@@ -61,55 +65,79 @@ pub async fn sample_once(
             Default::default()
         }
     };
-    let sessions = &sessions;
-    // Owned allocations keep the stream's future free of higher-ranked borrows (so it can be spawned).
-    let mut outcomes = futures_util::stream::iter(allocations)
-        .map(|allocation| async move {
+    let live: Vec<&Allocation> =
+        allocations.iter().filter(|a| a.record.state.lifecycle() != LifecycleState::Stopped).collect();
+    let to_read: Vec<&Allocation> =
+        live.iter().copied().filter(|a| needs_provider_read(&records(a))).collect();
+    let readings = config.sources.read_many(&to_read, now).await;
+    let mut readings: HashMap<AllocationId, SourceReading> =
+        to_read.iter().map(|a| a.record.allocation_id).zip(readings).collect();
+    // Owned rows, so the write stream's futures hold no borrow of this pass (it is spawned).
+    let samples: Vec<(AllocationId, SessionId, RuntimeSample)> = live
+        .into_iter()
+        .map(|allocation| {
             let usage = sessions.get(&allocation.session_id).map(|s| TokenUsage {
                 input_tokens: s.usage.input_tokens,
                 output_tokens: s.usage.output_tokens,
             });
-            sample_allocation(store, config, &allocation, usage, interval_start, now).await
+            let reading = readings.remove(&allocation.record.allocation_id);
+            let sample = sample_of(allocation, reading, usage, now);
+            (allocation.record.allocation_id, allocation.session_id, sample)
         })
-        .buffer_unordered(CONCURRENCY);
-    while let Some(outcome) = outcomes.next().await {
-        match outcome {
-            Outcome::Written { observed } => {
-                report.written += 1;
-                if observed {
-                    report.observed += 1;
-                } else {
-                    report.unavailable += 1;
+        .collect();
+    let mut batches: Vec<Vec<(AllocationId, SessionId, RuntimeSample)>> = Vec::new();
+    for row in samples {
+        match batches.last_mut() {
+            Some(batch) if batch.len() < WRITE_BATCH => batch.push(row),
+            _ => batches.push(vec![row]),
+        }
+    }
+    // Conditional writes, 100 to a transaction, a few transactions at once.
+    let mut chunks = futures_util::stream::iter(batches)
+        .map(|batch| async move {
+            let rows: Vec<_> =
+                batch.iter().map(|(_, session, sample)| (*session, interval_start, sample.clone())).collect();
+            let results = store.telemetry().put_samples(&rows).await;
+            batch
+                .iter()
+                .zip(results)
+                .map(|((allocation, _, sample), result)| match result {
+                    Ok(true) => Outcome::Written { observed: sample.is_observed() },
+                    Ok(false) => Outcome::Duplicate,
+                    Err(err) => {
+                        tracing::warn!(allocation = %allocation, error = %err, "storing a runtime sample failed");
+                        Outcome::Failed
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .buffer_unordered(WRITE_CONCURRENCY);
+    while let Some(outcomes) = chunks.next().await {
+        for outcome in outcomes {
+            match outcome {
+                Outcome::Written { observed } => {
+                    report.written += 1;
+                    if observed {
+                        report.observed += 1;
+                    } else {
+                        report.unavailable += 1;
+                    }
                 }
+                Outcome::Duplicate => report.duplicates += 1,
+                Outcome::Failed => report.failed += 1,
             }
-            Outcome::Duplicate => report.duplicates += 1,
-            Outcome::Skipped => {}
-            Outcome::Failed => report.failed += 1,
         }
     }
     Ok(report)
 }
 
-async fn sample_allocation(
-    store: &Store,
-    config: &RuntimeTelemetry,
-    allocation: &Allocation,
-    token_usage: Option<TokenUsage>,
-    interval_start: i64,
-    now: Timestamp,
-) -> Outcome {
-    let sample = match take_sample(config, allocation, token_usage, now).await {
-        Some(sample) => sample,
-        None => return Outcome::Skipped,
-    };
-    let observed = sample.is_observed();
-    match store.telemetry().put_sample(&allocation.session_id, interval_start, &sample).await {
-        Ok(true) => Outcome::Written { observed },
-        Ok(false) => Outcome::Duplicate,
-        Err(err) => {
-            tracing::warn!(allocation = %allocation.record.allocation_id, error = %err, "storing a runtime sample failed");
-            Outcome::Failed
-        }
+/// The records an observation of a managed allocation is resolved from.
+fn records(allocation: &Allocation) -> ObservationRecords<'_> {
+    ObservationRecords {
+        session_id: allocation.session_id,
+        mode: agentplane_domain::session::EnvironmentMode::OpenaiHosted,
+        environment_id: Some(allocation.environment_id),
+        allocation: Some(&allocation.record),
     }
 }
 
@@ -121,18 +149,25 @@ pub async fn take_sample(
     token_usage: Option<TokenUsage>,
     now: Timestamp,
 ) -> Option<RuntimeSample> {
-    let lifecycle = allocation.record.state.lifecycle();
-    if lifecycle == LifecycleState::Stopped {
+    if allocation.record.state.lifecycle() == LifecycleState::Stopped {
         return None;
     }
-    let records = ObservationRecords {
-        session_id: allocation.session_id,
-        mode: agentplane_domain::session::EnvironmentMode::OpenaiHosted,
-        environment_id: Some(allocation.environment_id),
-        allocation: Some(&allocation.record),
+    let reading = if needs_provider_read(&records(allocation)) {
+        Some(config.sources.read(allocation, now).await)
+    } else {
+        None
     };
-    let reading =
-        if needs_provider_read(&records) { Some(config.sources.read(allocation, now).await) } else { None };
+    Some(sample_of(allocation, reading, token_usage, now))
+}
+
+/// The sample of a live allocation given its provider reading (`None`: nothing to read yet).
+fn sample_of(
+    allocation: &Allocation,
+    reading: Option<SourceReading>,
+    token_usage: Option<TokenUsage>,
+    now: Timestamp,
+) -> RuntimeSample {
+    let records = records(allocation);
     let status = match reading.as_ref().map(|r| &r.read) {
         None => SampleStatus::Unavailable { reason: Reason::AllocationPending },
         Some(ProviderRead::Sampled(sample)) => {
@@ -152,7 +187,7 @@ pub async fn take_sample(
         Some(ProviderRead::Unavailable) => SampleStatus::Unavailable { reason: Reason::SampleUnavailable },
     };
     let observed = matches!(status, SampleStatus::Observed { .. });
-    Some(RuntimeSample {
+    RuntimeSample {
         sampled_at: now,
         allocation: Some(SampleAllocation {
             allocation_id: allocation.record.allocation_id,
@@ -162,5 +197,5 @@ pub async fn take_sample(
         }),
         status,
         token_usage,
-    })
+    }
 }

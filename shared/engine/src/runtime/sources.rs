@@ -32,10 +32,34 @@ impl SourceReading {
 }
 
 pub type ReadFuture<'a> = Pin<Box<dyn Future<Output = SourceReading> + Send + 'a>>;
+pub type ReadManyFuture<'a> = Pin<Box<dyn Future<Output = Vec<SourceReading>> + Send + 'a>>;
+
+/// Allocations one batched provider read covers (DynamoDB's BatchGetItem takes 100 keys).
+pub const READ_BATCH: usize = 100;
+/// Provider reads under way at once when a pass reads many allocations.
+pub const READ_CONCURRENCY: usize = 32;
 
 /// Reads the current values of one allocation's compute from its provider.
 pub trait ObservationSource: Send + Sync + fmt::Debug {
     fn read<'a>(&'a self, allocation: &'a Allocation, now: Timestamp) -> ReadFuture<'a>;
+
+    /// Reads up to [`READ_BATCH`] allocations at once, one reading each, in order. Only sources
+    /// whose [`ObservationSource::batches`] is true are asked; the others are read one by one.
+    fn read_many<'a>(&'a self, allocations: &'a [&'a Allocation], now: Timestamp) -> ReadManyFuture<'a> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(allocations.len());
+            for allocation in allocations {
+                out.push(self.read(allocation, now).await);
+            }
+            out
+        })
+    }
+
+    /// Whether [`ObservationSource::read_many`] reads a batch in fewer calls than one per
+    /// allocation.
+    fn batches(&self) -> bool {
+        false
+    }
 }
 
 /// The sources by provider type, and the deadline every read gets.
@@ -87,6 +111,72 @@ impl ObservationSources {
             Err(_) => SourceReading::without_sample(ProviderRead::Timeout),
         }
     }
+
+    /// Reads many allocations, one reading each, in order, at most [`READ_CONCURRENCY`] reads
+    /// under way. A source that batches reads [`READ_BATCH`] allocations a call, the deadline
+    /// bounding each call; the others get one deadline-bounded read per allocation.
+    pub async fn read_many(&self, allocations: &[&Allocation], now: Timestamp) -> Vec<SourceReading> {
+        use futures_util::StreamExt;
+
+        // Jobs own what they name (no borrowed argument), so a spawned pass stays `Send`.
+        enum Job {
+            Batch(String, Vec<usize>),
+            One(usize),
+        }
+        let mut readings: Vec<Option<SourceReading>> = vec![None; allocations.len()];
+        let mut by_provider: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, a) in allocations.iter().enumerate() {
+            by_provider.entry(a.record.provider_type.as_str()).or_default().push(i);
+        }
+        let mut jobs = Vec::new();
+        for (provider, indices) in by_provider {
+            match self.by_provider.get(provider) {
+                Some(source) if source.batches() => {
+                    for chunk in indices.chunks(READ_BATCH) {
+                        jobs.push(Job::Batch(provider.to_owned(), chunk.to_vec()));
+                    }
+                }
+                _ => jobs.extend(indices.into_iter().map(Job::One)),
+            }
+        }
+        let mut done = futures_util::stream::iter(jobs)
+            .map(|job| async move {
+                match job {
+                    Job::One(i) => vec![(i, self.read(allocations[i], now).await)],
+                    Job::Batch(provider, indices) => {
+                        let batch: Vec<&Allocation> = indices.iter().map(|i| allocations[*i]).collect();
+                        let read = match self.by_provider.get(&provider) {
+                            Some(source) => {
+                                tokio::time::timeout(self.deadline, source.read_many(&batch, now)).await
+                            }
+                            None => Ok(Vec::new()),
+                        };
+                        match read {
+                            Ok(out) if out.len() == indices.len() => indices.into_iter().zip(out).collect(),
+                            // Past the deadline (or a source that lost count): no current sample.
+                            Ok(_) => indices
+                                .into_iter()
+                                .map(|i| (i, SourceReading::without_sample(ProviderRead::Unavailable)))
+                                .collect(),
+                            Err(_) => indices
+                                .into_iter()
+                                .map(|i| (i, SourceReading::without_sample(ProviderRead::Timeout)))
+                                .collect(),
+                        }
+                    }
+                }
+            })
+            .buffer_unordered(READ_CONCURRENCY);
+        while let Some(batch) = done.next().await {
+            for (i, reading) in batch {
+                readings[i] = Some(reading);
+            }
+        }
+        readings
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| SourceReading::without_sample(ProviderRead::Unavailable)))
+            .collect()
+    }
 }
 
 /// The local provider: the latest counters a sandbox node reported for the allocation's sandbox
@@ -104,6 +194,18 @@ impl LocalUsageSource {
     }
 }
 
+impl LocalUsageSource {
+    /// The reading of counters read at `now`: stale ones are no current sample.
+    fn current(&self, usage: Option<&SandboxCounters>, now: Timestamp) -> SourceReading {
+        let Some(usage) = usage else { return SourceReading::without_sample(ProviderRead::Unavailable) };
+        let stale_ms = i64::try_from(self.stale_after.as_millis()).unwrap_or(i64::MAX);
+        if now.unix_millis().saturating_sub(usage.reported_at.unix_millis()) > stale_ms {
+            return SourceReading::without_sample(ProviderRead::Unavailable);
+        }
+        local_reading(usage)
+    }
+}
+
 impl ObservationSource for LocalUsageSource {
     fn read<'a>(&'a self, allocation: &'a Allocation, now: Timestamp) -> ReadFuture<'a> {
         Box::pin(async move {
@@ -111,16 +213,35 @@ impl ObservationSource for LocalUsageSource {
                 return SourceReading::without_sample(ProviderRead::Unavailable);
             };
             // A failed read is "could not produce a current sample"; its detail stays here.
-            let usage = match self.store.telemetry().sandbox_counters(sandbox_id).await {
-                Ok(Some(usage)) => usage,
-                Ok(None) | Err(_) => return SourceReading::without_sample(ProviderRead::Unavailable),
-            };
-            let stale_ms = i64::try_from(self.stale_after.as_millis()).unwrap_or(i64::MAX);
-            if now.unix_millis().saturating_sub(usage.reported_at.unix_millis()) > stale_ms {
-                return SourceReading::without_sample(ProviderRead::Unavailable);
+            match self.store.telemetry().sandbox_counters(sandbox_id).await {
+                Ok(usage) => self.current(usage.as_ref(), now),
+                Err(_) => SourceReading::without_sample(ProviderRead::Unavailable),
             }
-            local_reading(&usage)
         })
+    }
+
+    /// One BatchGetItem for the counters of up to 100 sandboxes.
+    fn read_many<'a>(&'a self, allocations: &'a [&'a Allocation], now: Timestamp) -> ReadManyFuture<'a> {
+        Box::pin(async move {
+            let ids: Vec<&str> = allocations.iter().filter_map(|a| a.sandbox_id.as_deref()).collect();
+            let counters = match self.store.telemetry().sandbox_counters_many(&ids).await {
+                Ok(counters) => counters,
+                Err(_) => {
+                    return allocations
+                        .iter()
+                        .map(|_| SourceReading::without_sample(ProviderRead::Unavailable))
+                        .collect();
+                }
+            };
+            allocations
+                .iter()
+                .map(|a| self.current(a.sandbox_id.as_deref().and_then(|id| counters.get(id)), now))
+                .collect()
+        })
+    }
+
+    fn batches(&self) -> bool {
+        true
     }
 }
 

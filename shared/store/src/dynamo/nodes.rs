@@ -7,7 +7,11 @@
 //! | node token lookup    | main      | `NODETOKEN#{sha256}` | `NODETOKEN`        | the plaintext is never kept  |
 //! | queued command       | main      | `NODE#{id}`          | `CMD#{command id}` | deleted when answered        |
 //! | command outcome      | main      | `CMDRESULT#{id}`     | `RESULT`           | TTL 1 h; the waiting caller reads it |
-//! | heartbeat history    | telemetry | `NODE#{id}`          | `OBS#{ms:015}`     | TTL 25 h                     |
+//! | heartbeat history    | telemetry | `NODE#{id}`          | `OBS#{ms:015}`     | TTL 25 h; host values only   |
+//!
+//! A history item holds only the host values of one heartbeat (no per-sandbox counters: those
+//! are kept elsewhere), so a day at the daemon's cadence stays a few pages; reads take only the
+//! requested sort-key range and follow every page.
 
 use agentplane_domain::Timestamp;
 use agentplane_domain::api_key::KeyHash;
@@ -16,7 +20,9 @@ use agentplane_domain::page::created_sort_key;
 use agentplane_domain::sandbox::Node;
 use agentplane_domain::sandbox::command::{CommandEnvelope, CommandOutcome};
 use agentplane_domain::sandbox::host::HostObservation;
+use agentplane_domain::telemetry::node::NodeObservation;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use serde::{Deserialize, Serialize};
 
 use super::{backend, conditional, get_as, put_new, query_all, s, transaction_conflict};
@@ -94,8 +100,33 @@ struct HistoryItem {
     pk: String,
     #[serde(rename = "SK")]
     sk: String,
+    /// JSON of the host values ([`NodeObservation`]). Items written before this shape carried
+    /// the whole heartbeat; their extra fields are ignored on the way back.
     observation: String,
     expires_at: i64,
+}
+
+fn history_sk(at: Timestamp) -> String {
+    format!("OBS#{:015}", at.unix_millis().max(0))
+}
+
+fn history_item(id: &NodeId, observation: &NodeObservation) -> Result<HistoryItem, StoreError> {
+    Ok(HistoryItem {
+        pk: node_pk(id),
+        sk: history_sk(observation.observed_at),
+        observation: serde_json::to_string(observation).map_err(StoreError::unavailable)?,
+        expires_at: observation.observed_at.unix_seconds() + NODE_HISTORY_TTL_S,
+    })
+}
+
+/// What one history read fetched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeHistoryRead {
+    /// Oldest first.
+    pub observations: Vec<NodeObservation>,
+    /// DynamoDB items read (the queries' scanned counts).
+    pub items_read: u64,
+    pub requests: u32,
 }
 
 pub struct Nodes<'a> {
@@ -190,12 +221,7 @@ impl<'a> Nodes<'a> {
                 StoreError::Conflict => StoreError::NotFound,
                 other => other,
             })?;
-        let history = HistoryItem {
-            pk: node_pk(id),
-            sk: format!("OBS#{:015}", observation.observed_at.unix_millis().max(0)),
-            observation: serde_json::to_string(observation).map_err(StoreError::unavailable)?,
-            expires_at: observation.observed_at.unix_seconds() + NODE_HISTORY_TTL_S,
-        };
+        let history = history_item(id, &observation.telemetry())?;
         self.store
             .dynamo
             .put_item()
@@ -207,27 +233,83 @@ impl<'a> Nodes<'a> {
         Ok(())
     }
 
-    /// The stored heartbeat history of a node, oldest first.
-    pub async fn history(&self, id: &NodeId) -> Result<Vec<HostObservation>, StoreError> {
-        let out = self
-            .store
-            .dynamo
-            .query()
-            .table_name(&self.store.names.telemetry_table)
-            .key_condition_expression("PK = :pk AND begins_with(SK, :obs)")
-            .expression_attribute_values(":pk", s(node_pk(id)))
-            .expression_attribute_values(":obs", s("OBS#"))
-            .send()
-            .await
-            .map_err(backend)?;
-        out.items
-            .unwrap_or_default()
-            .into_iter()
-            .map(|item| {
+    /// Appends host observations to a node's history in batches (BatchWriteItem, 25 a call),
+    /// with the same items a heartbeat writes; for backfills and tests of long histories.
+    pub async fn append_history(
+        &self,
+        id: &NodeId,
+        observations: &[NodeObservation],
+    ) -> Result<(), StoreError> {
+        let table = &self.store.names.telemetry_table;
+        let mut requests = Vec::with_capacity(observations.len());
+        for observation in observations {
+            let put = PutRequest::builder()
+                .set_item(Some(serde_dynamo::to_item(history_item(id, observation)?)?))
+                .build()
+                .map_err(StoreError::unavailable)?;
+            requests.push(WriteRequest::builder().put_request(put).build());
+        }
+        let mut attempts = 0u64;
+        while !requests.is_empty() {
+            let batch: Vec<WriteRequest> = requests.drain(..requests.len().min(25)).collect();
+            let out = self
+                .store
+                .dynamo
+                .batch_write_item()
+                .request_items(table, batch)
+                .send()
+                .await
+                .map_err(backend)?;
+            let unprocessed = out.unprocessed_items.and_then(|mut m| m.remove(table)).unwrap_or_default();
+            if !unprocessed.is_empty() {
+                attempts += 1;
+                if attempts > 8 {
+                    return Err(StoreError::unavailable("batch write kept leaving items unprocessed"));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20 * attempts)).await;
+                requests.extend(unprocessed);
+            }
+        }
+        Ok(())
+    }
+
+    /// The stored host observations of a node taken in `[from, to]`, oldest first: only that
+    /// sort-key range is read, every page of it.
+    pub async fn history(
+        &self,
+        id: &NodeId,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<NodeHistoryRead, StoreError> {
+        let mut read = NodeHistoryRead { observations: Vec::new(), items_read: 0, requests: 0 };
+        let mut start = None;
+        loop {
+            let page = self
+                .store
+                .dynamo
+                .query()
+                .table_name(&self.store.names.telemetry_table)
+                .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+                .expression_attribute_values(":pk", s(node_pk(id)))
+                .expression_attribute_values(":from", s(history_sk(from)))
+                .expression_attribute_values(":to", s(history_sk(to)))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(backend)?;
+            read.requests += 1;
+            read.items_read += u64::try_from(page.scanned_count).unwrap_or(0);
+            for item in page.items.unwrap_or_default() {
                 let h: HistoryItem = serde_dynamo::from_item(item)?;
-                serde_json::from_str(&h.observation).map_err(|e| StoreError::Corrupt(e.to_string()))
-            })
-            .collect()
+                read.observations.push(
+                    serde_json::from_str(&h.observation).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                );
+            }
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(read),
+            }
+        }
     }
 
     pub async fn enqueue(&self, node: &NodeId, envelope: &CommandEnvelope) -> Result<(), StoreError> {

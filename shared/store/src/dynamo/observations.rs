@@ -64,6 +64,16 @@ struct IndexItem {
     state: String,
 }
 
+/// One page of a process's retained output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputPage {
+    /// Oldest first.
+    pub chunks: Vec<StoredChunk>,
+    pub has_more: bool,
+    /// Chunks past their retention were left out (the table had not removed them yet).
+    pub expired: bool,
+}
+
 /// One retained chunk of output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredChunk {
@@ -121,6 +131,34 @@ impl<'a> Observations<'a> {
         let item: Option<ProcessItem> =
             get_as(self.store, self.main(), sandbox_pk(sandbox), process_sk(id)).await?;
         Ok(item.ok_or(StoreError::NotFound)?.record)
+    }
+
+    /// Records a process seen running under `record.id` (`live-<pid>`), replacing a record of
+    /// that id that is no longer running: after a gap the pid may name a new process. Returns
+    /// the record it replaced; `Conflict` when one is still running (the same process).
+    pub async fn put_seen_process(
+        &self,
+        sandbox: &SandboxId,
+        record: &ProcessRecord,
+    ) -> Result<Option<ProcessRecord>, StoreError> {
+        let item = ProcessItem { pk: sandbox_pk(sandbox), sk: process_sk(record.id), record: record.clone() };
+        let out = self
+            .store
+            .dynamo
+            .put_item()
+            .table_name(self.main())
+            .set_item(Some(serde_dynamo::to_item(item)?))
+            .condition_expression("attribute_not_exists(PK) OR #state <> :running")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":running", s(ProcessState::Running.as_str()))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        match out.attributes {
+            Some(old) if !old.is_empty() => Ok(Some(serde_dynamo::from_item::<_, ProcessItem>(old)?.record)),
+            _ => Ok(None),
+        }
     }
 
     /// Writes a new record; `Conflict` when it exists (a retried report).
@@ -356,15 +394,18 @@ impl<'a> Observations<'a> {
     }
 
     /// Retained chunks of one process after `after` (a sequence number), oldest first, at most
-    /// `limit`; and whether more follow.
+    /// `limit`; whether more follow; and whether chunks past their retention at `now` were left
+    /// out.
     pub async fn output(
         &self,
         sandbox: &SandboxId,
         process: ProcessId,
         after: Option<u64>,
         limit: usize,
-    ) -> Result<(Vec<StoredChunk>, bool), StoreError> {
+        now: Timestamp,
+    ) -> Result<OutputPage, StoreError> {
         let mut chunks = Vec::new();
+        let mut expired = false;
         let mut start: Option<Item> = after.map(|seq| {
             Item::from([
                 ("PK".to_owned(), s(sandbox_pk(sandbox))),
@@ -387,15 +428,21 @@ impl<'a> Observations<'a> {
                 .await
                 .map_err(backend)?;
             for item in page.items.unwrap_or_default() {
-                chunks.push(serde_dynamo::from_item::<_, ChunkItem>(item)?.chunk);
+                let item: ChunkItem = serde_dynamo::from_item(item)?;
+                // DynamoDB removes expired items only eventually: past its TTL a chunk is gone.
+                if item.expires_at <= now.unix_seconds() {
+                    expired = true;
+                } else {
+                    chunks.push(item.chunk);
+                }
             }
             match page.last_evaluated_key {
                 Some(key) if !key.is_empty() && chunks.len() <= limit => start = Some(key),
                 _ => break,
             }
         }
-        let more = chunks.len() > limit;
+        let has_more = chunks.len() > limit;
         chunks.truncate(limit);
-        Ok((chunks, more))
+        Ok(OutputPage { chunks, has_more, expired })
     }
 }

@@ -12,10 +12,12 @@
 use agentplane_domain::SessionId;
 use agentplane_domain::telemetry::history::SAMPLE_RETENTION_SECONDS;
 use agentplane_domain::telemetry::{AllocationId, RuntimeSample, SandboxCounters};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
 use super::page::Item;
-use super::{backend, conditional, s};
+use super::{backend, batch_get_as, conditional, s};
 use crate::{Store, StoreError};
 
 fn samples_pk(session: &SessionId) -> String {
@@ -105,6 +107,108 @@ impl<'a> Telemetry<'a> {
         }
     }
 
+    /// Writes many samples, each as [`Telemetry::put_sample`] would (conditional: a sample of an
+    /// allocation and interval is written once), up to 100 in one TransactWriteItems. A
+    /// transaction that fails because some samples exist tells which (its cancellation
+    /// reasons); the others are sent again without them. What a transaction cannot settle
+    /// (conflicts with a concurrent writer) is written one by one. One result per sample, in
+    /// order: `Ok(true)` written, `Ok(false)` already there.
+    pub async fn put_samples(
+        &self,
+        samples: &[(SessionId, i64, RuntimeSample)],
+    ) -> Vec<Result<bool, StoreError>> {
+        let mut results: Vec<Option<Result<bool, StoreError>>> = samples.iter().map(|_| None).collect();
+        for (chunk_at, chunk) in samples.chunks(100).enumerate().map(|(i, c)| (i * 100, c)) {
+            let mut pending: Vec<usize> = (0..chunk.len()).collect();
+            for _round in 0..3 {
+                if pending.is_empty() {
+                    break;
+                }
+                let mut request = self.store.dynamo.transact_write_items();
+                let mut built = true;
+                for i in &pending {
+                    let (session, interval_start, sample) = &chunk[*i];
+                    match self.sample_put(session, *interval_start, sample) {
+                        Ok(put) => {
+                            request = request.transact_items(TransactWriteItem::builder().put(put).build())
+                        }
+                        Err(_) => built = false,
+                    }
+                }
+                if !built {
+                    break;
+                }
+                match request.send().await {
+                    Ok(_) => {
+                        for i in pending.drain(..) {
+                            results[chunk_at + i] = Some(Ok(true));
+                        }
+                    }
+                    Err(err) => {
+                        let reasons: Vec<Option<String>> = err
+                            .as_service_error()
+                            .and_then(|e| match e {
+                                TransactWriteItemsError::TransactionCanceledException(c) => Some(
+                                    c.cancellation_reasons()
+                                        .iter()
+                                        .map(|r| r.code().map(str::to_owned))
+                                        .collect(),
+                                ),
+                                _ => None,
+                            })
+                            .unwrap_or_default();
+                        if reasons.len() != pending.len() {
+                            break;
+                        }
+                        let mut settled = false;
+                        let mut still = Vec::with_capacity(pending.len());
+                        for (i, code) in pending.iter().zip(reasons) {
+                            if code.as_deref() == Some("ConditionalCheckFailed") {
+                                results[chunk_at + i] = Some(Ok(false));
+                                settled = true;
+                            } else {
+                                still.push(*i);
+                            }
+                        }
+                        pending = still;
+                        if !settled {
+                            break;
+                        }
+                    }
+                }
+            }
+            for i in pending {
+                let (session, interval_start, sample) = &chunk[i];
+                results[chunk_at + i] = Some(self.put_sample(session, *interval_start, sample).await);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(StoreError::unavailable("sample not written"))))
+            .collect()
+    }
+
+    fn sample_put(
+        &self,
+        session: &SessionId,
+        interval_start: i64,
+        sample: &RuntimeSample,
+    ) -> Result<Put, StoreError> {
+        let allocation = sample.allocation.as_ref().map(|a| &a.allocation_id);
+        let item = SampleItem {
+            pk: samples_pk(session),
+            sk: sample_sk(interval_start, allocation),
+            sample: sample.clone(),
+            expires_at: sample.sampled_at.unix_seconds().saturating_add(SAMPLE_RETENTION_SECONDS),
+        };
+        Put::builder()
+            .table_name(&self.store.names.telemetry_table)
+            .set_item(Some(serde_dynamo::to_item(item)?))
+            .condition_expression("attribute_not_exists(PK)")
+            .build()
+            .map_err(StoreError::unavailable)
+    }
+
     /// The samples of `session` whose sampling interval starts in `[from, to)` (Unix seconds).
     pub async fn samples(&self, session: &SessionId, from: i64, to: i64) -> Result<SampleRead, StoreError> {
         let mut read = SampleRead { samples: Vec::new(), items_read: 0, requests: 0 };
@@ -167,5 +271,16 @@ impl<'a> Telemetry<'a> {
             Some(item) => Ok(Some(serde_dynamo::from_item::<_, UsageItem>(item)?.usage)),
             None => Ok(None),
         }
+    }
+
+    /// The latest counters of many sandboxes at once (BatchGetItem, 100 keys a call), by
+    /// sandbox id; sandboxes without counters are left out.
+    pub async fn sandbox_counters_many(
+        &self,
+        sandbox_ids: &[&str],
+    ) -> Result<std::collections::HashMap<String, SandboxCounters>, StoreError> {
+        let keys = sandbox_ids.iter().map(|id| (usage_pk(id), USAGE_SK.to_owned()));
+        let items: Vec<UsageItem> = batch_get_as(self.store, &self.store.names.telemetry_table, keys).await?;
+        Ok(items.into_iter().map(|i| (i.usage.sandbox_id.clone(), i.usage)).collect())
     }
 }

@@ -1,8 +1,10 @@
 //! GET /core/v1/projects/{project_id}/sessions/{session_id}/runtime-history
 //!
-//! Order of checks: the query (400), the Project and Session (404), the mode (409), whether Core
-//! samples at all (503), then storage. Allocation and provider identities come from the stored
-//! samples, never from the query.
+//! Order of checks: the query (400), the Project and Session (404), the mode (409), the stored
+//! identity (the Session's Environment and its allocation, 500 when they disagree), whether Core
+//! samples at all (503), then the samples. Allocation and provider identities come from the
+//! stored records and samples, never from the query; samples that name another Environment or
+//! another allocation than the Session's are an inconsistent identity too.
 
 use agentplane_domain::query::Query;
 use agentplane_domain::telemetry::history::retained_start;
@@ -12,7 +14,7 @@ use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 
-use super::{error, ids};
+use super::{check_identity, error, ids};
 use crate::core::auth::CoreAdmin;
 use crate::envelope::ApiError;
 use crate::{App, edge};
@@ -35,6 +37,17 @@ pub async fn history(
     if !history_supported(session.environment_mode) {
         return Err(error::history_unsupported());
     }
+    // The Session's Environment, then its allocation, as the observation routes resolve them.
+    let Some(environment) = session.environment_id else {
+        return Err(error::internal("openai_hosted session without an environment"));
+    };
+    let allocation = app
+        .store
+        .allocations()
+        .get(&session.project_id, &session.id)
+        .await
+        .map_err(|_| error::history_unavailable())?;
+    check_identity(&session, allocation.as_ref())?;
     if !app.runtime.history_enabled {
         return Err(error::history_unavailable());
     }
@@ -52,6 +65,13 @@ pub async fn history(
         // Neither the storage error nor its text leaves this line.
         Ok(Err(_)) | Err(_) => return Err(error::history_unavailable()),
     };
+    let foreign = samples.iter().filter_map(|s| s.allocation.as_ref()).any(|a| {
+        a.environment_id != environment
+            || allocation.as_ref().is_none_or(|own| own.record.allocation_id != a.allocation_id)
+    });
+    if foreign {
+        return Err(error::internal("stored samples name another runtime identity"));
+    }
     let history = build_runtime_history(session.id, query, interval, edge::now(), &samples)
         .map_err(|e| error::history(&e))?;
     Ok(Json(history))

@@ -21,13 +21,10 @@ use agentplane_store::Allocation;
 use crate::App;
 use crate::envelope::ApiError;
 
-/// The observation of `session` (with disk) from its allocation and, when needed, its provider.
-async fn observe(
-    app: &App,
-    session: &Session,
-    allocation: Option<&Allocation>,
-    resolved_at: Timestamp,
-) -> Result<AdminRuntimeObservation, ApiError> {
+/// The stored identity behind a Session's runtime: its allocation, when it has one, belongs to
+/// this Session, its Project and its Environment. A mismatch is a 500 `internal_error`; only
+/// a fixed text is logged.
+fn check_identity(session: &Session, allocation: Option<&Allocation>) -> Result<(), ApiError> {
     if allocation.is_some_and(|a| {
         a.session_id != session.id
             || a.project_id != session.project_id
@@ -35,6 +32,17 @@ async fn observe(
     }) {
         return Err(error::internal("inconsistent runtime identity"));
     }
+    Ok(())
+}
+
+/// The observation of `session` (with disk) from its allocation and, when needed, its provider.
+async fn observe(
+    app: &App,
+    session: &Session,
+    allocation: Option<&Allocation>,
+    resolved_at: Timestamp,
+) -> Result<AdminRuntimeObservation, ApiError> {
+    check_identity(session, allocation)?;
     let records = ObservationRecords {
         session_id: session.id,
         mode: session.environment_mode,
