@@ -32,4 +32,5 @@ say "cfn-lint infra/template.yaml"
 "$tools/bin/cfn-lint" infra/template.yaml
 
 say "cargo test"
-cargo test --workspace
+# Every test binary runs even after one fails, so a red run shows every failure at once.
+cargo test --workspace --no-fail-fast

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -77,6 +77,7 @@ const ETC: &[(&str, &str)] = &[
 impl NodeFiles {
     pub fn prepare(state_dir: &Path) -> std::io::Result<Self> {
         dir(state_dir, 0o711)?;
+        searchable(state_dir)?;
         let etc = state_dir.join("etc");
         dir(&etc, 0o755)?;
         for (name, text) in ETC {
@@ -120,6 +121,7 @@ impl SandboxDirs {
     pub fn prepare(&self) -> std::io::Result<()> {
         if let Some(parent) = self.root.parent() {
             dir(parent, 0o711)?;
+            searchable(parent)?;
         }
         dir(&self.root, 0o711)?;
         dir(&self.run(), 0o700)?;
@@ -300,10 +302,33 @@ pub fn untraversable(path: &Path) -> Option<PathBuf> {
     None
 }
 
-/// Creates `path` (and its parents) and sets its mode, whatever the umask.
+/// Creates `path` and whatever of its parents is missing, each with `mode` whatever the umask.
+/// A directory that already exists keeps its mode (it may be shared, `/tmp` say).
 fn dir(path: &Path, mode: u32) -> std::io::Result<()> {
-    std::fs::DirBuilder::new().recursive(true).mode(mode).create(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    let mut missing = Vec::new();
+    let mut here = Some(path);
+    while let Some(p) = here.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+        missing.push(p);
+        here = p.parent();
+    }
+    for p in missing.into_iter().rev() {
+        match std::fs::create_dir(p) {
+            Ok(()) => std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))?,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Lets others search `path` (adds the x bits; nothing else changes): the node's own
+/// directories on the way to a workspace, even when something else made them under a tight umask.
+fn searchable(path: &Path) -> std::io::Result<()> {
+    let mode = std::fs::metadata(path)?.permissions().mode();
+    if mode & 0o111 != 0o111 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode((mode | 0o111) & 0o7777))?;
+    }
+    Ok(())
 }
 
 fn file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
@@ -329,7 +354,7 @@ mod tests {
 
     #[test]
     fn a_closed_ancestor_is_found() {
-        let base = std::env::temp_dir().join(format!("jail-test-{}", uuid::Uuid::new_v4().simple()));
+        let base = Path::new("/tmp").join(format!("jail-test-{}", uuid::Uuid::new_v4().simple()));
         let closed = base.join("closed");
         dir(&closed.join("state"), 0o755).unwrap();
         std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
