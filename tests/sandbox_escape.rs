@@ -332,6 +332,12 @@ async fn seccomp_refuses_each_denied_call_and_the_sandbox_still_works() {
         .output()
         .expect("cc");
     assert!(built.status.success(), "cc: {}", String::from_utf8_lossy(&built.stderr));
+    // Whatever the umask, the sandbox user must be able to run it.
+    std::fs::set_permissions(
+        dir.join("workspace").join("probe"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod probe");
     let probe = env.run(&sbx, "/workspace/probe").await;
     assert_eq!(probe.exit_code, Some(0), "{probe:?}");
     let lines: Vec<(&str, i32)> = probe

@@ -81,6 +81,9 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
         tasks: Mutex::new(JoinSet::new()),
     });
     tracing::info!(connection = %node.connection, state_dir = %config.state_dir.display(), "node daemon starting");
+    if let Err(err) = node.provider.prepare() {
+        tracing::error!(error = %err, "the node's sandbox files could not be written");
+    }
     if let Some(problem) = node.provider.host_problem() {
         tracing::error!(%problem, "this host cannot run sandboxes: every create will fail until it is fixed");
     }

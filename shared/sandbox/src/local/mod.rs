@@ -114,6 +114,12 @@ impl LocalProvider {
         &self.state_dir
     }
 
+    /// Writes the node's shared files (the synthesized `/etc`, the seccomp programs) once, and
+    /// makes the state directory searchable.
+    pub fn prepare(&self) -> Result<(), String> {
+        self.files().map(|_| ())
+    }
+
     /// What keeps this host from running sandboxes, if anything.
     pub fn host_problem(&self) -> Option<HostProblem> {
         host_problem(&self.state_dir)
@@ -134,10 +140,10 @@ impl LocalProvider {
         id: &SandboxId,
         env_vars: BTreeMap<String, String>,
     ) -> Result<LocalSandbox, String> {
+        let files = self.files()?;
         if let Some(problem) = self.host_problem() {
             return Err(problem.to_string());
         }
-        let files = self.files()?;
         let dirs = self.sandbox_dirs(id);
         dirs.prepare().map_err(|e| format!("preparing the sandbox's directories: {e}"))?;
         let cgroup = Cgroup::create(id.as_str(), self.limits);
