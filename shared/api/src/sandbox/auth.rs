@@ -15,14 +15,8 @@ impl FromRequestParts<App> for SandboxAuth {
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, SandboxError> {
         let header = parts.headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim);
-        let token = header
-            .filter(|t| !t.is_empty())
-            .or_else(|| bearer(parts))
-            .ok_or_else(SandboxError::unauthorized)?;
-        match authenticate(app, token).await {
-            Ok(auth) => Ok(Self(auth)),
-            Err(err) if err.status == http::StatusCode::UNAUTHORIZED => Err(SandboxError::unauthorized()),
-            Err(err) => Err(SandboxError::new(err.status, err.message)),
-        }
+        let token =
+            header.filter(|t| !t.is_empty()).or_else(|| bearer(parts)).ok_or(SandboxError::Unauthorized)?;
+        Ok(Self(authenticate(app, token).await?))
     }
 }

@@ -16,14 +16,14 @@ pub const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
 pub async fn enqueue(app: &App, node: &NodeId, command: Command) -> Result<CommandId, SandboxError> {
     let now = edge::now();
-    let id = CommandId::from_random(edge::random().map_err(|_| SandboxError::internal("randomness"))?);
+    let id = CommandId::from_random(edge::random().map_err(|_| SandboxError::Internal("randomness"))?);
     let envelope = CommandEnvelope {
         id,
         issued_at: now,
         expires_at: now.plus_millis(i64::try_from(ANSWER_WITHIN.as_millis()).unwrap_or(10_000)),
         command,
     };
-    app.store.nodes().enqueue(node, &envelope).await.map_err(|e| SandboxError::storage(&e))?;
+    app.store.nodes().enqueue(node, &envelope).await?;
     Ok(id)
 }
 
@@ -37,14 +37,14 @@ pub async fn run(app: &App, node: &NodeId, command: Command) -> Result<CommandOu
         match app.store.nodes().outcome(&id).await {
             Ok(Some(outcome)) => return Ok(outcome),
             Ok(None) => {}
-            Err(err) => return Err(SandboxError::storage(&err)),
+            Err(err) => return Err(err.into()),
         }
         if started.elapsed() >= ANSWER_WITHIN {
             return match app.store.nodes().withdraw(node, &id).await {
                 Ok(()) | Err(StoreError::Conflict) | Err(StoreError::NotFound) => {
-                    Err(SandboxError::unavailable("the sandbox's node did not answer in time; try again"))
+                    Err(SandboxError::NodeTimeout)
                 }
-                Err(err) => Err(SandboxError::storage(&err)),
+                Err(err) => Err(err.into()),
             };
         }
         tokio::time::sleep(pause).await;

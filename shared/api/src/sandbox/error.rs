@@ -1,100 +1,269 @@
 //! The E2B error format of the sandbox API, `{"code": <http status>, "message": …}`: every
-//! status of this surface is decided here.
+//! status and message of this surface is decided here, by [`SandboxError::status`] and the
+//! variant's `Display`. Handlers return `Result<_, SandboxError>` and use `?`.
 
+use agentplane_domain::SessionId;
 use agentplane_domain::ValidationError;
 use agentplane_domain::sandbox::LifecycleError;
+use agentplane_domain::sandbox::SandboxState;
 use agentplane_store::StoreError;
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde_json::json;
 
-use crate::body::BodyError;
+use crate::body::{BodyError, MAX_BODY_BYTES};
+use crate::envelope::ApiError;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SandboxError {
-    pub status: StatusCode,
-    pub message: String,
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("missing, invalid or revoked API key")]
+    Unauthorized,
+    /// The key could not be checked (storage): the client auth's status and message, as is.
+    #[error("{}", .0.message)]
+    Auth(ApiError),
+    #[error("sandbox not found")]
+    SandboxNotFound,
+    #[error("process not found")]
+    ProcessNotFound,
+    #[error("{}", body_message(.0))]
+    Body(BodyError),
+    #[error("{}", .0.message)]
+    Invalid(#[from] ValidationError),
+    #[error("unknown query parameter `{0}`")]
+    UnknownQueryParameter(String),
+    #[error("`state` must be live, exited or all")]
+    InvalidStateFilter,
+    #[error("`cursor` is not a cursor this API handed out")]
+    InvalidCursor,
+    #[error("`limit` must be an integer from 1 to 1024")]
+    InvalidLimit,
+    #[error("{0}")]
+    Lifecycle(#[from] LifecycleError),
+    #[error("the sandbox changed concurrently; try again")]
+    ChangedConcurrently,
+    /// The process counter refused a new process: the sandbox stopped meanwhile.
+    #[error("the sandbox is not running")]
+    NotRunning,
+    /// Processes start only in a running sandbox; this one is paused, expired or killed.
+    #[error("the sandbox {}", stopped_message(*.0))]
+    Stopped(SandboxState),
+    #[error("this sandbox is the managed compute of session {0}; it ends when the session is deleted")]
+    ManagedCompute(SessionId),
+    #[error("no sandbox node is online")]
+    NoNodeOnline,
+    #[error("the sandbox's node did not answer in time; try again")]
+    NodeTimeout,
+    #[error("the sandbox node could not do it: {0}")]
+    NodeRefused(String),
+    #[error("the process could not be started: {0}")]
+    ProcessNotStarted(String),
+    /// A storage failure: the detail goes to the log, never to the client.
+    #[error("storage is unavailable; try again")]
+    Storage(#[source] StoreError),
+    #[error("internal error")]
+    Internal(&'static str),
+}
+
+fn body_message(err: &BodyError) -> String {
+    match err {
+        BodyError::TooLarge => format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
+        BodyError::Unreadable => "the request body could not be read".to_owned(),
+        BodyError::InvalidJson(detail) => format!("the request body is not valid JSON: {detail}"),
+        BodyError::NotAnObject => "the request body must be a JSON object".to_owned(),
+    }
+}
+
+fn stopped_message(state: SandboxState) -> &'static str {
+    match state {
+        SandboxState::Paused => "is paused",
+        SandboxState::Expired => "has expired",
+        SandboxState::Killed => "was killed",
+        SandboxState::Running => "is running",
+    }
 }
 
 impl SandboxError {
-    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self { status, message: message.into() }
-    }
-
-    pub fn unauthorized() -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "missing, invalid or revoked API key")
-    }
-
-    pub fn sandbox_not_found() -> Self {
-        Self::new(StatusCode::NOT_FOUND, "sandbox not found")
-    }
-
-    pub fn process_not_found() -> Self {
-        Self::new(StatusCode::NOT_FOUND, "process not found")
-    }
-
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, message)
-    }
-
-    pub fn conflict(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, message)
-    }
-
-    pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
-    }
-
-    pub fn storage(err: &StoreError) -> Self {
-        tracing::error!(error = %err, "storage call failed");
-        Self::unavailable("storage is unavailable; try again")
-    }
-
-    pub fn internal(what: &str) -> Self {
-        tracing::error!(what, "internal error");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Auth(err) => err.status,
+            Self::SandboxNotFound | Self::ProcessNotFound => StatusCode::NOT_FOUND,
+            Self::Body(BodyError::TooLarge) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Body(_)
+            | Self::Invalid(_)
+            | Self::UnknownQueryParameter(_)
+            | Self::InvalidStateFilter
+            | Self::InvalidCursor
+            | Self::InvalidLimit => StatusCode::BAD_REQUEST,
+            Self::Lifecycle(_)
+            | Self::ChangedConcurrently
+            | Self::NotRunning
+            | Self::Stopped(_)
+            | Self::ManagedCompute(_) => StatusCode::CONFLICT,
+            Self::NoNodeOnline
+            | Self::NodeTimeout
+            | Self::NodeRefused(_)
+            | Self::ProcessNotStarted(_)
+            | Self::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
     }
 
     /// A store result about a sandbox: `NotFound` is a 404, the rest a 503.
-    pub fn store(err: StoreError) -> Self {
+    pub fn sandbox_lookup(err: StoreError) -> Self {
         match err {
-            StoreError::NotFound => Self::sandbox_not_found(),
-            other => Self::storage(&other),
+            StoreError::NotFound => Self::SandboxNotFound,
+            other => other.into(),
+        }
+    }
+
+    /// A store result about a process: `NotFound` is a 404, the rest a 503.
+    pub fn process_lookup(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound => Self::ProcessNotFound,
+            other => other.into(),
+        }
+    }
+
+    /// A conditional write on a sandbox: losing the race is a 409, the rest a 503.
+    pub fn sandbox_write(err: StoreError) -> Self {
+        match err {
+            StoreError::Conflict => Self::ChangedConcurrently,
+            other => other.into(),
         }
     }
 }
 
-impl IntoResponse for SandboxError {
-    fn into_response(self) -> Response {
-        (self.status, Json(json!({ "code": self.status.as_u16(), "message": self.message }))).into_response()
+/// Any storage failure is a 503 (not-found and conflicts included, unless the caller classified
+/// them first with [`SandboxError::sandbox_lookup`] and friends).
+impl From<StoreError> for SandboxError {
+    fn from(err: StoreError) -> Self {
+        tracing::error!(error = %err, "storage call failed");
+        Self::Storage(err)
     }
 }
 
 impl From<BodyError> for SandboxError {
     fn from(err: BodyError) -> Self {
-        match err {
-            BodyError::TooLarge => Self::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the request body exceeds {} bytes", crate::body::MAX_BODY_BYTES),
+        Self::Body(err)
+    }
+}
+
+/// The client API's key check: a rejected key is this surface's 401; anything else (storage)
+/// keeps its status and message.
+impl From<ApiError> for SandboxError {
+    fn from(err: ApiError) -> Self {
+        if err.status == StatusCode::UNAUTHORIZED { Self::Unauthorized } else { Self::Auth(err) }
+    }
+}
+
+impl IntoResponse for SandboxError {
+    fn into_response(self) -> Response {
+        if let Self::Internal(what) = &self {
+            tracing::error!(what, "internal error");
+        }
+        let status = self.status();
+        (status, Json(json!({ "code": status.as_u16(), "message": self.to_string() }))).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn rendered(err: SandboxError) -> (u16, serde_json::Value) {
+        let response = err.into_response();
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap_or_default();
+        (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn every_variant_renders_its_status_as_the_e2b_code_with_its_message() {
+        let session: SessionId = SessionId::from_random([7; 16]);
+        let cases: Vec<(SandboxError, u16, String)> = vec![
+            (SandboxError::Unauthorized, 401, "missing, invalid or revoked API key".into()),
+            (
+                ApiError::storage(&StoreError::Unavailable("down".into())).into(),
+                503,
+                "storage is unavailable; try again".into(),
             ),
-            BodyError::Unreadable => Self::bad_request("the request body could not be read"),
-            BodyError::InvalidJson(detail) => {
-                Self::bad_request(format!("the request body is not valid JSON: {detail}"))
-            }
-            BodyError::NotAnObject => Self::bad_request("the request body must be a JSON object"),
+            (
+                ApiError::new(StatusCode::UNAUTHORIZED, "authentication_error", "invalid_api_key", "x")
+                    .into(),
+                401,
+                "missing, invalid or revoked API key".into(),
+            ),
+            (SandboxError::SandboxNotFound, 404, "sandbox not found".into()),
+            (SandboxError::ProcessNotFound, 404, "process not found".into()),
+            (BodyError::TooLarge.into(), 413, format!("the request body exceeds {MAX_BODY_BYTES} bytes")),
+            (BodyError::Unreadable.into(), 400, "the request body could not be read".into()),
+            (
+                BodyError::InvalidJson("eof".into()).into(),
+                400,
+                "the request body is not valid JSON: eof".into(),
+            ),
+            (BodyError::NotAnObject.into(), 400, "the request body must be a JSON object".into()),
+            (ValidationError::new("timeout", "bad timeout").into(), 400, "bad timeout".into()),
+            (SandboxError::UnknownQueryParameter("x".into()), 400, "unknown query parameter `x`".into()),
+            (SandboxError::InvalidStateFilter, 400, "`state` must be live, exited or all".into()),
+            (SandboxError::InvalidCursor, 400, "`cursor` is not a cursor this API handed out".into()),
+            (SandboxError::InvalidLimit, 400, "`limit` must be an integer from 1 to 1024".into()),
+            (LifecycleError::Killed.into(), 409, LifecycleError::Killed.to_string()),
+            (SandboxError::ChangedConcurrently, 409, "the sandbox changed concurrently; try again".into()),
+            (SandboxError::NotRunning, 409, "the sandbox is not running".into()),
+            (SandboxError::Stopped(SandboxState::Paused), 409, "the sandbox is paused".into()),
+            (SandboxError::Stopped(SandboxState::Expired), 409, "the sandbox has expired".into()),
+            (SandboxError::Stopped(SandboxState::Killed), 409, "the sandbox was killed".into()),
+            (
+                SandboxError::ManagedCompute(session),
+                409,
+                format!(
+                    "this sandbox is the managed compute of session {session}; it ends when the session is deleted"
+                ),
+            ),
+            (SandboxError::NoNodeOnline, 503, "no sandbox node is online".into()),
+            (SandboxError::NodeTimeout, 503, "the sandbox's node did not answer in time; try again".into()),
+            (SandboxError::NodeRefused("no".into()), 503, "the sandbox node could not do it: no".into()),
+            (
+                SandboxError::ProcessNotStarted("no".into()),
+                503,
+                "the process could not be started: no".into(),
+            ),
+            (StoreError::Unavailable("down".into()).into(), 503, "storage is unavailable; try again".into()),
+            (StoreError::NotFound.into(), 503, "storage is unavailable; try again".into()),
+            (SandboxError::Internal("randomness"), 500, "internal error".into()),
+        ];
+        for (err, status, message) in cases {
+            let label = format!("{err:?}");
+            assert_eq!(
+                rendered(err).await,
+                (status, json!({ "code": status, "message": message })),
+                "{label}"
+            );
         }
     }
-}
 
-impl From<ValidationError> for SandboxError {
-    fn from(err: ValidationError) -> Self {
-        Self::bad_request(err.message)
-    }
-}
-
-impl From<LifecycleError> for SandboxError {
-    fn from(err: LifecycleError) -> Self {
-        Self::conflict(err.to_string())
+    #[test]
+    fn store_errors_are_classified_where_the_caller_knows_what_was_looked_up() {
+        assert!(matches!(SandboxError::sandbox_lookup(StoreError::NotFound), SandboxError::SandboxNotFound));
+        assert!(matches!(SandboxError::process_lookup(StoreError::NotFound), SandboxError::ProcessNotFound));
+        assert!(matches!(
+            SandboxError::sandbox_write(StoreError::Conflict),
+            SandboxError::ChangedConcurrently
+        ));
+        let classifiers: [fn(StoreError) -> SandboxError; 3] =
+            [SandboxError::sandbox_lookup, SandboxError::process_lookup, SandboxError::sandbox_write];
+        for classify in classifiers {
+            assert_eq!(
+                classify(StoreError::Unavailable("down".into())).status(),
+                StatusCode::SERVICE_UNAVAILABLE
+            );
+        }
+        assert_eq!(
+            SandboxError::sandbox_lookup(StoreError::Conflict).status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
     }
 }

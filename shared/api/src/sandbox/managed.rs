@@ -39,7 +39,7 @@ pub async fn place(app: &App, allocation: &Allocation) -> Option<Allocation> {
     let sandbox = match sandboxes::launch(app, launch).await {
         Ok(sandbox) => sandbox,
         Err(err) => {
-            tracing::warn!(%session, status = %err.status, message = %err.message, "managed compute not placed; the allocation stays pending");
+            tracing::warn!(%session, status = %err.status(), message = %err, "managed compute not placed; the allocation stays pending");
             return None;
         }
     };

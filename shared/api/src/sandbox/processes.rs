@@ -33,8 +33,8 @@ pub async fn start(
     require_running(&sandbox, edge::now())?;
     let number =
         app.store.sandboxes().next_process_number(&sandbox.id, edge::now()).await.map_err(|e| match e {
-            StoreError::Conflict => SandboxError::conflict("the sandbox is not running"),
-            other => SandboxError::storage(&other),
+            StoreError::Conflict => SandboxError::NotRunning,
+            other => other.into(),
         })?;
     let command =
         Command::StartProcess { sandbox_id: sandbox.id.clone(), number, config: new.config, tag: new.tag };
@@ -44,7 +44,7 @@ pub async fn start(
             "pid": pid,
         }))),
         agentplane_domain::sandbox::command::CommandOutcome::Failed { message } => {
-            Err(SandboxError::unavailable(format!("the process could not be started: {message}")))
+            Err(SandboxError::ProcessNotStarted(message))
         }
     }
 }
@@ -57,10 +57,9 @@ pub async fn list(
 ) -> Result<Json<Value>, SandboxError> {
     let query = Query::parse(raw.as_deref());
     if let Some(other) = query.names().find(|n| *n != "state") {
-        return Err(SandboxError::bad_request(format!("unknown query parameter `{other}`")));
+        return Err(SandboxError::UnknownQueryParameter(other.to_owned()));
     }
-    let filter = StateFilter::parse(query.single("state")?)
-        .ok_or_else(|| SandboxError::bad_request("`state` must be live, exited or all"))?;
+    let filter = StateFilter::parse(query.single("state")?).ok_or(SandboxError::InvalidStateFilter)?;
     let sandbox = load(&app, &auth, &id).await?;
     let now = edge::now();
     let state = sandbox.lifecycle.effective(now);
@@ -69,8 +68,7 @@ pub async fn list(
         .store
         .observations()
         .processes(&sandbox.id)
-        .await
-        .map_err(|e| SandboxError::storage(&e))?
+        .await?
         .into_iter()
         .map(|r| as_seen(r, state, online))
         .filter(|r| filter.admits(r.state))
@@ -90,7 +88,7 @@ pub async fn output(
 ) -> Result<Json<Value>, SandboxError> {
     let query = Query::parse(raw.as_deref());
     if let Some(other) = query.names().find(|n| !matches!(*n, "cursor" | "limit")) {
-        return Err(SandboxError::bad_request(format!("unknown query parameter `{other}`")));
+        return Err(SandboxError::UnknownQueryParameter(other.to_owned()));
     }
     let after = match query.single("cursor")? {
         None => None,
@@ -98,7 +96,7 @@ pub async fn output(
             text.parse::<u64>()
                 .ok()
                 .filter(|_| !text.starts_with('+') && (text == "0" || !text.starts_with('0')))
-                .ok_or_else(|| SandboxError::bad_request("`cursor` is not a cursor this API handed out"))?,
+                .ok_or(SandboxError::InvalidCursor)?,
         ),
     };
     let limit = match query.single("limit")? {
@@ -107,25 +105,20 @@ pub async fn output(
             .parse::<usize>()
             .ok()
             .filter(|n| (1..=MAX_CHUNKS_PER_READ).contains(n))
-            .ok_or_else(|| SandboxError::bad_request("`limit` must be an integer from 1 to 1024"))?,
+            .ok_or(SandboxError::InvalidLimit)?,
     };
     let sandbox = load(&app, &auth, &id).await?;
-    let process: ProcessId = process.parse().map_err(|_| SandboxError::process_not_found())?;
-    let record = app.store.observations().process(&sandbox.id, process).await.map_err(|e| match e {
-        StoreError::NotFound => SandboxError::process_not_found(),
-        other => SandboxError::storage(&other),
-    })?;
+    let process: ProcessId = process.parse().map_err(|_| SandboxError::ProcessNotFound)?;
+    let record =
+        app.store.observations().process(&sandbox.id, process).await.map_err(SandboxError::process_lookup)?;
     let now = edge::now();
     let online = node_online(&app, &sandbox, now).await?;
     let record = as_seen(record, sandbox.lifecycle.effective(now), online);
     let observations = app.store.observations();
-    let page = observations
-        .output(&sandbox.id, process, after, limit, now)
-        .await
-        .map_err(|e| SandboxError::storage(&e))?;
+    let page = observations.output(&sandbox.id, process, after, limit, now).await?;
     // Chunks the retention index still lists but the table no longer holds outlived their
     // retention: that output is lost, and the read says so.
-    let (retained, _) = observations.load_index(&sandbox.id).await.map_err(|e| SandboxError::storage(&e))?;
+    let (retained, _) = observations.load_index(&sandbox.id).await?;
     let seqs: Vec<u64> = page.chunks.iter().map(|c| c.seq).collect();
     let lost = page.expired || retained.index.output_lost(process, after, &seqs, !page.has_more);
     let (chunks, has_more) = (page.chunks, page.has_more);
@@ -151,6 +144,6 @@ async fn node_online(app: &App, sandbox: &Sandbox, now: Timestamp) -> Result<boo
     match app.store.nodes().get(&sandbox.node_id).await {
         Ok(node) => Ok(node.online(now)),
         Err(StoreError::NotFound) => Ok(false),
-        Err(other) => Err(SandboxError::storage(&other)),
+        Err(other) => Err(other.into()),
     }
 }

@@ -21,23 +21,23 @@ use crate::{App, edge};
 
 /// A malformed id is indistinguishable from a missing sandbox.
 pub fn sandbox_id(text: &str) -> Result<SandboxId, SandboxError> {
-    text.parse().map_err(|_| SandboxError::sandbox_not_found())
+    text.parse().map_err(|_| SandboxError::SandboxNotFound)
 }
 
 pub async fn load(app: &App, auth: &SandboxAuth, id: &str) -> Result<Sandbox, SandboxError> {
     let id = sandbox_id(id)?;
-    app.store.sandboxes().get(&auth.0.project_id, &id).await.map_err(SandboxError::store)
+    app.store.sandboxes().get(&auth.0.project_id, &id).await.map_err(SandboxError::sandbox_lookup)
 }
 
 /// The node that takes a new sandbox: the online node heard from most recently.
 async fn pick_node(app: &App, now: Timestamp) -> Result<NodeId, SandboxError> {
-    let nodes = app.store.nodes().all().await.map_err(|e| SandboxError::storage(&e))?;
+    let nodes = app.store.nodes().all().await?;
     nodes
         .into_iter()
         .filter(|n| n.online(now))
         .max_by_key(|n| n.last_seen_at)
         .map(|n| n.id)
-        .ok_or_else(|| SandboxError::unavailable("no sandbox node is online"))
+        .ok_or(SandboxError::NoNodeOnline)
 }
 
 fn failed(outcome: CommandOutcome) -> Result<std::collections::BTreeMap<String, String>, SandboxError> {
@@ -45,7 +45,7 @@ fn failed(outcome: CommandOutcome) -> Result<std::collections::BTreeMap<String, 
         CommandOutcome::Done { details, .. } => Ok(details),
         CommandOutcome::Failed { message } => {
             tracing::warn!(%message, "node refused a command");
-            Err(SandboxError::unavailable(format!("the sandbox node could not do it: {message}")))
+            Err(SandboxError::NodeRefused(message))
         }
     }
 }
@@ -74,7 +74,7 @@ pub async fn launch(app: &App, launch: Launch) -> Result<Sandbox, SandboxError> 
     let now = edge::now();
     let node_id = pick_node(app, now).await?;
     let sandbox = Sandbox {
-        id: SandboxId::from_random(edge::random().map_err(|_| SandboxError::internal("randomness"))?),
+        id: SandboxId::from_random(edge::random().map_err(|_| SandboxError::Internal("randomness"))?),
         project_id: launch.project_id,
         node_id,
         started_at: now,
@@ -84,7 +84,7 @@ pub async fn launch(app: &App, launch: Launch) -> Result<Sandbox, SandboxError> 
         isolation: Default::default(),
         session_id: launch.session_id,
     };
-    app.store.sandboxes().create(&sandbox).await.map_err(|e| SandboxError::storage(&e))?;
+    app.store.sandboxes().create(&sandbox).await?;
     let command = Command::CreateSandbox {
         sandbox_id: sandbox.id.clone(),
         end_at: sandbox.lifecycle.end_at,
@@ -100,11 +100,7 @@ pub async fn launch(app: &App, launch: Launch) -> Result<Sandbox, SandboxError> 
             return Err(err);
         }
     };
-    app.store
-        .sandboxes()
-        .set_isolation(&sandbox.id, &isolation)
-        .await
-        .map_err(|e| SandboxError::storage(&e))?;
+    app.store.sandboxes().set_isolation(&sandbox.id, &isolation).await?;
     Ok(app.store.sandboxes().get_any(&sandbox.id).await.unwrap_or(sandbox))
 }
 
@@ -120,9 +116,8 @@ pub async fn end(app: &App, sandbox: &Sandbox) {
 }
 
 pub async fn list(State(app): State<App>, auth: SandboxAuth) -> Result<Json<Value>, SandboxError> {
-    let limit = PageLimit::new(100).map_err(|_| SandboxError::internal("page limit"))?;
-    let found =
-        app.store.sandboxes().list(&auth.0.project_id, limit).await.map_err(|e| SandboxError::storage(&e))?;
+    let limit = PageLimit::new(100).map_err(|_| SandboxError::Internal("page limit"))?;
+    let found = app.store.sandboxes().list(&auth.0.project_id, limit).await?;
     let now = edge::now();
     Ok(Json(Value::Array(found.iter().map(|s| render::sandbox(s, now)).collect())))
 }
@@ -143,10 +138,11 @@ async fn change(
     rule: impl FnOnce(&Lifecycle, Timestamp) -> Result<Lifecycle, LifecycleError>,
 ) -> Result<Sandbox, SandboxError> {
     let next = rule(&sandbox.lifecycle, edge::now())?;
-    app.store.sandboxes().transition(sandbox, &sandbox.lifecycle, &next).await.map_err(|e| match e {
-        StoreError::Conflict => SandboxError::conflict("the sandbox changed concurrently; try again"),
-        other => SandboxError::storage(&other),
-    })
+    app.store
+        .sandboxes()
+        .transition(sandbox, &sandbox.lifecycle, &next)
+        .await
+        .map_err(SandboxError::sandbox_write)
 }
 
 /// How many lost races a delete re-reads after before it gives up with a 409.
@@ -163,7 +159,7 @@ pub async fn kill(
     loop {
         // An ended sandbox cannot be killed again: it is gone as far as E2B clients know.
         if sandbox.lifecycle.effective(edge::now()).is_final() {
-            return Err(SandboxError::sandbox_not_found());
+            return Err(SandboxError::SandboxNotFound);
         }
         let killed = sandbox.lifecycle.kill(edge::now())?;
         match app.store.sandboxes().transition(&sandbox, &sandbox.lifecycle, &killed).await {
@@ -174,10 +170,7 @@ pub async fn kill(
                 lost += 1;
                 sandbox = load(&app, &auth, &id).await?;
             }
-            Err(StoreError::Conflict) => {
-                return Err(SandboxError::conflict("the sandbox changed concurrently; try again"));
-            }
-            Err(other) => return Err(SandboxError::storage(&other)),
+            Err(other) => return Err(SandboxError::sandbox_write(other)),
         }
     }
     // Recorded first; the node applies it when it gets it (the command stays queued).
@@ -207,10 +200,7 @@ pub async fn pause(
             Command::Resume { sandbox_id: sandbox.id.clone(), end_at: sandbox.lifecycle.end_at },
         )
         .await;
-        return Err(match err {
-            StoreError::Conflict => SandboxError::conflict("the sandbox changed concurrently; try again"),
-            other => SandboxError::storage(&other),
-        });
+        return Err(SandboxError::sandbox_write(err));
     }
     Ok(StatusCode::NO_CONTENT)
 }
@@ -254,9 +244,7 @@ pub async fn set_timeout(
 /// processes in it but not change its lifecycle.
 fn lifecycle_is_ours(sandbox: &Sandbox) -> Result<(), SandboxError> {
     match sandbox.session_id {
-        Some(session) => Err(SandboxError::conflict(format!(
-            "this sandbox is the managed compute of session {session}; it ends when the session is deleted"
-        ))),
+        Some(session) => Err(SandboxError::ManagedCompute(session)),
         None => Ok(()),
     }
 }
@@ -265,8 +253,6 @@ fn lifecycle_is_ours(sandbox: &Sandbox) -> Result<(), SandboxError> {
 pub fn require_running(sandbox: &Sandbox, now: Timestamp) -> Result<(), SandboxError> {
     match sandbox.lifecycle.effective(now) {
         SandboxState::Running => Ok(()),
-        SandboxState::Paused => Err(SandboxError::conflict("the sandbox is paused")),
-        SandboxState::Expired => Err(SandboxError::conflict("the sandbox has expired")),
-        SandboxState::Killed => Err(SandboxError::conflict("the sandbox was killed")),
+        stopped => Err(SandboxError::Stopped(stopped)),
     }
 }
