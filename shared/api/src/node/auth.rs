@@ -4,34 +4,21 @@ use agentplane_domain::api_key::KeyHash;
 use agentplane_domain::ids::NodeId;
 use agentplane_domain::sandbox::ids::looks_like_node_token;
 use axum::extract::FromRequestParts;
-use http::StatusCode;
 use http::request::Parts;
 
+use super::error::NodeError;
 use crate::App;
 use crate::core::auth::bearer;
-use crate::envelope::ApiError;
-
-pub fn invalid_node_token() -> ApiError {
-    ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "authentication_error",
-        "invalid_node_token",
-        "missing or invalid node token",
-    )
-}
 
 /// The node a request comes from.
 pub struct NodeAuth(pub NodeId);
 
 impl FromRequestParts<App> for NodeAuth {
-    type Rejection = ApiError;
+    type Rejection = NodeError;
 
-    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ApiError> {
-        let token = bearer(parts).filter(|t| looks_like_node_token(t)).ok_or_else(invalid_node_token)?;
-        match app.store.nodes().authenticate(&KeyHash::of(token)).await {
-            Ok(Some(id)) => Ok(Self(id)),
-            Ok(None) => Err(invalid_node_token()),
-            Err(err) => Err(ApiError::storage(&err)),
-        }
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, NodeError> {
+        let token = bearer(parts).filter(|t| looks_like_node_token(t)).ok_or(NodeError::InvalidToken)?;
+        let id = app.store.nodes().authenticate(&KeyHash::of(token)).await?;
+        id.map(Self).ok_or(NodeError::InvalidToken)
     }
 }

@@ -14,21 +14,17 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use super::auth::NodeAuth;
+use super::error::NodeError;
 use super::{report, usage};
 use crate::body::JsonObject;
-use crate::envelope::ApiError;
 use crate::{App, edge};
 
 /// Longest long poll (the Lambda timeout is 29 s).
 const MAX_WAIT_S: u64 = 20;
 const POLL_EVERY: Duration = Duration::from_millis(50);
 
-fn bad(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_request_error", message)
-}
-
-fn parse<T: serde::de::DeserializeOwned>(body: Map<String, Value>) -> Result<T, ApiError> {
-    serde_json::from_value(Value::Object(body)).map_err(|e| bad(format!("malformed body: {e}")))
+fn parse<T: serde::de::DeserializeOwned>(body: Map<String, Value>) -> Result<T, NodeError> {
+    serde_json::from_value(Value::Object(body)).map_err(|e| NodeError::MalformedBody(e.to_string()))
 }
 
 /// GET /node/v1/commands?connection=…&wait=…: pending commands, waiting up to `wait` seconds
@@ -37,25 +33,20 @@ pub async fn poll(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, NodeError> {
     let query = Query::parse(raw.as_deref());
     let connection = query
         .single("connection")?
         .filter(|c| !c.is_empty() && c.len() <= 64)
-        .ok_or_else(|| bad("`connection` is required"))?
+        .ok_or(NodeError::ConnectionRequired)?
         .to_owned();
     let wait = match query.single("wait")? {
         None => MAX_WAIT_S,
-        Some(text) => text
-            .parse::<u64>()
-            .ok()
-            .filter(|w| *w <= MAX_WAIT_S)
-            .ok_or_else(|| bad("`wait` must be 0 to 20 seconds"))?,
+        Some(text) => text.parse::<u64>().ok().filter(|w| *w <= MAX_WAIT_S).ok_or(NodeError::InvalidWait)?,
     };
     let until = tokio::time::Instant::now() + Duration::from_secs(wait);
     loop {
-        let commands =
-            app.store.nodes().claim_pending(&node, &connection).await.map_err(|e| ApiError::storage(&e))?;
+        let commands = app.store.nodes().claim_pending(&node, &connection).await?;
         if !commands.is_empty() || tokio::time::Instant::now() >= until {
             return Ok(Json(json!({ "commands": commands })));
         }
@@ -68,15 +59,15 @@ pub async fn complete(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
     Path(command): Path<String>,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<StatusCode, ApiError> {
-    let command: CommandId = command.parse().map_err(|_| crate::core::error::not_found("command"))?;
+    JsonObject(body, _): JsonObject<NodeError>,
+) -> Result<StatusCode, NodeError> {
+    let command: CommandId = command.parse().map_err(|_| NodeError::NotFound("command"))?;
     let outcome: CommandOutcome = parse(body)?;
     app.store
         .nodes()
         .complete(&node, &command, &outcome, edge::now())
         .await
-        .map_err(crate::core::error::store("command"))?;
+        .map_err(NodeError::lookup("command"))?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -85,20 +76,16 @@ pub async fn complete(
 pub async fn heartbeat(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<StatusCode, ApiError> {
+    JsonObject(body, _): JsonObject<NodeError>,
+) -> Result<StatusCode, NodeError> {
     let heartbeat: Heartbeat = parse(body)?;
     if heartbeat.connection_id.is_empty() || heartbeat.connection_id.len() > 64 {
-        return Err(bad("`connection_id` must be 1 to 64 characters"));
+        return Err(NodeError::InvalidConnectionId);
     }
-    let previous = app.store.nodes().get(&node).await.map_err(crate::core::error::store("node"))?;
-    usage::record(&app, &node, &heartbeat, edge::now()).await.map_err(|e| ApiError::storage(&e))?;
+    let previous = app.store.nodes().get(&node).await.map_err(NodeError::lookup("node"))?;
+    usage::record(&app, &node, &heartbeat, edge::now()).await?;
     let observation = HostObservation::from_heartbeat(heartbeat, previous.host.as_ref());
-    app.store
-        .nodes()
-        .record_heartbeat(&node, &observation)
-        .await
-        .map_err(crate::core::error::store("node"))?;
+    app.store.nodes().record_heartbeat(&node, &observation).await.map_err(NodeError::lookup("node"))?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -106,8 +93,8 @@ pub async fn heartbeat(
 pub async fn reports(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<StatusCode, ApiError> {
+    JsonObject(body, _): JsonObject<NodeError>,
+) -> Result<StatusCode, NodeError> {
     let report: Report = parse(body)?;
     let started = std::time::Instant::now();
     let events = report.events.len();
@@ -115,20 +102,14 @@ pub async fn reports(
     tracing::debug!(events, elapsed_ms = started.elapsed().as_millis() as u64, "report applied");
     match applied {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(StoreError::Conflict) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "invalid_request_error",
-            "conflict",
-            "the sandbox's observations changed concurrently; send the report again",
-        )),
-        Err(StoreError::NotFound) => Err(crate::core::error::not_found("sandbox")),
-        Err(err) => Err(ApiError::storage(&err)),
+        Err(StoreError::Conflict) => Err(NodeError::ReportConflict),
+        Err(err) => Err(NodeError::lookup("sandbox")(err)),
     }
 }
 
 /// GET /node/v1/sandboxes: the sandboxes this node hosts, as Core knows them.
-pub async fn sandboxes(State(app): State<App>, NodeAuth(node): NodeAuth) -> Result<Json<Value>, ApiError> {
-    let hosted = app.store.sandboxes().hosted_by(&node).await.map_err(|e| ApiError::storage(&e))?;
+pub async fn sandboxes(State(app): State<App>, NodeAuth(node): NodeAuth) -> Result<Json<Value>, NodeError> {
+    let hosted = app.store.sandboxes().hosted_by(&node).await?;
     let now = edge::now();
     let data: Vec<Value> = hosted
         .iter()

@@ -1,0 +1,188 @@
+//! The node API's errors, in the `{"error":{"type","code","message",…}}` envelope: every status,
+//! code and message of this surface is decided here, by [`NodeError::to_api_error`]. Handlers
+//! return `Result<_, NodeError>` and use `?`.
+
+use agentplane_domain::ValidationError;
+use agentplane_store::StoreError;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+
+use crate::body::BodyError;
+use crate::envelope::ApiError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("missing or invalid node token")]
+    InvalidToken,
+    #[error("the request body could not be taken: {0:?}")]
+    Body(BodyError),
+    #[error("{}", .0.message)]
+    Invalid(#[from] ValidationError),
+    /// The body is JSON but not the shape the node API expects.
+    #[error("malformed body: {0}")]
+    MalformedBody(String),
+    #[error("`connection` is required")]
+    ConnectionRequired,
+    #[error("`wait` must be 0 to 20 seconds")]
+    InvalidWait,
+    #[error("`connection_id` must be 1 to 64 characters")]
+    InvalidConnectionId,
+    /// What was looked up (`command`, `node`, `sandbox`) does not exist.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("the sandbox's observations changed concurrently; send the report again")]
+    ReportConflict,
+    /// A storage failure: the detail goes to the log, never to the node.
+    #[error("storage is unavailable; try again")]
+    Storage(#[source] StoreError),
+}
+
+impl NodeError {
+    /// A store result about `what`: `NotFound` is a 404, the rest a 503.
+    pub fn lookup(what: &'static str) -> impl FnOnce(StoreError) -> Self {
+        move |err| match err {
+            StoreError::NotFound => Self::NotFound(what),
+            other => other.into(),
+        }
+    }
+
+    /// The envelope this error is sent in.
+    pub fn to_api_error(&self) -> ApiError {
+        let invalid = |message: String| {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_request_error", message)
+        };
+        match self {
+            Self::InvalidToken => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                "invalid_node_token",
+                self.to_string(),
+            ),
+            Self::Body(err) => ApiError::from(err.clone()),
+            Self::Invalid(err) => ApiError::from(err.clone()),
+            Self::MalformedBody(_)
+            | Self::ConnectionRequired
+            | Self::InvalidWait
+            | Self::InvalidConnectionId => invalid(self.to_string()),
+            Self::NotFound(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "not_found_error", self.to_string())
+            }
+            Self::ReportConflict => {
+                ApiError::new(StatusCode::CONFLICT, "invalid_request_error", "conflict", self.to_string())
+            }
+            Self::Storage(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "service_unavailable",
+                self.to_string(),
+            ),
+        }
+    }
+}
+
+/// Any storage failure is a 503 (not-found and conflicts included, unless the caller classified
+/// them first, e.g. with [`NodeError::lookup`]).
+impl From<StoreError> for NodeError {
+    fn from(err: StoreError) -> Self {
+        tracing::error!(error = %err, "storage call failed");
+        Self::Storage(err)
+    }
+}
+
+impl From<BodyError> for NodeError {
+    fn from(err: BodyError) -> Self {
+        Self::Body(err)
+    }
+}
+
+impl IntoResponse for NodeError {
+    fn into_response(self) -> Response {
+        self.to_api_error().into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    async fn rendered(err: NodeError) -> (u16, Value) {
+        let response = err.into_response();
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap_or_default();
+        (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    }
+
+    fn envelope(kind: &str, code: &str, message: &str) -> Value {
+        json!({ "error": { "type": kind, "code": code, "message": message } })
+    }
+
+    #[tokio::test]
+    async fn every_variant_renders_its_status_code_and_message_in_the_envelope() {
+        let bad = "invalid_request_error";
+        let cases: Vec<(NodeError, u16, Value)> = vec![
+            (
+                NodeError::InvalidToken,
+                401,
+                envelope("authentication_error", "invalid_node_token", "missing or invalid node token"),
+            ),
+            (
+                BodyError::TooLarge.into(),
+                413,
+                envelope(
+                    bad,
+                    "request_too_large",
+                    &format!("the request body exceeds {} bytes", crate::body::MAX_BODY_BYTES),
+                ),
+            ),
+            (
+                BodyError::NotAnObject.into(),
+                400,
+                envelope(bad, "invalid_json", "the request body must be a JSON object"),
+            ),
+            (
+                ValidationError::new("wait", "`wait` may be given at most once").into(),
+                400,
+                json!({ "error": { "type": bad, "code": bad, "message": "`wait` may be given at most once", "param": "wait" } }),
+            ),
+            (NodeError::MalformedBody("eof".into()), 400, envelope(bad, bad, "malformed body: eof")),
+            (NodeError::ConnectionRequired, 400, envelope(bad, bad, "`connection` is required")),
+            (NodeError::InvalidWait, 400, envelope(bad, bad, "`wait` must be 0 to 20 seconds")),
+            (
+                NodeError::InvalidConnectionId,
+                400,
+                envelope(bad, bad, "`connection_id` must be 1 to 64 characters"),
+            ),
+            (
+                NodeError::NotFound("command"),
+                404,
+                envelope("not_found_error", "not_found_error", "command not found"),
+            ),
+            (
+                NodeError::ReportConflict,
+                409,
+                envelope(
+                    bad,
+                    "conflict",
+                    "the sandbox's observations changed concurrently; send the report again",
+                ),
+            ),
+            (
+                StoreError::Unavailable("down".into()).into(),
+                503,
+                envelope("api_error", "service_unavailable", "storage is unavailable; try again"),
+            ),
+        ];
+        for (err, status, body) in cases {
+            let label = format!("{err:?}");
+            assert_eq!(rendered(err).await, (status, body), "{label}");
+        }
+    }
+
+    #[test]
+    fn lookups_turn_not_found_into_a_404_of_what_was_looked_up() {
+        assert!(matches!(NodeError::lookup("node")(StoreError::NotFound), NodeError::NotFound("node")));
+        assert!(matches!(NodeError::lookup("node")(StoreError::Conflict), NodeError::Storage(_)));
+    }
+}
