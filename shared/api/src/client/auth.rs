@@ -6,7 +6,7 @@ use agentplane_domain::{ApiKeyId, ProjectId};
 use axum::extract::FromRequestParts;
 use http::request::Parts;
 
-use super::error::invalid_api_key;
+use super::error::ClientError;
 use crate::App;
 use crate::core::auth::bearer;
 use crate::envelope::ApiError;
@@ -19,22 +19,26 @@ pub struct ProjectAuth {
 }
 
 impl FromRequestParts<App> for ProjectAuth {
-    type Rejection = ApiError;
+    type Rejection = ClientError;
 
-    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ApiError> {
-        let token = bearer(parts).ok_or_else(invalid_api_key)?;
-        authenticate(app, token).await
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ClientError> {
+        let token = bearer(parts).ok_or(ClientError::InvalidApiKey)?;
+        authenticate_key(app, token).await
     }
 }
 
 /// Shared with surfaces that also accept the key in other headers (the sandbox API's X-API-Key).
 pub async fn authenticate(app: &App, token: &str) -> Result<ProjectAuth, ApiError> {
+    Ok(authenticate_key(app, token).await?)
+}
+
+async fn authenticate_key(app: &App, token: &str) -> Result<ProjectAuth, ClientError> {
     if !looks_like_project_key(token) {
-        return Err(invalid_api_key());
+        return Err(ClientError::InvalidApiKey);
     }
     match app.store.api_keys().authenticate(&KeyHash::of(token)).await {
         Ok(Some((project_id, key_id))) => Ok(ProjectAuth { project_id, key_id }),
-        Ok(None) => Err(invalid_api_key()),
-        Err(err) => Err(ApiError::storage(&err)),
+        Ok(None) => Err(ClientError::InvalidApiKey),
+        Err(err) => Err(err.into()),
     }
 }

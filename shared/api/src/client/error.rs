@@ -1,68 +1,315 @@
 //! How client API failures become the agent-runtime envelope: every status and code of this
-//! surface is decided here.
+//! surface is decided here, in one `ClientError` and its one conversion to the envelope.
+//! Handlers return `Result<_, ClientError>` and use `?`; store, body, domain and engine errors
+//! convert by `From`.
 
+use agentplane_domain::ValidationError;
+use agentplane_engine::TurnError;
 use agentplane_store::StoreError;
+use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
+use crate::body::BodyError;
 use crate::envelope::ApiError;
 
-pub fn invalid_api_key() -> ApiError {
-    ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "authentication_error",
-        "invalid_api_key",
-        "missing, invalid or revoked API key",
-    )
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// 401 `invalid_api_key`.
+    #[error("missing, invalid or revoked API key")]
+    InvalidApiKey,
+    /// 404 `session_not_found`.
+    #[error("session not found")]
+    SessionNotFound,
+    /// 404 `cursor_not_found`.
+    #[error("the `after` cursor names no item of this list")]
+    CursorNotFound,
+    /// 404 `agent_not_found`.
+    #[error("agent not found")]
+    AgentNotFound,
+    /// 409 `session_busy`, naming the session when known.
+    #[error("a turn is already running in this session")]
+    SessionBusy { session_id: Option<String> },
+    /// 409 `agent_not_published`.
+    #[error("the agent has no published version")]
+    AgentNotPublished,
+    /// 409 `concurrent_update`.
+    #[error("the agent changed meanwhile")]
+    ConcurrentUpdate,
+    /// The request body could not be read as a JSON object (400/413).
+    #[error("unreadable body: {0:?}")]
+    Body(BodyError),
+    /// 400 `invalid_request_error`, naming the parameter.
+    #[error(transparent)]
+    Validation(ValidationError),
+    /// 503 `service_unavailable`; the detail goes to the log only.
+    #[error(transparent)]
+    Storage(StoreError),
+    /// 500 `internal_error`; `what` goes to the log only.
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// The older Responses shape `{"error": "…"}`, 400: `agent` missing or not a string. Only
+    /// `POST /responses` and `POST /agents/responses` answer it.
+    #[error("{0}")]
+    LegacyAgentRequired(&'static str),
+    /// The older Responses shape `{"error": "agent `…` not found"}`, 404, quoting what was sent.
+    /// Only `POST /responses` and `POST /agents/responses` answer it.
+    #[error("agent `{0}` not found")]
+    LegacyAgentNotFound(String),
 }
 
-pub fn session_not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "session_not_found", "session not found")
-}
+impl ClientError {
+    pub fn internal(what: impl Into<String>) -> Self {
+        Self::Internal(what.into())
+    }
 
-pub fn cursor_not_found() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found_error",
-        "cursor_not_found",
-        "the `after` cursor names no item of this list",
-    )
-}
+    /// The envelope this error is answered with.
+    pub fn to_api_error(self) -> ApiError {
+        match self {
+            Self::InvalidApiKey => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                "invalid_api_key",
+                "missing, invalid or revoked API key",
+            ),
+            Self::SessionNotFound => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "session_not_found",
+                "session not found",
+            ),
+            Self::CursorNotFound => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "cursor_not_found",
+                "the `after` cursor names no item of this list",
+            ),
+            Self::AgentNotFound => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "agent_not_found", "agent not found")
+            }
+            Self::SessionBusy { session_id } => {
+                let error = ApiError::new(
+                    StatusCode::CONFLICT,
+                    "conflict_error",
+                    "session_busy",
+                    "a turn is already running in this session; wait for it to end",
+                );
+                match session_id {
+                    Some(id) => error.with("session_id", id),
+                    None => error,
+                }
+            }
+            Self::AgentNotPublished => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "agent_not_published",
+                "the agent has no published version; publish it, or call POST /api/client/v1/responses to run the draft",
+            ),
+            Self::ConcurrentUpdate => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "concurrent_update",
+                "the agent changed meanwhile; try again",
+            ),
+            Self::Body(err) => err.into(),
+            Self::Validation(err) => err.into(),
+            Self::Storage(err) => ApiError::storage(&err),
+            Self::Internal(what) => ApiError::internal(&what),
+            Self::LegacyAgentRequired(message) => {
+                ApiError::legacy(StatusCode::BAD_REQUEST, "agent_required", message)
+            }
+            Self::LegacyAgentNotFound(text) => ApiError::legacy(
+                StatusCode::NOT_FOUND,
+                "agent_not_found",
+                format!("agent `{}` not found", crate::edge::quote::quote(&text)),
+            ),
+        }
+    }
 
-/// A store result: `NotFound` becomes `not_found()`, anything else a 503.
-pub fn store(not_found: fn() -> ApiError) -> impl FnOnce(StoreError) -> ApiError {
-    move |err| match err {
-        StoreError::NotFound => not_found(),
-        other => ApiError::storage(&other),
+    /// A turn that could not run in `session_id`.
+    pub fn turn(err: TurnError, session_id: String) -> Self {
+        match err {
+            TurnError::Busy => Self::SessionBusy { session_id: Some(session_id) },
+            other => other.into(),
+        }
     }
 }
 
-pub fn agent_not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "agent_not_found", "agent not found")
+impl IntoResponse for ClientError {
+    fn into_response(self) -> Response {
+        self.to_api_error().into_response()
+    }
 }
 
-pub fn session_busy() -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "conflict_error",
-        "session_busy",
-        "a turn is already running in this session; wait for it to end",
-    )
+impl From<ClientError> for ApiError {
+    fn from(err: ClientError) -> Self {
+        err.to_api_error()
+    }
 }
 
-pub fn agent_not_published() -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "conflict_error",
-        "agent_not_published",
-        "the agent has no published version; publish it, or call POST /api/client/v1/responses to run the draft",
-    )
+impl From<BodyError> for ClientError {
+    fn from(err: BodyError) -> Self {
+        Self::Body(err)
+    }
 }
 
-pub fn concurrent_update() -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "conflict_error",
-        "concurrent_update",
-        "the agent changed meanwhile; try again",
-    )
+impl From<ValidationError> for ClientError {
+    fn from(err: ValidationError) -> Self {
+        Self::Validation(err)
+    }
+}
+
+/// Any store failure reached by `?` is a 503; reads where a missing record is the client's 404
+/// say which with [`Found`].
+impl From<StoreError> for ClientError {
+    fn from(err: StoreError) -> Self {
+        Self::Storage(err)
+    }
+}
+
+impl From<TurnError> for ClientError {
+    fn from(err: TurnError) -> Self {
+        match err {
+            TurnError::Busy => Self::SessionBusy { session_id: None },
+            TurnError::SessionNotFound => Self::SessionNotFound,
+            TurnError::Storage(err) => Self::Storage(err),
+        }
+    }
+}
+
+impl From<getrandom::Error> for ClientError {
+    fn from(_: getrandom::Error) -> Self {
+        Self::internal("randomness")
+    }
+}
+
+/// Store reads of a named record: `NotFound` is the given 404, any other failure a 503.
+pub trait Found<T> {
+    fn or_not_found(self, not_found: ClientError) -> Result<T, ClientError>;
+}
+
+impl<T> Found<T> for Result<T, StoreError> {
+    fn or_not_found(self, not_found: ClientError) -> Result<T, ClientError> {
+        self.map_err(|err| match err {
+            StoreError::NotFound => not_found,
+            other => ClientError::Storage(other),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn each_variant_has_its_status_and_code() {
+        let cases: Vec<(ClientError, StatusCode, &str, &str)> = vec![
+            (ClientError::InvalidApiKey, StatusCode::UNAUTHORIZED, "authentication_error", "invalid_api_key"),
+            (ClientError::SessionNotFound, StatusCode::NOT_FOUND, "not_found_error", "session_not_found"),
+            (ClientError::CursorNotFound, StatusCode::NOT_FOUND, "not_found_error", "cursor_not_found"),
+            (ClientError::AgentNotFound, StatusCode::NOT_FOUND, "not_found_error", "agent_not_found"),
+            (
+                ClientError::SessionBusy { session_id: None },
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "session_busy",
+            ),
+            (ClientError::AgentNotPublished, StatusCode::CONFLICT, "conflict_error", "agent_not_published"),
+            (ClientError::ConcurrentUpdate, StatusCode::CONFLICT, "conflict_error", "concurrent_update"),
+            (
+                ClientError::Body(BodyError::TooLarge),
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "request_too_large",
+            ),
+            (
+                ClientError::Body(BodyError::InvalidJson("x".into())),
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_json",
+            ),
+            (
+                ClientError::Validation(ValidationError::new("input", "bad")),
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_request_error",
+            ),
+            (
+                ClientError::Storage(StoreError::Unavailable("x".into())),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "service_unavailable",
+            ),
+            (ClientError::internal("x"), StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error"),
+            (
+                ClientError::LegacyAgentRequired("`agent` is required"),
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "agent_required",
+            ),
+            (
+                ClientError::LegacyAgentNotFound("agt_x".into()),
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                "agent_not_found",
+            ),
+        ];
+        for (err, status, kind, code) in cases {
+            let label = format!("{err:?}");
+            let legacy =
+                matches!(err, ClientError::LegacyAgentRequired(_) | ClientError::LegacyAgentNotFound(_));
+            let api = err.to_api_error();
+            assert_eq!((api.status, api.kind, api.code), (status, kind, code), "{label}");
+            // Only the two legacy variants answer `{"error": "…"}`.
+            assert_eq!(api.legacy, legacy, "{label}");
+        }
+    }
+
+    #[test]
+    fn extra_fields_and_messages() {
+        let busy = ClientError::SessionBusy { session_id: Some("ses_1".into()) }.to_api_error();
+        assert_eq!(serde_json::Value::Object(busy.extra), json!({"session_id": "ses_1"}));
+        let invalid = ClientError::Validation(ValidationError::new("input", "bad")).to_api_error();
+        assert_eq!(serde_json::Value::Object(invalid.extra), json!({"param": "input"}));
+        let legacy = ClientError::LegacyAgentNotFound("agt_x".into()).to_api_error();
+        assert_eq!(legacy.message, "agent `agt_x` not found");
+        let storage = ClientError::Storage(StoreError::Unavailable("secret-host".into())).to_api_error();
+        assert_eq!(storage.message, "storage is unavailable; try again");
+        assert_eq!(ClientError::internal("secret").to_api_error().message, "internal error");
+    }
+
+    #[test]
+    fn store_and_engine_errors_convert() {
+        let missing = || -> Result<(), StoreError> { Err(StoreError::NotFound) };
+        assert!(matches!(
+            missing().or_not_found(ClientError::AgentNotFound),
+            Err(ClientError::AgentNotFound)
+        ));
+        let down = || -> Result<(), StoreError> { Err(StoreError::Unavailable("x".into())) };
+        assert!(matches!(down().or_not_found(ClientError::AgentNotFound), Err(ClientError::Storage(_))));
+        // Plain `?` on a store error is a 503, whatever the error (NotFound included).
+        assert!(matches!(ClientError::from(StoreError::NotFound), ClientError::Storage(_)));
+        assert!(matches!(ClientError::from(TurnError::SessionNotFound), ClientError::SessionNotFound));
+        assert!(matches!(
+            ClientError::from(TurnError::Storage(StoreError::Conflict)),
+            ClientError::Storage(_)
+        ));
+        assert!(matches!(
+            ClientError::turn(TurnError::Busy, "ses_1".to_owned()),
+            ClientError::SessionBusy { session_id: Some(id) } if id == "ses_1"
+        ));
+        assert!(matches!(
+            ClientError::from(BodyError::NotAnObject),
+            ClientError::Body(BodyError::NotAnObject)
+        ));
+    }
+
+    #[test]
+    fn the_legacy_shape_is_a_bare_message() {
+        let response = ClientError::LegacyAgentRequired("`agent` is required").into_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let response = ClientError::AgentNotFound.into_response();
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    }
 }

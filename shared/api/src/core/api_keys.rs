@@ -9,9 +9,8 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::auth::CoreAdmin;
-use super::error::{self, not_found};
+use super::error::{CoreError, Found};
 use crate::body::JsonObject;
-use crate::envelope::ApiError;
 use crate::{App, edge};
 
 pub fn render(key: &ApiKey) -> Value {
@@ -26,28 +25,28 @@ pub fn render(key: &ApiKey) -> Value {
     })
 }
 
-fn project_id(text: &str) -> Result<ProjectId, ApiError> {
-    text.parse().map_err(|_| not_found("project"))
+fn project_id(text: &str) -> Result<ProjectId, CoreError> {
+    text.parse().map_err(|_| CoreError::NotFound("project"))
 }
 
 pub async fn create(
     State(app): State<App>,
     _admin: CoreAdmin,
     Path(project): Path<String>,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    JsonObject(body, _): JsonObject<CoreError>,
+) -> Result<(StatusCode, Json<Value>), CoreError> {
     let project_id = project_id(&project)?;
     let name = Name::from_json("name", body.get("name"))?;
-    let secret = ProjectKeySecret::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
+    let secret = ProjectKeySecret::from_random(edge::random()?);
     let key = ApiKey {
-        id: ApiKeyId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?),
+        id: ApiKeyId::from_random(edge::random()?),
         project_id,
         name,
         hint: secret.hint(),
         created_at: edge::now(),
         revoked_at: None,
     };
-    app.store.api_keys().create(&key, &secret.hash()).await.map_err(error::store("project"))?;
+    app.store.api_keys().create(&key, &secret.hash()).await.or_not_found("project")?;
     let mut body = render(&key);
     // The only time the plaintext key leaves the server.
     body["key"] = json!(secret.expose());
@@ -58,14 +57,9 @@ pub async fn revoke(
     State(app): State<App>,
     _admin: CoreAdmin,
     Path((project, key)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, CoreError> {
     let project_id = project_id(&project)?;
-    let key_id: ApiKeyId = key.parse().map_err(|_| not_found("api key"))?;
-    let key = app
-        .store
-        .api_keys()
-        .revoke(&project_id, &key_id, edge::now())
-        .await
-        .map_err(error::store("api key"))?;
+    let key_id: ApiKeyId = key.parse().map_err(|_| CoreError::NotFound("api key"))?;
+    let key = app.store.api_keys().revoke(&project_id, &key_id, edge::now()).await.or_not_found("api key")?;
     Ok(Json(render(&key)))
 }

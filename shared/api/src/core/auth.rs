@@ -3,23 +3,22 @@
 use axum::extract::FromRequestParts;
 use http::request::Parts;
 
-use super::error::invalid_admin_key;
+use super::error::CoreError;
 use crate::App;
-use crate::envelope::ApiError;
 
 /// Proof that the request carried the Core key.
 pub struct CoreAdmin;
 
 impl FromRequestParts<App> for CoreAdmin {
-    type Rejection = ApiError;
+    type Rejection = CoreError;
 
-    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, CoreError> {
         let Some(expected) = app.core_key() else {
             tracing::warn!("a Core request arrived but no Core key is configured");
-            return Err(invalid_admin_key());
+            return Err(CoreError::InvalidAdminKey);
         };
-        let presented = bearer(parts).ok_or_else(invalid_admin_key)?;
-        if expected.matches(presented) { Ok(CoreAdmin) } else { Err(invalid_admin_key()) }
+        let presented = bearer(parts).ok_or(CoreError::InvalidAdminKey)?;
+        if expected.matches(presented) { Ok(CoreAdmin) } else { Err(CoreError::InvalidAdminKey) }
     }
 }
 

@@ -9,28 +9,16 @@ use agentplane_domain::query::Query;
 use agentplane_domain::telemetry::node::{NodeRange, host_observation, node_history, node_history_start};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
-use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::auth::CoreAdmin;
-use super::error;
+use super::error::{CoreError, Found};
 use super::nodes::render;
-use crate::envelope::ApiError;
 use crate::{App, edge};
 
-/// The node read's 400: `invalid_request`, naming the parameter.
-fn invalid_request(err: ValidationError) -> ApiError {
-    let error =
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_request", err.message);
-    match err.param {
-        Some(param) => error.with("param", param),
-        None => error,
-    }
-}
-
-pub async fn list(State(app): State<App>, _admin: CoreAdmin) -> Result<Json<Value>, ApiError> {
+pub async fn list(State(app): State<App>, _admin: CoreAdmin) -> Result<Json<Value>, CoreError> {
     let now = edge::now();
-    let mut nodes = app.store.nodes().all().await.map_err(|e| ApiError::storage(&e))?;
+    let mut nodes = app.store.nodes().all().await?;
     nodes.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
     Ok(Json(json!({
         "object": "list",
@@ -44,22 +32,23 @@ pub async fn get(
     _admin: CoreAdmin,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, CoreError> {
     // The query is checked before the id, and both before any read.
-    let range = NodeRange::from_query(&Query::parse(raw.as_deref())).map_err(invalid_request)?;
-    let id: NodeId =
-        id.parse().map_err(|_| invalid_request(ValidationError::new("node_id", "malformed node id")))?;
-    let node = app.store.nodes().get(&id).await.map_err(error::store("node"))?;
+    let range = NodeRange::from_query(&Query::parse(raw.as_deref())).map_err(CoreError::InvalidRequest)?;
+    let id: NodeId = id
+        .parse()
+        .map_err(|_| CoreError::InvalidRequest(ValidationError::new("node_id", "malformed node id")))?;
+    let node = app.store.nodes().get(&id).await.or_not_found("node")?;
     let now = edge::now();
     // Only the range's complete buckets are read (the one in progress is left out anyway).
     let from = Timestamp::from_unix_seconds(node_history_start(range, now));
-    let read = app.store.nodes().history(&id, from, now).await.map_err(|e| ApiError::storage(&e))?;
+    let read = app.store.nodes().history(&id, from, now).await?;
     let observations = read.observations;
     let last = node.host.as_ref().map(|h| h.telemetry());
     let mut body = render(&node, now);
     body["host"] =
-        serde_json::to_value(host_observation(last.as_ref())).map_err(|_| ApiError::internal("host"))?;
+        serde_json::to_value(host_observation(last.as_ref())).map_err(|_| CoreError::internal("host"))?;
     body["history"] = serde_json::to_value(node_history(range, now, &observations))
-        .map_err(|_| ApiError::internal("history"))?;
+        .map_err(|_| CoreError::internal("history"))?;
     Ok(Json(body))
 }

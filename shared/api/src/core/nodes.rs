@@ -9,8 +9,8 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::auth::CoreAdmin;
+use super::error::CoreError;
 use crate::body::JsonObject;
-use crate::envelope::ApiError;
 use crate::{App, edge};
 
 pub fn render(node: &Node, now: agentplane_domain::Timestamp) -> Value {
@@ -27,8 +27,8 @@ pub fn render(node: &Node, now: agentplane_domain::Timestamp) -> Value {
 pub async fn register(
     State(app): State<App>,
     _admin: CoreAdmin,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    JsonObject(body, _): JsonObject<CoreError>,
+) -> Result<(StatusCode, Json<Value>), CoreError> {
     let name = match body.get("name") {
         None | Some(Value::Null) => "node".to_owned(),
         Some(Value::String(s)) if !s.trim().is_empty() && s.chars().count() <= 128 => s.clone(),
@@ -40,17 +40,17 @@ pub async fn register(
             .into());
         }
     };
-    let token = NodeTokenSecret::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
+    let token = NodeTokenSecret::from_random(edge::random()?);
     let now = edge::now();
     let node = Node {
-        id: NodeId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?),
+        id: NodeId::from_random(edge::random()?),
         name,
         created_at: now,
         connection_id: None,
         last_seen_at: None,
         host: None,
     };
-    app.store.nodes().register(&node, &token.hash()).await.map_err(|e| ApiError::storage(&e))?;
+    app.store.nodes().register(&node, &token.hash()).await?;
     let mut out = render(&node, now);
     // The only time the plaintext token leaves the server.
     out["token"] = json!(token.expose());

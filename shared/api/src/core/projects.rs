@@ -10,9 +10,8 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::auth::CoreAdmin;
-use super::error::{self, not_found};
+use super::error::{CoreError, Found};
 use crate::body::JsonObject;
-use crate::envelope::ApiError;
 use crate::{App, edge};
 
 pub fn render(project: &Project) -> Value {
@@ -27,12 +26,12 @@ pub fn render(project: &Project) -> Value {
 pub async fn create(
     State(app): State<App>,
     _admin: CoreAdmin,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    JsonObject(body, _): JsonObject<CoreError>,
+) -> Result<(StatusCode, Json<Value>), CoreError> {
     let name = Name::from_json("name", body.get("name"))?;
-    let id = ProjectId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
+    let id = ProjectId::from_random(edge::random()?);
     let project = Project { id, name, created_at: edge::now() };
-    app.store.projects().create(&project).await.map_err(|e| ApiError::storage(&e))?;
+    app.store.projects().create(&project).await?;
     Ok((StatusCode::CREATED, Json(render(&project))))
 }
 
@@ -40,12 +39,12 @@ pub async fn list(
     State(app): State<App>,
     _admin: CoreAdmin,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, CoreError> {
     let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
     let after = match &page.after {
-        Some(text) => Some(text.parse::<ProjectId>().map_err(|_| not_found("cursor"))?),
+        Some(text) => Some(text.parse::<ProjectId>().map_err(|_| CoreError::NotFound("cursor"))?),
         None => None,
     };
-    let found = app.store.projects().list(&page, after.as_ref()).await.map_err(error::store("cursor"))?;
+    let found = app.store.projects().list(&page, after.as_ref()).await.or_not_found("cursor")?;
     Ok(Json(crate::list::body(&found, render, |p| p.id.to_string())))
 }

@@ -12,16 +12,15 @@ use serde_json::Value;
 use super::wire::{render, render_version};
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
-use crate::client::error::{self, agent_not_found, concurrent_update, cursor_not_found};
-use crate::envelope::ApiError;
+use crate::client::error::{ClientError, Found};
 use crate::{App, edge};
 
-fn agent_id(text: &str) -> Result<AgentId, ApiError> {
-    text.parse().map_err(|_| agent_not_found())
+fn agent_id(text: &str) -> Result<AgentId, ClientError> {
+    text.parse().map_err(|_| ClientError::AgentNotFound)
 }
 
 /// Every tool an agent names must exist in the registry.
-fn check_tools(app: &App, agent: &Agent) -> Result<(), ApiError> {
+fn check_tools(app: &App, agent: &Agent) -> Result<(), ClientError> {
     for (i, name) in agent.draft.tools.iter().enumerate() {
         if !app.engine.tools.contains(name) {
             let known: Vec<&str> = app.engine.tools.names().collect();
@@ -38,12 +37,12 @@ fn check_tools(app: &App, agent: &Agent) -> Result<(), ApiError> {
 pub async fn create(
     State(app): State<App>,
     auth: ProjectAuth,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let id = AgentId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
+    JsonObject(body, _): JsonObject<ClientError>,
+) -> Result<(StatusCode, Json<Value>), ClientError> {
+    let id = AgentId::from_random(edge::random()?);
     let agent = agent::new_agent(&body, id, auth.project_id, edge::now())?;
     check_tools(&app, &agent)?;
-    app.store.agents().create(&agent).await.map_err(|e| ApiError::storage(&e))?;
+    app.store.agents().create(&agent).await?;
     Ok((StatusCode::CREATED, Json(render(&agent))))
 }
 
@@ -51,10 +50,10 @@ pub async fn list(
     State(app): State<App>,
     auth: ProjectAuth,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, ClientError> {
     let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
     let after = match &page.after {
-        Some(text) => Some(text.parse::<AgentId>().map_err(|_| cursor_not_found())?),
+        Some(text) => Some(text.parse::<AgentId>().map_err(|_| ClientError::CursorNotFound)?),
         None => None,
     };
     let found = app
@@ -62,7 +61,7 @@ pub async fn list(
         .agents()
         .list(&auth.project_id, &page, after.as_ref())
         .await
-        .map_err(error::store(cursor_not_found))?;
+        .or_not_found(ClientError::CursorNotFound)?;
     Ok(Json(crate::list::body(&found, render, |a| a.id.to_string())))
 }
 
@@ -70,13 +69,13 @@ pub async fn get(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, ClientError> {
     let agent = app
         .store
         .agents()
         .get(&auth.project_id, &agent_id(&id)?)
         .await
-        .map_err(error::store(agent_not_found))?;
+        .or_not_found(ClientError::AgentNotFound)?;
     Ok(Json(render(&agent)))
 }
 
@@ -86,12 +85,12 @@ pub async fn update(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<Json<Value>, ApiError> {
+    JsonObject(body, _): JsonObject<ClientError>,
+) -> Result<Json<Value>, ClientError> {
     let id = agent_id(&id)?;
     for _ in 0..5 {
         let mut agent =
-            app.store.agents().get(&auth.project_id, &id).await.map_err(error::store(agent_not_found))?;
+            app.store.agents().get(&auth.project_id, &id).await.or_not_found(ClientError::AgentNotFound)?;
         let previous = agent.updated_at;
         let now = edge::now().max(previous.plus_millis(1));
         agent::patch_agent(&mut agent, &body, now)?;
@@ -99,10 +98,10 @@ pub async fn update(
         match app.store.agents().replace(&agent, previous).await {
             Ok(()) => return Ok(Json(render(&agent))),
             Err(StoreError::Conflict) => continue,
-            Err(err) => return Err(ApiError::storage(&err)),
+            Err(err) => return Err(err.into()),
         }
     }
-    Err(concurrent_update())
+    Err(ClientError::ConcurrentUpdate)
 }
 
 /// Freezes the draft as the next version.
@@ -110,19 +109,19 @@ pub async fn publish(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Value>), ClientError> {
     let id = agent_id(&id)?;
     for _ in 0..5 {
         let agent =
-            app.store.agents().get(&auth.project_id, &id).await.map_err(error::store(agent_not_found))?;
+            app.store.agents().get(&auth.project_id, &id).await.or_not_found(ClientError::AgentNotFound)?;
         let now = edge::now().max(agent.updated_at.plus_millis(1));
         match app.store.agents().publish(&agent, now).await {
             Ok(version) => return Ok((StatusCode::CREATED, Json(render_version(&version)))),
             Err(StoreError::Conflict) => continue,
-            Err(err) => return Err(ApiError::storage(&err)),
+            Err(err) => return Err(err.into()),
         }
     }
-    Err(concurrent_update())
+    Err(ClientError::ConcurrentUpdate)
 }
 
 /// `GET /agents/{id}/versions`: a keyset page like every other list; `after` is a version
@@ -132,25 +131,20 @@ pub async fn versions(
     auth: ProjectAuth,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, ClientError> {
     let id = agent_id(&id)?;
     let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
     // Resolving the agent in this project first keeps other projects' versions invisible.
-    app.store.agents().get(&auth.project_id, &id).await.map_err(error::store(agent_not_found))?;
+    app.store.agents().get(&auth.project_id, &id).await.or_not_found(ClientError::AgentNotFound)?;
     let after = match &page.after {
         Some(text) => {
-            let number = parse_version(text).ok_or_else(cursor_not_found)?;
-            app.store.agents().version(&id, number).await.map_err(error::store(cursor_not_found))?;
+            let number = parse_version(text).ok_or(ClientError::CursorNotFound)?;
+            app.store.agents().version(&id, number).await.or_not_found(ClientError::CursorNotFound)?;
             Some(number)
         }
         None => None,
     };
-    let found = app
-        .store
-        .agents()
-        .versions_page(&id, after, page.limit, page.order)
-        .await
-        .map_err(|e| ApiError::storage(&e))?;
+    let found = app.store.agents().versions_page(&id, after, page.limit, page.order).await?;
     Ok(Json(crate::list::body(&found, render_version, |v| v.version.to_string())))
 }
 

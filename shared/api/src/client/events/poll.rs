@@ -10,16 +10,15 @@ use serde_json::{Value, json};
 use super::wire::{parse_seq, render};
 use crate::App;
 use crate::client::auth::ProjectAuth;
-use crate::client::error::{self, session_not_found};
-use crate::envelope::ApiError;
+use crate::client::error::{ClientError, Found};
 
 pub async fn list(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ApiError> {
-    let id: SessionId = id.parse().map_err(|_| session_not_found())?;
+) -> Result<Json<Value>, ClientError> {
+    let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
     let query = Query::parse(raw.as_deref());
     let after = match query.single("after")? {
         Some(text) => parse_seq(text)
@@ -30,8 +29,8 @@ pub async fn list(
         Some(text) => PageLimit::parse(text)?,
         None => PageLimit::DEFAULT,
     };
-    app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))?;
-    let page = app.store.events().list_after(&id, after, limit).await.map_err(|e| ApiError::storage(&e))?;
+    app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
+    let page = app.store.events().list_after(&id, after, limit).await?;
     Ok(Json(json!({
         "object": "list",
         "data": page.items.iter().map(render).collect::<Vec<_>>(),

@@ -23,11 +23,10 @@ use tokio::time::Instant;
 use super::wire::{parse_seq, render};
 use crate::App;
 use crate::client::auth::ProjectAuth;
-use crate::client::error::{self, session_not_found};
-use crate::envelope::ApiError;
+use crate::client::error::{ClientError, Found};
 
 /// Where to resume: `Last-Event-ID` wins over `?after=`; neither means from the start.
-fn resume_point(headers: &HeaderMap, query: &Query) -> Result<u64, ApiError> {
+fn resume_point(headers: &HeaderMap, query: &Query) -> Result<u64, ClientError> {
     if let Some(value) = headers.get("last-event-id") {
         let text = value.to_str().unwrap_or_default().trim();
         return parse_seq(text).ok_or_else(|| {
@@ -83,13 +82,13 @@ pub async fn stream(
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let id: SessionId = id.parse().map_err(|_| session_not_found())?;
+) -> Result<Response, ClientError> {
+    let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
     let query = Query::parse(raw.as_deref());
     let mut cursor = resume_point(&headers, &query)?;
-    app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))?;
+    app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
     // The extractor authenticated this very header, so it is there.
-    let key = key_hash(&headers).ok_or_else(error::invalid_api_key)?;
+    let key = key_hash(&headers).ok_or(ClientError::InvalidApiKey)?;
     let project = auth.project_id;
 
     let (tx, mut rx) = mpsc::channel::<Bytes>(32);

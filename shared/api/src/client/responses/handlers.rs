@@ -3,19 +3,17 @@ use agentplane_domain::agent::{Agent, Channel, VersionedConfig};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::session::{NewSession, Session};
-use agentplane_engine::{TurnError, TurnRequest};
+use agentplane_engine::TurnRequest;
 use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, State};
-use http::StatusCode;
 use serde_json::{Map, Value};
 
 use super::validation::{foreground, input_text};
 use super::wire::{Rendered, render};
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
-use crate::client::error::{self, agent_not_published, session_busy, session_not_found};
-use crate::envelope::ApiError;
+use crate::client::error::{ClientError, Found};
 use crate::{App, edge};
 
 /// How a route reports a missing or unknown `agent`: `POST /responses` and `POST
@@ -28,21 +26,17 @@ enum AgentErrors {
 }
 
 impl AgentErrors {
-    fn invalid(self, message: &'static str) -> ApiError {
+    fn invalid(self, message: &'static str) -> ClientError {
         match self {
-            Self::Legacy => ApiError::legacy(StatusCode::BAD_REQUEST, "agent_required", message),
+            Self::Legacy => ClientError::LegacyAgentRequired(message),
             Self::Standard => agentplane_domain::ValidationError::new("agent", message).into(),
         }
     }
 
-    fn not_found(self, text: &str) -> ApiError {
+    fn not_found(self, text: &str) -> ClientError {
         match self {
-            Self::Legacy => ApiError::legacy(
-                StatusCode::NOT_FOUND,
-                "agent_not_found",
-                format!("agent `{}` not found", crate::edge::quote::quote(text)),
-            ),
-            Self::Standard => error::agent_not_found(),
+            Self::Legacy => ClientError::LegacyAgentNotFound(text.to_owned()),
+            Self::Standard => ClientError::AgentNotFound,
         }
     }
 }
@@ -53,7 +47,7 @@ async fn load_agent(
     auth: &ProjectAuth,
     value: Option<&Value>,
     errors: AgentErrors,
-) -> Result<Agent, ApiError> {
+) -> Result<Agent, ClientError> {
     let text = match value {
         Some(Value::String(s)) => s,
         None | Some(Value::Null) => return Err(errors.invalid("`agent` is required")),
@@ -64,7 +58,7 @@ async fn load_agent(
     match app.store.agents().get(&auth.project_id, &id).await {
         Ok(agent) => Ok(agent),
         Err(StoreError::NotFound) => Err(not_found()),
-        Err(err) => Err(ApiError::storage(&err)),
+        Err(err) => Err(err.into()),
     }
 }
 
@@ -73,19 +67,18 @@ async fn config_for(
     app: &App,
     agent: &Agent,
     channel: Channel,
-) -> Result<(VersionedConfig, Option<u32>), ApiError> {
+) -> Result<(VersionedConfig, Option<u32>), ClientError> {
     match channel {
         Channel::Draft => Ok((agent.draft.clone(), None)),
         Channel::Published => {
-            let number = agent.latest_version.ok_or_else(agent_not_published)?;
-            let version =
-                app.store.agents().version(&agent.id, number).await.map_err(|e| ApiError::storage(&e))?;
+            let number = agent.latest_version.ok_or(ClientError::AgentNotPublished)?;
+            let version = app.store.agents().version(&agent.id, number).await?;
             Ok((version.config, Some(number)))
         }
     }
 }
 
-fn metadata(body: &Map<String, Value>) -> Result<Metadata, ApiError> {
+fn metadata(body: &Map<String, Value>) -> Result<Metadata, ClientError> {
     Ok(body.get("metadata").map(|v| Metadata::from_json("metadata", v)).transpose()?.unwrap_or_default())
 }
 
@@ -95,19 +88,19 @@ async fn session_for(
     body: &Map<String, Value>,
     agent: &Agent,
     metadata: &Metadata,
-) -> Result<Session, ApiError> {
+) -> Result<Session, ClientError> {
     match body.get("session_id") {
         None | Some(Value::Null) => {
-            let id = SessionId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
+            let id = SessionId::from_random(edge::random()?);
             let new =
                 NewSession { agent_id: Some(agent.id), metadata: metadata.clone(), ..NewSession::default() };
             let session = new.into_session(id, auth.project_id, edge::now());
-            app.store.sessions().create(&session).await.map_err(|e| ApiError::storage(&e))?;
+            app.store.sessions().create(&session).await?;
             Ok(session)
         }
         Some(Value::String(text)) => {
-            let id: SessionId = text.parse().map_err(|_| session_not_found())?;
-            app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))
+            let id: SessionId = text.parse().map_err(|_| ClientError::SessionNotFound)?;
+            app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)
         }
         Some(_) => {
             Err(agentplane_domain::ValidationError::new("session_id", "`session_id` must be a string").into())
@@ -127,7 +120,7 @@ async fn run(
     session: &Session,
     input: String,
     metadata: &Metadata,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, ClientError> {
     let timeout = app.sync_ceiling.min(std::time::Duration::from_millis(agent.execution.sync_timeout_ms));
     let model = config.model.clone();
     let request = TurnRequest {
@@ -144,13 +137,8 @@ async fn run(
     let created_at = edge::now().unix_seconds();
     let outcome = tokio::spawn(async move { engine.run_turn(request).await })
         .await
-        .map_err(|_| ApiError::internal("the turn task failed"))?;
-    let outcome = match outcome {
-        Ok(outcome) => outcome,
-        Err(TurnError::Busy) => return Err(session_busy().with("session_id", session.id.to_string())),
-        Err(TurnError::SessionNotFound) => return Err(session_not_found()),
-        Err(TurnError::Storage(err)) => return Err(ApiError::storage(&err)),
-    };
+        .map_err(|_| ClientError::internal("the turn task failed"))?;
+    let outcome = outcome.map_err(|err| ClientError::turn(err, session.id.to_string()))?;
     let rendered = Rendered {
         session_id: session.id,
         agent_id: agent.id.to_string(),
@@ -167,11 +155,11 @@ async fn respond(
     auth: ProjectAuth,
     body: Map<String, Value>,
     channel: Channel,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, ClientError> {
     let agent = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
     foreground(&body)?;
     if channel == Channel::Published && agent.latest_version.is_none() {
-        return Err(agent_not_published());
+        return Err(ClientError::AgentNotPublished);
     }
     let config = config_for(&app, &agent, channel).await?;
     let input = input_text(body.get("input"), &config.0.attachments)?;
@@ -184,8 +172,8 @@ async fn respond(
 pub async fn create_draft(
     State(app): State<App>,
     auth: ProjectAuth,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<Json<Value>, ApiError> {
+    JsonObject(body, _): JsonObject<ClientError>,
+) -> Result<Json<Value>, ClientError> {
     respond(app, auth, body, Channel::Draft).await
 }
 
@@ -193,8 +181,8 @@ pub async fn create_draft(
 pub async fn create_published(
     State(app): State<App>,
     auth: ProjectAuth,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<Json<Value>, ApiError> {
+    JsonObject(body, _): JsonObject<ClientError>,
+) -> Result<Json<Value>, ClientError> {
     respond(app, auth, body, Channel::Published).await
 }
 
@@ -204,11 +192,11 @@ pub async fn session_message(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<Json<Value>, ApiError> {
-    let id: SessionId = id.parse().map_err(|_| session_not_found())?;
+    JsonObject(body, _): JsonObject<ClientError>,
+) -> Result<Json<Value>, ClientError> {
+    let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
     let session =
-        app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))?;
+        app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
     let agent = match (body.get("agent"), session.agent_id) {
         (Some(value), _) => load_agent(&app, &auth, Some(value), AgentErrors::Standard).await?,
         (None, Some(agent_id)) => app
@@ -216,7 +204,7 @@ pub async fn session_message(
             .agents()
             .get(&auth.project_id, &agent_id)
             .await
-            .map_err(error::store(error::agent_not_found))?,
+            .or_not_found(ClientError::AgentNotFound)?,
         (None, None) => {
             return Err(agentplane_domain::ValidationError::new(
                 "agent",

@@ -9,29 +9,28 @@ use serde_json::{Value, json};
 use super::{runtime, validation, wire};
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
-use crate::client::error::{self, agent_not_found, cursor_not_found, session_not_found};
-use crate::envelope::ApiError;
+use crate::client::error::{ClientError, Found};
 use crate::{App, edge};
 
 /// A malformed id is indistinguishable from a missing session.
-fn session_id(text: &str) -> Result<SessionId, ApiError> {
-    text.parse().map_err(|_| session_not_found())
+fn session_id(text: &str) -> Result<SessionId, ClientError> {
+    text.parse().map_err(|_| ClientError::SessionNotFound)
 }
 
 pub async fn create(
     State(app): State<App>,
     auth: ProjectAuth,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    JsonObject(body, _): JsonObject<ClientError>,
+) -> Result<(StatusCode, Json<Value>), ClientError> {
     let new = validation::new_session(&body)?;
     // The agent must be one of the caller's project: another project's is as missing (404).
     if let Some(agent_id) = &new.agent_id {
-        app.store.agents().get(&auth.project_id, agent_id).await.map_err(error::store(agent_not_found))?;
+        app.store.agents().get(&auth.project_id, agent_id).await.or_not_found(ClientError::AgentNotFound)?;
     }
-    let id = SessionId::from_random(edge::random().map_err(|_| ApiError::internal("randomness"))?);
+    let id = SessionId::from_random(edge::random()?);
     let mut session = new.into_session(id, auth.project_id, edge::now());
     runtime::prepare(&mut session)?;
-    app.store.sessions().create(&session).await.map_err(|e| ApiError::storage(&e))?;
+    app.store.sessions().create(&session).await?;
     runtime::allocate(&app, &session).await?;
     Ok((StatusCode::CREATED, Json(wire::render(&session))))
 }
@@ -40,10 +39,10 @@ pub async fn list(
     State(app): State<App>,
     auth: ProjectAuth,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, ClientError> {
     let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
     let after = match &page.after {
-        Some(text) => Some(text.parse::<SessionId>().map_err(|_| cursor_not_found())?),
+        Some(text) => Some(text.parse::<SessionId>().map_err(|_| ClientError::CursorNotFound)?),
         None => None,
     };
     let found = app
@@ -51,7 +50,7 @@ pub async fn list(
         .sessions()
         .list(&auth.project_id, &page, after.as_ref())
         .await
-        .map_err(error::store(cursor_not_found))?;
+        .or_not_found(ClientError::CursorNotFound)?;
     let now = edge::now();
     let render = |session: &agentplane_domain::session::Session| wire::render(&session.clone().settled(now));
     Ok(Json(crate::list::body(&found, render, |s| s.id.to_string())))
@@ -61,10 +60,10 @@ pub async fn get(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, ClientError> {
     let id = session_id(&id)?;
     let session =
-        app.store.sessions().get(&auth.project_id, &id).await.map_err(error::store(session_not_found))?;
+        app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
     Ok(Json(wire::render(&session.settled(edge::now()))))
 }
 
@@ -72,8 +71,8 @@ pub async fn update(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-    JsonObject(body, _): JsonObject<ApiError>,
-) -> Result<Json<Value>, ApiError> {
+    JsonObject(body, _): JsonObject<ClientError>,
+) -> Result<Json<Value>, ClientError> {
     let id = session_id(&id)?;
     let patch = validation::patch(&body)?;
     let now = edge::now();
@@ -82,14 +81,10 @@ pub async fn update(
         .sessions()
         .update(&auth.project_id, &id, patch, now)
         .await
-        .map_err(error::store(session_not_found))?;
+        .or_not_found(ClientError::SessionNotFound)?;
     if session.holder_died(now) {
         // A write records what reads already show: the dead turn ended in error.
-        app.store
-            .sessions()
-            .settle_dead_turn(&auth.project_id, &id, now)
-            .await
-            .map_err(|e| ApiError::storage(&e))?;
+        app.store.sessions().settle_dead_turn(&auth.project_id, &id, now).await?;
     }
     Ok(Json(wire::render(&session.settled(now))))
 }
@@ -98,13 +93,13 @@ pub async fn delete(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Value>, ClientError> {
     let id = session_id(&id)?;
     runtime::release(&app, &auth.project_id, &id).await?;
     app.store
         .sessions()
         .delete(&auth.project_id, &id, edge::now())
         .await
-        .map_err(error::store(session_not_found))?;
+        .or_not_found(ClientError::SessionNotFound)?;
     Ok(Json(json!({ "id": id, "object": "session.deleted", "deleted": true })))
 }

@@ -9,27 +9,27 @@ use agentplane_domain::{ProjectId, SessionId};
 use agentplane_engine::runtime::LOCAL_PROVIDER;
 use agentplane_store::{Allocation, StoreError};
 
-use crate::envelope::ApiError;
+use crate::client::error::ClientError;
 use crate::sandbox::managed;
 use crate::{App, edge};
 
 /// Gives the new session its environment (before it is stored).
-pub fn prepare(session: &mut Session) -> Result<(), ApiError> {
+pub fn prepare(session: &mut Session) -> Result<(), ClientError> {
     if session.environment_mode != EnvironmentMode::None {
-        let bytes = edge::random().map_err(|_| ApiError::internal("randomness"))?;
+        let bytes = edge::random()?;
         session.environment_id = Some(EnvironmentId::from_random(bytes));
     }
     Ok(())
 }
 
 /// Creates the allocation of a stored openai_hosted session and places its compute.
-pub async fn allocate(app: &App, session: &Session) -> Result<(), ApiError> {
+pub async fn allocate(app: &App, session: &Session) -> Result<(), ClientError> {
     let (EnvironmentMode::OpenaiHosted, Some(environment_id)) =
         (session.environment_mode, session.environment_id)
     else {
         return Ok(());
     };
-    let bytes = edge::random().map_err(|_| ApiError::internal("randomness"))?;
+    let bytes = edge::random()?;
     let allocation = Allocation {
         project_id: session.project_id,
         session_id: session.id,
@@ -44,20 +44,20 @@ pub async fn allocate(app: &App, session: &Session) -> Result<(), ApiError> {
         sandbox_id: None,
         updated_at: session.created_at,
     };
-    app.store.allocations().create(&allocation).await.map_err(|e| ApiError::storage(&e))?;
+    app.store.allocations().create(&allocation).await?;
     managed::place(app, &allocation).await;
     Ok(())
 }
 
 /// Stops the session's allocation, if it has one (before the session itself is deleted, so a
 /// failure here leaves a live session to retry on, never an orphaned running allocation).
-pub async fn release(app: &App, project: &ProjectId, session: &SessionId) -> Result<(), ApiError> {
+pub async fn release(app: &App, project: &ProjectId, session: &SessionId) -> Result<(), ClientError> {
     match app.store.allocations().release(project, session, edge::now()).await {
         Ok(released) => {
             managed::end(app, &released).await;
             Ok(())
         }
         Err(StoreError::NotFound) => Ok(()),
-        Err(e) => Err(ApiError::storage(&e)),
+        Err(e) => Err(e.into()),
     }
 }

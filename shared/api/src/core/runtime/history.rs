@@ -10,13 +10,12 @@ use agentplane_domain::query::Query;
 use agentplane_domain::telemetry::history::retained_start;
 use agentplane_domain::telemetry::observation::history_supported;
 use agentplane_domain::telemetry::{HistoryQuery, RuntimeHistory, build_runtime_history};
-use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 
-use super::{check_identity, error, ids};
+use super::{check_identity, ids};
 use crate::core::auth::CoreAdmin;
-use crate::envelope::ApiError;
+use crate::core::error::{CoreError, Found};
 use crate::{App, edge};
 
 pub async fn history(
@@ -24,32 +23,28 @@ pub async fn history(
     _admin: CoreAdmin,
     Path((project, session)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<RuntimeHistory>, ApiError> {
+) -> Result<Json<RuntimeHistory>, CoreError> {
     let now = edge::now();
-    let query =
-        HistoryQuery::from_query(&Query::parse(raw.as_deref()), now).map_err(|e| error::history_query(&e))?;
+    let query = HistoryQuery::from_query(&Query::parse(raw.as_deref()), now)?;
     let (project, session) = ids(&project, &session)?;
     // A failed read is 503 runtime_history_unavailable; its text is neither returned nor logged.
-    let session = app.store.sessions().get(&project, &session).await.map_err(|e| match e {
-        StoreError::NotFound => error::not_found("session"),
-        _ => error::history_unavailable(),
-    })?;
+    let session = app.store.sessions().get(&project, &session).await.or_history_unavailable("session")?;
     if !history_supported(session.environment_mode) {
-        return Err(error::history_unsupported());
+        return Err(CoreError::HistoryUnsupported);
     }
     // The Session's Environment, then its allocation, as the observation routes resolve them.
     let Some(environment) = session.environment_id else {
-        return Err(error::internal("openai_hosted session without an environment"));
+        return Err(CoreError::internal("openai_hosted session without an environment"));
     };
     let allocation = app
         .store
         .allocations()
         .get(&session.project_id, &session.id)
         .await
-        .map_err(|_| error::history_unavailable())?;
+        .map_err(|_| CoreError::HistoryUnavailable)?;
     check_identity(&session, allocation.as_ref())?;
     if !app.runtime.history_enabled {
-        return Err(error::history_unavailable());
+        return Err(CoreError::HistoryUnavailable);
     }
     let interval = app.runtime.interval;
     // One interval before the window too: the CPU baseline of an interval that ends in the first
@@ -63,16 +58,15 @@ pub async fn history(
     let samples = match read {
         Ok(Ok(read)) => read.samples,
         // Neither the storage error nor its text leaves this line.
-        Ok(Err(_)) | Err(_) => return Err(error::history_unavailable()),
+        Ok(Err(_)) | Err(_) => return Err(CoreError::HistoryUnavailable),
     };
     let foreign = samples.iter().filter_map(|s| s.allocation.as_ref()).any(|a| {
         a.environment_id != environment
             || allocation.as_ref().is_none_or(|own| own.record.allocation_id != a.allocation_id)
     });
     if foreign {
-        return Err(error::internal("stored samples name another runtime identity"));
+        return Err(CoreError::internal("stored samples name another runtime identity"));
     }
-    let history = build_runtime_history(session.id, query, interval, edge::now(), &samples)
-        .map_err(|e| error::history(&e))?;
+    let history = build_runtime_history(session.id, query, interval, edge::now(), &samples)?;
     Ok(Json(history))
 }

@@ -11,25 +11,25 @@ use agentplane_domain::telemetry::observation_wire::RuntimeObservationRow;
 use axum::Json;
 use axum::extract::{RawQuery, State};
 
-use super::{error, observe};
+use super::observe;
 use crate::core::auth::CoreAdmin;
-use crate::envelope::ApiError;
+use crate::core::error::{CoreError, Found};
 use crate::{App, edge};
 
 pub async fn list(
     State(app): State<App>,
     _admin: CoreAdmin,
     RawQuery(raw): RawQuery,
-) -> Result<Json<RuntimeObservationList>, ApiError> {
+) -> Result<Json<RuntimeObservationList>, CoreError> {
     let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
     let after = match &page.after {
-        Some(text) => Some(text.parse::<SessionId>().map_err(|_| error::not_found("cursor"))?),
+        Some(text) => Some(text.parse::<SessionId>().map_err(|_| CoreError::NotFound("cursor"))?),
         None => None,
     };
     let budget = app.runtime.list_budget;
     match tokio::time::timeout(budget, collect(&app, &page, after.as_ref())).await {
         Ok(result) => result.map(Json),
-        Err(_) => Err(error::execution_unavailable()),
+        Err(_) => Err(CoreError::ExecutionUnavailable),
     }
 }
 
@@ -37,8 +37,8 @@ async fn collect(
     app: &App,
     page: &PageRequest,
     after: Option<&SessionId>,
-) -> Result<RuntimeObservationList, ApiError> {
-    let found = app.store.sessions().list_all(page, after).await.map_err(error::store("cursor"))?;
+) -> Result<RuntimeObservationList, CoreError> {
+    let found = app.store.sessions().list_all(page, after).await.or_not_found("cursor")?;
     let managed: Vec<_> = found
         .items
         .iter()
@@ -48,14 +48,14 @@ async fn collect(
     let allocations = if managed.is_empty() {
         Default::default()
     } else {
-        app.store.allocations().get_many(&managed).await.map_err(|e| ApiError::storage(&e))?
+        app.store.allocations().get_many(&managed).await?
     };
     // Rows resolve concurrently; each has its own resolved_at.
     let rows = futures_util::future::join_all(found.items.iter().map(|session| {
         let allocation = allocations.get(&session.id);
         async move {
             let observation = observe(app, session, allocation, edge::now()).await?;
-            Ok::<_, ApiError>(RuntimeObservationRow { project_id: session.project_id, observation })
+            Ok::<_, CoreError>(RuntimeObservationRow { project_id: session.project_id, observation })
         }
     }))
     .await

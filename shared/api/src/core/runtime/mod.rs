@@ -3,7 +3,6 @@
 //! managed allocation that may be running, one read of its provider's observation source.
 //! Reads never create, wake or change compute and never add samples.
 
-mod error;
 mod history;
 mod list;
 mod observation;
@@ -19,18 +18,18 @@ use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use agentplane_store::Allocation;
 
 use crate::App;
-use crate::envelope::ApiError;
+use crate::core::error::CoreError;
 
 /// The stored identity behind a Session's runtime: its allocation, when it has one, belongs to
 /// this Session, its Project and its Environment. A mismatch is a 500 `internal_error`; only
 /// a fixed text is logged.
-fn check_identity(session: &Session, allocation: Option<&Allocation>) -> Result<(), ApiError> {
+fn check_identity(session: &Session, allocation: Option<&Allocation>) -> Result<(), CoreError> {
     if allocation.is_some_and(|a| {
         a.session_id != session.id
             || a.project_id != session.project_id
             || Some(a.environment_id) != session.environment_id
     }) {
-        return Err(error::internal("inconsistent runtime identity"));
+        return Err(CoreError::internal("inconsistent runtime identity"));
     }
     Ok(())
 }
@@ -41,7 +40,7 @@ async fn observe(
     session: &Session,
     allocation: Option<&Allocation>,
     resolved_at: Timestamp,
-) -> Result<AdminRuntimeObservation, ApiError> {
+) -> Result<AdminRuntimeObservation, CoreError> {
     check_identity(session, allocation)?;
     let records = ObservationRecords {
         session_id: session.id,
@@ -53,12 +52,12 @@ async fn observe(
         Some(a) if needs_provider_read(&records) => Some(app.runtime.sources.read(a, resolved_at).await.read),
         _ => None,
     };
-    runtime_observation(&records, read.as_ref(), resolved_at).map_err(|e| error::internal(&e.to_string()))
+    Ok(runtime_observation(&records, read.as_ref(), resolved_at)?)
 }
 
 /// Path ids: a malformed one names nothing, so it is a 404.
-fn ids(project: &str, session: &str) -> Result<(ProjectId, SessionId), ApiError> {
-    let project = project.parse().map_err(|_| error::not_found("project"))?;
-    let session = session.parse().map_err(|_| error::not_found("session"))?;
+fn ids(project: &str, session: &str) -> Result<(ProjectId, SessionId), CoreError> {
+    let project = project.parse().map_err(|_| CoreError::NotFound("project"))?;
+    let session = session.parse().map_err(|_| CoreError::NotFound("session"))?;
     Ok((project, session))
 }

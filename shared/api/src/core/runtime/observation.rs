@@ -7,9 +7,9 @@ use agentplane_domain::telemetry::observation::reject_query_parameters;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 
-use super::{error, ids, observe};
+use super::{ids, observe};
 use crate::core::auth::CoreAdmin;
-use crate::envelope::ApiError;
+use crate::core::error::{CoreError, Found};
 use crate::{App, edge};
 
 pub async fn retrieve(
@@ -17,14 +17,12 @@ pub async fn retrieve(
     _admin: CoreAdmin,
     Path((project, session)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<RuntimeObservation>, ApiError> {
-    reject_query_parameters(&Query::parse(raw.as_deref())).map_err(|e| error::unsupported_parameter(&e))?;
+) -> Result<Json<RuntimeObservation>, CoreError> {
+    reject_query_parameters(&Query::parse(raw.as_deref())).map_err(CoreError::UnsupportedParameter)?;
     let (project, session) = ids(&project, &session)?;
-    let session = app.store.sessions().get(&project, &session).await.map_err(error::store("session"))?;
+    let session = app.store.sessions().get(&project, &session).await.or_not_found("session")?;
     let allocation = match session.environment_mode {
-        EnvironmentMode::OpenaiHosted => {
-            app.store.allocations().get(&project, &session.id).await.map_err(|e| ApiError::storage(&e))?
-        }
+        EnvironmentMode::OpenaiHosted => app.store.allocations().get(&project, &session.id).await?,
         EnvironmentMode::None | EnvironmentMode::SelfHosted => None,
     };
     let observation = observe(&app, &session, allocation.as_ref(), edge::now()).await?;
