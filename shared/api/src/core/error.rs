@@ -217,19 +217,6 @@ impl<T> Found<T> for Result<T, StoreError> {
     }
 }
 
-/// Kept for the node surface (`node/`), which still builds `ApiError`s: the Core 404.
-pub fn not_found(what: &'static str) -> ApiError {
-    CoreError::NotFound(what).into()
-}
-
-/// Kept for the node surface (`node/`): a store result whose `NotFound` is the Core 404.
-pub fn store(what: &'static str) -> impl FnOnce(StoreError) -> ApiError {
-    move |err| match err {
-        StoreError::NotFound => CoreError::NotFound(what).into(),
-        other => CoreError::Storage(other).into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use agentplane_domain::telemetry::AllocationId;
