@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::keys::project_pk;
 use super::page::{Item, query_created, start_key};
-use super::{backend, conditional, s, transaction_conflict};
+use super::{conditional, s, transaction_conflict};
 use crate::{Store, StoreError};
 
 fn agent_sk(id: &AgentId) -> String {
@@ -180,36 +180,6 @@ impl<'a> Agents<'a> {
         Ok(item.version)
     }
 
-    /// Every published version, newest first (an agent has few; one query pages through all).
-    pub async fn versions(&self, id: &AgentId) -> Result<Vec<AgentVersion>, StoreError> {
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .store
-                .dynamo
-                .query()
-                .table_name(&self.store.names.main_table)
-                .key_condition_expression("PK = :pk AND begins_with(SK, :v)")
-                .expression_attribute_values(":pk", s(versions_pk(id)))
-                .expression_attribute_values(":v", s("VERSION#"))
-                .scan_index_forward(false)
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(backend)?;
-            for item in page.items.unwrap_or_default() {
-                let item: VersionItem = serde_dynamo::from_item(item)?;
-                out.push(item.version);
-            }
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(out),
-            }
-        }
-    }
-
     /// A keyset page of published versions by number: after `after` (exclusive; the caller
     /// checks that it names a version), newest first for `Desc`.
     pub async fn versions_page(
@@ -224,38 +194,20 @@ impl<'a> Agents<'a> {
             (Some(n), Order::Asc) => (version_sk(n.saturating_add(1)), version_sk(u32::MAX)),
             (Some(n), Order::Desc) => (version_sk(0), version_sk(n.saturating_sub(1))),
         };
-        let wanted = limit.get();
-        let mut items = Vec::with_capacity(wanted + 1);
-        let mut start = None;
-        // One more than asked tells whether there is a next page.
-        while items.len() <= wanted {
-            let out = self
-                .store
-                .dynamo
-                .query()
-                .table_name(&self.store.names.main_table)
-                .key_condition_expression("PK = :pk AND SK BETWEEN :low AND :high")
-                .expression_attribute_values(":pk", s(versions_pk(id)))
-                .expression_attribute_values(":low", s(low.clone()))
-                .expression_attribute_values(":high", s(high.clone()))
-                .scan_index_forward(order == Order::Asc)
-                .consistent_read(true)
-                .limit(i32::try_from(wanted + 1 - items.len()).unwrap_or(101))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(backend)?;
-            for item in out.items.unwrap_or_default() {
-                let item: VersionItem = serde_dynamo::from_item(item)?;
-                items.push(item.version);
-            }
-            match out.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => break,
-            }
-        }
-        let has_more = items.len() > wanted;
-        items.truncate(wanted);
-        Ok(Page { items, has_more })
+        let query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(&self.store.names.main_table)
+            .key_condition_expression("PK = :pk AND SK BETWEEN :low AND :high")
+            .expression_attribute_values(":pk", s(versions_pk(id)))
+            .expression_attribute_values(":low", s(low))
+            .expression_attribute_values(":high", s(high))
+            .scan_index_forward(order == Order::Asc)
+            .consistent_read(true);
+        super::page::keyset_page(query, limit, None, |item| {
+            Ok(serde_dynamo::from_item::<_, VersionItem>(item)?.version)
+        })
+        .await
     }
 }

@@ -87,6 +87,31 @@ pub(crate) async fn get_as<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// Writes `requests` to `table` 25 a call (BatchWriteItem). Unprocessed items are retried with
+/// a growing pause a bounded number of times, then the write fails.
+pub(crate) async fn batch_write(
+    store: &crate::Store,
+    table: &str,
+    mut requests: Vec<aws_sdk_dynamodb::types::WriteRequest>,
+) -> Result<(), StoreError> {
+    let mut attempts = 0u64;
+    while !requests.is_empty() {
+        let batch: Vec<_> = requests.drain(..requests.len().min(25)).collect();
+        let out =
+            store.dynamo.batch_write_item().request_items(table, batch).send().await.map_err(backend)?;
+        let unprocessed = out.unprocessed_items.and_then(|mut m| m.remove(table)).unwrap_or_default();
+        if !unprocessed.is_empty() {
+            attempts += 1;
+            if attempts > 8 {
+                return Err(StoreError::unavailable("batch write kept leaving items unprocessed"));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20 * attempts)).await;
+            requests.extend(unprocessed);
+        }
+    }
+    Ok(())
+}
+
 /// Many items by `(PK, SK)` (BatchGetItem, 100 keys a call), decoded as `T`; missing ones are
 /// left out. Unprocessed keys are retried a bounded number of times, then the read fails.
 pub(crate) async fn batch_get_as<T: serde::de::DeserializeOwned>(

@@ -249,28 +249,7 @@ impl<'a> Nodes<'a> {
                 .map_err(StoreError::unavailable)?;
             requests.push(WriteRequest::builder().put_request(put).build());
         }
-        let mut attempts = 0u64;
-        while !requests.is_empty() {
-            let batch: Vec<WriteRequest> = requests.drain(..requests.len().min(25)).collect();
-            let out = self
-                .store
-                .dynamo
-                .batch_write_item()
-                .request_items(table, batch)
-                .send()
-                .await
-                .map_err(backend)?;
-            let unprocessed = out.unprocessed_items.and_then(|mut m| m.remove(table)).unwrap_or_default();
-            if !unprocessed.is_empty() {
-                attempts += 1;
-                if attempts > 8 {
-                    return Err(StoreError::unavailable("batch write kept leaving items unprocessed"));
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(20 * attempts)).await;
-                requests.extend(unprocessed);
-            }
-        }
-        Ok(())
+        super::batch_write(self.store, table, requests).await
     }
 
     /// The stored host observations of a node taken in `[from, to]`, oldest first: only that

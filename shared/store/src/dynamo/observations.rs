@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::page::Item;
 use super::sandboxes::sandbox_pk;
-use super::{backend, conditional, get_as, put_new, query_all, s};
+use super::{backend, batch_write, conditional, get_as, put_new, query_all, s};
 use crate::{Store, StoreError};
 
 fn process_sk(id: ProcessId) -> String {
@@ -367,30 +367,8 @@ impl<'a> Observations<'a> {
         self.batch_write(requests).await
     }
 
-    async fn batch_write(&self, mut requests: Vec<WriteRequest>) -> Result<(), StoreError> {
-        let mut attempts = 0;
-        while !requests.is_empty() {
-            let batch: Vec<WriteRequest> = requests.drain(..requests.len().min(25)).collect();
-            let out = self
-                .store
-                .dynamo
-                .batch_write_item()
-                .request_items(self.telemetry(), batch)
-                .send()
-                .await
-                .map_err(backend)?;
-            let unprocessed =
-                out.unprocessed_items.and_then(|mut m| m.remove(self.telemetry())).unwrap_or_default();
-            if !unprocessed.is_empty() {
-                attempts += 1;
-                if attempts > 8 {
-                    return Err(StoreError::Unavailable("batch write kept leaving items unprocessed".into()));
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(20 * attempts)).await;
-                requests.extend(unprocessed);
-            }
-        }
-        Ok(())
+    async fn batch_write(&self, requests: Vec<WriteRequest>) -> Result<(), StoreError> {
+        batch_write(self.store, self.telemetry(), requests).await
     }
 
     /// Retained chunks of one process after `after` (a sequence number), oldest first, at most

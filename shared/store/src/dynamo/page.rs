@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use agentplane_domain::page::{Order, Page, PageLimit};
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::de::DeserializeOwned;
 
@@ -42,27 +43,35 @@ pub async fn query_index<T: DeserializeOwned>(
     limit: PageLimit,
     order: Order,
 ) -> Result<Page<T>, StoreError> {
+    let query = store
+        .dynamo
+        .query()
+        .table_name(&store.names.main_table)
+        .index_name(index)
+        .key_condition_expression("#p = :list")
+        .expression_attribute_names("#p", partition)
+        .expression_attribute_values(":list", s(list))
+        .scan_index_forward(order == Order::Asc);
+    keyset_page(query, limit, start, |item| Ok(serde_dynamo::from_item(item)?)).await
+}
+
+/// Collects one keyset page of `query` from `start`: follows `LastEvaluatedKey` until one item
+/// more than `limit` is in hand (that one tells whether there is a next page) or the range ends.
+pub async fn keyset_page<T>(
+    query: QueryFluentBuilder,
+    limit: PageLimit,
+    start: Option<Item>,
+    decode: impl Fn(Item) -> Result<T, StoreError>,
+) -> Result<Page<T>, StoreError> {
     let wanted = limit.get();
     let mut items = Vec::with_capacity(wanted + 1);
     let mut start = start;
-    // One more than asked tells whether there is a next page.
     while items.len() <= wanted {
-        let out = store
-            .dynamo
-            .query()
-            .table_name(&store.names.main_table)
-            .index_name(index)
-            .key_condition_expression("#p = :list")
-            .expression_attribute_names("#p", partition)
-            .expression_attribute_values(":list", s(list))
-            .scan_index_forward(order == Order::Asc)
-            .limit(i32::try_from(wanted + 1 - items.len()).unwrap_or(101))
-            .set_exclusive_start_key(start.take())
-            .send()
-            .await
-            .map_err(backend)?;
+        let room = i32::try_from(wanted + 1 - items.len()).unwrap_or(101);
+        let out =
+            query.clone().limit(room).set_exclusive_start_key(start.take()).send().await.map_err(backend)?;
         for item in out.items.unwrap_or_default() {
-            items.push(serde_dynamo::from_item(item)?);
+            items.push(decode(item)?);
         }
         match out.last_evaluated_key {
             Some(key) if !key.is_empty() => start = Some(key),

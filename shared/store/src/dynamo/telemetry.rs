@@ -31,6 +31,17 @@ fn sample_sk(interval_start: i64, allocation: Option<&AllocationId>) -> String {
     }
 }
 
+/// The stored form of one sample of `session` for the interval starting at `interval_start`.
+fn sample_item(session: &SessionId, interval_start: i64, sample: &RuntimeSample) -> SampleItem {
+    let allocation = sample.allocation.as_ref().map(|a| &a.allocation_id);
+    SampleItem {
+        pk: samples_pk(session),
+        sk: sample_sk(interval_start, allocation),
+        sample: sample.clone(),
+        expires_at: sample.sampled_at.unix_seconds().saturating_add(SAMPLE_RETENTION_SECONDS),
+    }
+}
+
 fn usage_pk(sandbox_id: &str) -> String {
     format!("SANDBOX#{sandbox_id}")
 }
@@ -82,13 +93,7 @@ impl<'a> Telemetry<'a> {
         interval_start: i64,
         sample: &RuntimeSample,
     ) -> Result<bool, StoreError> {
-        let allocation = sample.allocation.as_ref().map(|a| &a.allocation_id);
-        let item = SampleItem {
-            pk: samples_pk(session),
-            sk: sample_sk(interval_start, allocation),
-            sample: sample.clone(),
-            expires_at: sample.sampled_at.unix_seconds().saturating_add(SAMPLE_RETENTION_SECONDS),
-        };
+        let item = sample_item(session, interval_start, sample);
         let out = self
             .store
             .dynamo
@@ -194,13 +199,7 @@ impl<'a> Telemetry<'a> {
         interval_start: i64,
         sample: &RuntimeSample,
     ) -> Result<Put, StoreError> {
-        let allocation = sample.allocation.as_ref().map(|a| &a.allocation_id);
-        let item = SampleItem {
-            pk: samples_pk(session),
-            sk: sample_sk(interval_start, allocation),
-            sample: sample.clone(),
-            expires_at: sample.sampled_at.unix_seconds().saturating_add(SAMPLE_RETENTION_SECONDS),
-        };
+        let item = sample_item(session, interval_start, sample);
         Put::builder()
             .table_name(&self.store.names.telemetry_table)
             .set_item(Some(serde_dynamo::to_item(item)?))
