@@ -305,7 +305,7 @@ fn each_function_may_touch_only_what_it_uses_and_only_as_it_uses_it() {
     for (id, function) in functions(&t) {
         let name = binary(function);
         let grants = match (Route::by_function_name(&name), Job::by_function_name(&name)) {
-            (Some(route), None) => grants::route(route),
+            (Some(route), None) => route.grants(),
             (None, Some(job)) => grants::job(job),
             _ => panic!("{id}: {name} must be exactly one Route or Job"),
         };
@@ -409,7 +409,7 @@ fn read_only_routes_get_read_only_grants() {
     // The table itself: a GET never writes (long-polling the command queue claims commands).
     for route in Route::ALL {
         if route.method() == reqwest::Method::GET && *route != Route::NodeCommandsPoll {
-            assert!(grants::route(*route).iter().all(|g| g.access == Access::Read), "{route:?} reads only");
+            assert!(route.grants().iter().all(|g| g.access == Access::Read), "{route:?} reads only");
         }
     }
     assert!(

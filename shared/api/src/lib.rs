@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod lambda;
 pub mod list;
 pub mod node;
+pub mod openapi;
 pub mod routes;
 pub mod sandbox;
 

@@ -5,11 +5,50 @@ use axum::Router;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, delete, get, patch, post};
+use axum::routing::{MethodRouter, get};
 use http::{HeaderValue, Method, StatusCode, header};
 
+use std::sync::OnceLock;
+
+use utoipa_axum::router::UtoipaMethodRouter;
+use utoipa_axum::routes;
+
 use crate::envelope::ApiError;
+use crate::grants::*;
 use crate::{App, client, core, node, sandbox};
+
+/// How API Gateway integrates a route's function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serving {
+    /// A buffered answer (API Gateway's 29 s integration ceiling).
+    Buffered,
+    /// A streamed integration (Lambda response streaming, `responseTransferMode: STREAM`) that
+    /// stays open: the event stream.
+    Stream,
+    /// A streamed integration that holds the call while an agent turn runs (up to the 600 s
+    /// synchronous ceiling).
+    Turn,
+}
+
+/// Everything one route is, in one place.
+pub struct Declaration {
+    /// The function binary in functions/ and the Lambda function's name.
+    pub function: &'static str,
+    /// The stack resources (logical ids in infra/template.yaml) its function may touch, and how.
+    pub grants: &'static [Grant],
+    pub serving: Serving,
+    /// The handler with its OpenAPI operation and the schemas that operation names.
+    pub serve: fn() -> UtoipaMethodRouter<App>,
+}
+
+const fn decl(
+    function: &'static str,
+    grants: &'static [Grant],
+    serving: Serving,
+    serve: fn() -> UtoipaMethodRouter<App>,
+) -> Declaration {
+    Declaration { function, grants, serving, serve }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Route {
@@ -101,172 +140,194 @@ impl Route {
         Route::CoreRuntimeHistoryGet,
     ];
 
-    /// (function binary name, method, path). Paths use `{param}`, which axum and API Gateway
-    /// both read.
-    const fn spec(self) -> (&'static str, Method, &'static str) {
+    /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
+    /// are in the `#[utoipa::path]` on its handler, beside the code; the gateway router, the
+    /// Lambda functions, the OpenAPI documents, the template's grants and the infra test all
+    /// derive from this.
+    pub fn declaration(self) -> Declaration {
+        use Route::*;
+        use Serving::*;
         match self {
-            Route::CoreProjectsCreate => ("core-projects-create", Method::POST, "/core/v1/projects"),
-            Route::CoreProjectsList => ("core-projects-list", Method::GET, "/core/v1/projects"),
-            Route::CoreApiKeysCreate => {
-                ("core-api-keys-create", Method::POST, "/core/v1/projects/{project_id}/api_keys")
+            CoreProjectsCreate => decl("core-projects-create", &[MAIN_W, CORE_KEY], Buffered, || {
+                routes!(core::projects::create)
+            }),
+            CoreProjectsList => {
+                decl("core-projects-list", &[MAIN_R, CORE_KEY], Buffered, || routes!(core::projects::list))
             }
-            Route::CoreApiKeysRevoke => {
-                ("core-api-keys-revoke", Method::DELETE, "/core/v1/projects/{project_id}/api_keys/{key_id}")
+            CoreApiKeysCreate => decl("core-api-keys-create", &[MAIN_W, CORE_KEY], Buffered, || {
+                routes!(core::api_keys::create)
+            }),
+            CoreApiKeysRevoke => decl("core-api-keys-revoke", &[MAIN_W, CORE_KEY], Buffered, || {
+                routes!(core::api_keys::revoke)
+            }),
+            ClientSessionsCreate => decl("client-sessions-create", &[MAIN_W], Buffered, || {
+                routes!(client::sessions::handlers::create)
+            }),
+            ClientSessionsList => decl("client-sessions-list", &[MAIN_R], Buffered, || {
+                routes!(client::sessions::handlers::list)
+            }),
+            ClientSessionsGet => {
+                decl("client-sessions-get", &[MAIN_R], Buffered, || routes!(client::sessions::handlers::get))
             }
-            Route::ClientSessionsCreate => {
-                ("client-sessions-create", Method::POST, "/api/client/v1/sessions")
+            ClientSessionsUpdate => decl("client-sessions-update", &[MAIN_W], Buffered, || {
+                routes!(client::sessions::handlers::update)
+            }),
+            ClientSessionsDelete => decl("client-sessions-delete", &[MAIN_W], Buffered, || {
+                routes!(client::sessions::handlers::delete)
+            }),
+            ClientAgentsCreate => decl("client-agents-create", &[MAIN_W], Buffered, || {
+                routes!(client::agents::handlers::create)
+            }),
+            ClientAgentsList => {
+                decl("client-agents-list", &[MAIN_R], Buffered, || routes!(client::agents::handlers::list))
             }
-            Route::ClientSessionsList => ("client-sessions-list", Method::GET, "/api/client/v1/sessions"),
-            Route::ClientSessionsGet => {
-                ("client-sessions-get", Method::GET, "/api/client/v1/sessions/{session_id}")
+            ClientAgentsGet => {
+                decl("client-agents-get", &[MAIN_R], Buffered, || routes!(client::agents::handlers::get))
             }
-            Route::ClientSessionsUpdate => {
-                ("client-sessions-update", Method::PATCH, "/api/client/v1/sessions/{session_id}")
+            ClientAgentsUpdate => decl("client-agents-update", &[MAIN_W], Buffered, || {
+                routes!(client::agents::handlers::update)
+            }),
+            ClientAgentsPublish => decl("client-agents-publish", &[MAIN_W], Buffered, || {
+                routes!(client::agents::handlers::publish)
+            }),
+            ClientAgentsVersions => decl("client-agents-versions", &[MAIN_R], Buffered, || {
+                routes!(client::agents::handlers::versions)
+            }),
+            ClientResponsesCreate => {
+                decl("client-responses-create", &[MAIN_W, EVENTS_W, MODEL_KEY], Turn, || {
+                    routes!(client::responses::handlers::create_draft)
+                })
             }
-            Route::ClientSessionsDelete => {
-                ("client-sessions-delete", Method::DELETE, "/api/client/v1/sessions/{session_id}")
+            ClientAgentResponsesCreate => {
+                decl("client-agent-responses-create", &[MAIN_W, EVENTS_W, MODEL_KEY], Turn, || {
+                    routes!(client::responses::handlers::create_published)
+                })
             }
-            Route::ClientAgentsCreate => ("client-agents-create", Method::POST, "/api/client/v1/agents"),
-            Route::ClientAgentsList => ("client-agents-list", Method::GET, "/api/client/v1/agents"),
-            Route::ClientAgentsGet => ("client-agents-get", Method::GET, "/api/client/v1/agents/{agent_id}"),
-            Route::ClientAgentsUpdate => {
-                ("client-agents-update", Method::PATCH, "/api/client/v1/agents/{agent_id}")
+            ClientSessionMessagesCreate => {
+                decl("client-session-messages-create", &[MAIN_W, EVENTS_W, MODEL_KEY], Turn, || {
+                    routes!(client::responses::handlers::session_message)
+                })
             }
-            Route::ClientAgentsPublish => {
-                ("client-agents-publish", Method::POST, "/api/client/v1/agents/{agent_id}/publish")
+            ClientSessionEventsList => {
+                decl("client-session-events-list", &[MAIN_R, EVENTS_R], Buffered, || {
+                    routes!(client::events::poll::list)
+                })
             }
-            Route::ClientAgentsVersions => {
-                ("client-agents-versions", Method::GET, "/api/client/v1/agents/{agent_id}/versions")
+            ClientSessionEventsStream => {
+                decl("client-session-events-stream", &[MAIN_R, EVENTS_R], Stream, || {
+                    routes!(client::events::stream::stream)
+                })
             }
-            Route::ClientResponsesCreate => {
-                ("client-responses-create", Method::POST, "/api/client/v1/responses")
+            CoreSandboxNodesRegister => {
+                decl("core-sandbox-nodes-register", &[MAIN_W, CORE_KEY], Buffered, || {
+                    routes!(core::nodes::register)
+                })
             }
-            Route::ClientAgentResponsesCreate => {
-                ("client-agent-responses-create", Method::POST, "/api/client/v1/agents/responses")
+            CoreSandboxNodesList => decl("core-sandbox-nodes-list", &[MAIN_R, CORE_KEY], Buffered, || {
+                routes!(core::node_reads::list)
+            }),
+            CoreSandboxNodeGet => {
+                decl("core-sandbox-node-get", &[MAIN_R, TELEMETRY_R, CORE_KEY], Buffered, || {
+                    routes!(core::node_reads::get)
+                })
             }
-            Route::ClientSessionMessagesCreate => (
-                "client-session-messages-create",
-                Method::POST,
-                "/api/client/v1/sessions/{session_id}/messages",
-            ),
-            Route::ClientSessionEventsList => {
-                ("client-session-events-list", Method::GET, "/api/client/v1/sessions/{session_id}/events")
+            NodeCommandsPoll => {
+                decl("node-commands-poll", &[MAIN_W], Buffered, || routes!(node::handlers::poll))
             }
-            Route::ClientSessionEventsStream => (
-                "client-session-events-stream",
-                Method::GET,
-                "/api/client/v1/sessions/{session_id}/events/stream",
-            ),
-            Route::CoreSandboxNodesRegister => {
-                ("core-sandbox-nodes-register", Method::POST, "/core/v1/sandbox/nodes")
+            NodeCommandsComplete => {
+                decl("node-commands-complete", &[MAIN_W], Buffered, || routes!(node::handlers::complete))
             }
-            Route::CoreSandboxNodesList => ("core-sandbox-nodes-list", Method::GET, "/core/v1/sandbox/nodes"),
-            Route::CoreSandboxNodeGet => {
-                ("core-sandbox-node-get", Method::GET, "/core/v1/sandbox/nodes/{node_id}")
+            NodeHeartbeat => decl("node-heartbeat", &[MAIN_W, TELEMETRY_W], Buffered, || {
+                routes!(node::handlers::heartbeat)
+            }),
+            NodeReports => {
+                decl("node-reports", &[MAIN_W, TELEMETRY_W], Buffered, || routes!(node::handlers::reports))
             }
-            Route::NodeCommandsPoll => ("node-commands-poll", Method::GET, "/node/v1/commands"),
-            Route::NodeCommandsComplete => {
-                ("node-commands-complete", Method::POST, "/node/v1/commands/{command_id}")
+            NodeSandboxesList => {
+                decl("node-sandboxes-list", &[MAIN_R], Buffered, || routes!(node::handlers::sandboxes))
             }
-            Route::NodeHeartbeat => ("node-heartbeat", Method::POST, "/node/v1/heartbeat"),
-            Route::NodeReports => ("node-reports", Method::POST, "/node/v1/reports"),
-            Route::NodeSandboxesList => ("node-sandboxes-list", Method::GET, "/node/v1/sandboxes"),
-            Route::SandboxCreate => ("sandbox-create", Method::POST, "/sandbox/v1/sandboxes"),
-            Route::SandboxList => ("sandbox-list", Method::GET, "/sandbox/v1/sandboxes"),
-            Route::SandboxGet => ("sandbox-get", Method::GET, "/sandbox/v1/sandboxes/{sandbox_id}"),
-            Route::SandboxKill => ("sandbox-kill", Method::DELETE, "/sandbox/v1/sandboxes/{sandbox_id}"),
-            Route::SandboxPause => {
-                ("sandbox-pause", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/pause")
+            SandboxCreate => {
+                decl("sandbox-create", &[MAIN_W], Buffered, || routes!(sandbox::sandboxes::create))
             }
-            Route::SandboxResume => {
-                ("sandbox-resume", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/resume")
+            SandboxList => decl("sandbox-list", &[MAIN_R], Buffered, || routes!(sandbox::sandboxes::list)),
+            SandboxGet => decl("sandbox-get", &[MAIN_R], Buffered, || routes!(sandbox::sandboxes::get)),
+            SandboxKill => decl("sandbox-kill", &[MAIN_W], Buffered, || routes!(sandbox::sandboxes::kill)),
+            SandboxPause => decl("sandbox-pause", &[MAIN_W], Buffered, || routes!(sandbox::sandboxes::pause)),
+            SandboxResume => {
+                decl("sandbox-resume", &[MAIN_W], Buffered, || routes!(sandbox::sandboxes::resume))
             }
-            Route::SandboxTimeout => {
-                ("sandbox-timeout", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/timeout")
+            SandboxTimeout => {
+                decl("sandbox-timeout", &[MAIN_W], Buffered, || routes!(sandbox::sandboxes::set_timeout))
             }
-            Route::SandboxProcessStart => {
-                ("sandbox-process-start", Method::POST, "/sandbox/v1/sandboxes/{sandbox_id}/processes")
+            SandboxProcessStart => {
+                decl("sandbox-process-start", &[MAIN_W], Buffered, || routes!(sandbox::processes::start))
             }
-            Route::SandboxProcessList => {
-                ("sandbox-process-list", Method::GET, "/sandbox/v1/sandboxes/{sandbox_id}/processes")
+            SandboxProcessList => {
+                decl("sandbox-process-list", &[MAIN_R], Buffered, || routes!(sandbox::processes::list))
             }
-            Route::SandboxProcessOutput => (
-                "sandbox-process-output",
-                Method::GET,
-                "/sandbox/v1/sandboxes/{sandbox_id}/processes/{process_id}/output",
-            ),
-            Route::CoreRuntimeObservationsList => {
-                ("core-runtime-observations-list", Method::GET, "/core/v1/sandbox/runtime-observations")
+            SandboxProcessOutput => decl("sandbox-process-output", &[MAIN_R, TELEMETRY_R], Buffered, || {
+                routes!(sandbox::processes::output)
+            }),
+            CoreRuntimeObservationsList => {
+                decl("core-runtime-observations-list", &[MAIN_R, TELEMETRY_R, CORE_KEY], Buffered, || {
+                    routes!(core::runtime::list::list)
+                })
             }
-            Route::CoreRuntimeObservationGet => (
-                "core-runtime-observation-get",
-                Method::GET,
-                "/core/v1/projects/{project_id}/sessions/{session_id}/runtime-observation",
-            ),
-            Route::CoreRuntimeHistoryGet => (
-                "core-runtime-history-get",
-                Method::GET,
-                "/core/v1/projects/{project_id}/sessions/{session_id}/runtime-history",
-            ),
+            CoreRuntimeObservationGet => {
+                decl("core-runtime-observation-get", &[MAIN_R, TELEMETRY_R, CORE_KEY], Buffered, || {
+                    routes!(core::runtime::observation::retrieve)
+                })
+            }
+            CoreRuntimeHistoryGet => {
+                decl("core-runtime-history-get", &[MAIN_R, TELEMETRY_R, CORE_KEY], Buffered, || {
+                    routes!(core::runtime::history::history)
+                })
+            }
         }
     }
 
     pub fn function_name(self) -> &'static str {
-        self.spec().0
+        self.declaration().function
     }
 
     pub fn method(self) -> Method {
-        self.spec().1
+        self.endpoint().0.clone()
     }
 
     pub fn path(self) -> &'static str {
-        self.spec().2
+        self.endpoint().1.as_str()
     }
 
-    fn handler(self) -> MethodRouter<App> {
-        match self {
-            Route::CoreProjectsCreate => post(core::projects::create),
-            Route::CoreProjectsList => get(core::projects::list),
-            Route::CoreApiKeysCreate => post(core::api_keys::create),
-            Route::CoreApiKeysRevoke => delete(core::api_keys::revoke),
-            Route::ClientSessionsCreate => post(client::sessions::create),
-            Route::ClientSessionsList => get(client::sessions::list),
-            Route::ClientSessionsGet => get(client::sessions::get),
-            Route::ClientSessionsUpdate => patch(client::sessions::update),
-            Route::ClientSessionsDelete => delete(client::sessions::delete),
-            Route::ClientAgentsCreate => post(client::agents::create),
-            Route::ClientAgentsList => get(client::agents::list),
-            Route::ClientAgentsGet => get(client::agents::get),
-            Route::ClientAgentsUpdate => patch(client::agents::update),
-            Route::ClientAgentsPublish => post(client::agents::publish),
-            Route::ClientAgentsVersions => get(client::agents::versions),
-            Route::ClientResponsesCreate => post(client::responses::create_draft),
-            Route::ClientAgentResponsesCreate => post(client::responses::create_published),
-            Route::ClientSessionMessagesCreate => post(client::responses::session_message),
-            Route::ClientSessionEventsList => get(client::events::list),
-            Route::ClientSessionEventsStream => get(client::events::stream),
-            Route::CoreSandboxNodesRegister => post(core::nodes::register),
-            Route::CoreSandboxNodesList => get(core::node_reads::list),
-            Route::CoreSandboxNodeGet => get(core::node_reads::get),
-            Route::NodeCommandsPoll => get(node::handlers::poll),
-            Route::NodeCommandsComplete => post(node::handlers::complete),
-            Route::NodeHeartbeat => post(node::handlers::heartbeat),
-            Route::NodeReports => post(node::handlers::reports),
-            Route::NodeSandboxesList => get(node::handlers::sandboxes),
-            Route::SandboxCreate => post(sandbox::sandboxes::create),
-            Route::SandboxList => get(sandbox::sandboxes::list),
-            Route::SandboxGet => get(sandbox::sandboxes::get),
-            Route::SandboxKill => delete(sandbox::sandboxes::kill),
-            Route::SandboxPause => post(sandbox::sandboxes::pause),
-            Route::SandboxResume => post(sandbox::sandboxes::resume),
-            Route::SandboxTimeout => post(sandbox::sandboxes::set_timeout),
-            Route::SandboxProcessStart => post(sandbox::processes::start),
-            Route::SandboxProcessList => get(sandbox::processes::list),
-            Route::SandboxProcessOutput => get(sandbox::processes::output),
-            Route::CoreRuntimeObservationsList => get(core::runtime::list),
-            Route::CoreRuntimeObservationGet => get(core::runtime::retrieve),
-            Route::CoreRuntimeHistoryGet => get(core::runtime::history),
-        }
+    /// The method and path the handler's `#[utoipa::path]` declares, read once.
+    fn endpoint(self) -> &'static (Method, String) {
+        static ENDPOINTS: OnceLock<Vec<(Method, String)>> = OnceLock::new();
+        let endpoints = ENDPOINTS.get_or_init(|| Route::ALL.iter().map(|r| r.read_endpoint()).collect());
+        let index = Route::ALL.iter().position(|r| *r == self).unwrap_or_default();
+        &endpoints[index]
+    }
+
+    fn read_endpoint(self) -> (Method, String) {
+        let (_, paths, _) = (self.declaration().serve)();
+        let Some((path, item)) = paths.paths.into_iter().next() else {
+            unreachable!("{self:?}: a route's handler declares its path")
+        };
+        let method = if item.post.is_some() {
+            Method::POST
+        } else if item.patch.is_some() {
+            Method::PATCH
+        } else if item.delete.is_some() {
+            Method::DELETE
+        } else if item.put.is_some() {
+            Method::PUT
+        } else {
+            Method::GET
+        };
+        (method, path)
+    }
+
+    /// The stack resources and how this route's function may use them.
+    pub fn grants(self) -> &'static [Grant] {
+        self.declaration().grants
     }
 
     /// Routes that read a request body; the others accept at most a few bytes (edge::guard).
@@ -279,23 +340,18 @@ impl Route {
     /// `responseTransferMode: STREAM`): the event stream, and the turn routes, whose answer can
     /// come later than a buffered integration's 29 s.
     pub fn streaming(self) -> bool {
-        matches!(self, Route::ClientSessionEventsStream) || self.runs_turns()
+        !matches!(self.declaration().serving, Serving::Buffered)
     }
 
     /// Routes that hold the call while an agent turn runs (up to the 600 s sync ceiling).
     pub fn runs_turns(self) -> bool {
-        matches!(
-            self,
-            Route::ClientResponsesCreate
-                | Route::ClientAgentResponsesCreate
-                | Route::ClientSessionMessagesCreate
-        )
+        matches!(self.declaration().serving, Serving::Turn)
     }
 
     /// The stack resources (logical ids in infra/template.yaml) this route's function may
     /// touch; how (read or write) is in [`crate::grants`], the one table tests/infra.rs checks.
     pub fn resources(self) -> Vec<&'static str> {
-        crate::grants::resources(crate::grants::route(self))
+        crate::grants::resources(self.grants())
     }
 
     pub fn by_function_name(name: &str) -> Option<Route> {
@@ -309,9 +365,10 @@ impl Route {
 pub fn router(app: App, routes: &[Route]) -> Router {
     let mut by_path: Vec<(&'static str, MethodRouter<App>)> = Vec::new();
     for route in routes {
+        let (_, _, handler) = (route.declaration().serve)();
         match by_path.iter_mut().find(|(path, _)| *path == route.path()) {
-            Some((_, methods)) => *methods = std::mem::take(methods).merge(route.handler()),
-            None => by_path.push((route.path(), route.handler())),
+            Some((_, methods)) => *methods = std::mem::take(methods).merge(handler),
+            None => by_path.push((route.path(), handler)),
         }
     }
     let mut router = Router::new();
@@ -325,8 +382,22 @@ pub fn router(app: App, routes: &[Route]) -> Router {
         .with_state(app)
 }
 
+/// Every route on one port, and the surfaces' OpenAPI documents at `/openapi/{surface}.json`:
+/// the local gateway's router.
 pub fn full_router(app: App) -> Router {
-    router(app, Route::ALL)
+    Router::new().route("/openapi/{file}", get(openapi_document)).merge(router(app, Route::ALL))
+}
+
+async fn openapi_document(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
+    let surface = file.strip_suffix(".json").and_then(crate::openapi::Surface::by_name);
+    match surface {
+        Some(surface) => (
+            [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+            crate::openapi::document_json(surface),
+        )
+            .into_response(),
+        None => no_such_route().await,
+    }
 }
 
 async fn no_store(request: Request, next: Next) -> Response {

@@ -29,6 +29,14 @@ fn project_id(text: &str) -> Result<ProjectId, CoreError> {
     text.parse().map_err(|_| CoreError::NotFound("project"))
 }
 
+#[utoipa::path(
+    post,
+    path = "/core/v1/projects/{project_id}/api_keys",
+    tag = "core",
+    operation_id = "core-api-keys-create",
+    params(("project_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn create(
     State(app): State<App>,
     _admin: CoreAdmin,
@@ -53,6 +61,14 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(body)))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/core/v1/projects/{project_id}/api_keys/{key_id}",
+    tag = "core",
+    operation_id = "core-api-keys-revoke",
+    params(("project_id" = String, Path), ("key_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn revoke(
     State(app): State<App>,
     _admin: CoreAdmin,

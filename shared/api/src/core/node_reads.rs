@@ -16,6 +16,13 @@ use super::error::{CoreError, Found};
 use super::nodes::render;
 use crate::{App, edge};
 
+#[utoipa::path(
+    get,
+    path = "/core/v1/sandbox/nodes",
+    tag = "core",
+    operation_id = "core-sandbox-nodes-list",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn list(State(app): State<App>, _admin: CoreAdmin) -> Result<Json<Value>, CoreError> {
     let now = edge::now();
     let mut nodes = app.store.nodes().all().await?;
@@ -27,6 +34,14 @@ pub async fn list(State(app): State<App>, _admin: CoreAdmin) -> Result<Json<Valu
     })))
 }
 
+#[utoipa::path(
+    get,
+    path = "/core/v1/sandbox/nodes/{node_id}",
+    tag = "core",
+    operation_id = "core-sandbox-node-get",
+    params(("node_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn get(
     State(app): State<App>,
     _admin: CoreAdmin,

@@ -24,6 +24,13 @@ pub fn render(node: &Node, now: agentplane_domain::Timestamp) -> Value {
     })
 }
 
+#[utoipa::path(
+    post,
+    path = "/core/v1/sandbox/nodes",
+    tag = "core",
+    operation_id = "core-sandbox-nodes-register",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn register(
     State(app): State<App>,
     _admin: CoreAdmin,

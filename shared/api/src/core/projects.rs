@@ -23,6 +23,13 @@ pub fn render(project: &Project) -> Value {
     })
 }
 
+#[utoipa::path(
+    post,
+    path = "/core/v1/projects",
+    tag = "core",
+    operation_id = "core-projects-create",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn create(
     State(app): State<App>,
     _admin: CoreAdmin,
@@ -35,6 +42,13 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(render(&project))))
 }
 
+#[utoipa::path(
+    get,
+    path = "/core/v1/projects",
+    tag = "core",
+    operation_id = "core-projects-list",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn list(
     State(app): State<App>,
     _admin: CoreAdmin,

@@ -29,6 +29,13 @@ fn parse<T: serde::de::DeserializeOwned>(body: Map<String, Value>) -> Result<T, 
 
 /// GET /node/v1/commands?connection=…&wait=…: pending commands, waiting up to `wait` seconds
 /// for one to arrive.
+#[utoipa::path(
+    get,
+    path = "/node/v1/commands",
+    tag = "node",
+    operation_id = "node-commands-poll",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn poll(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
@@ -55,6 +62,14 @@ pub async fn poll(
 }
 
 /// POST /node/v1/commands/{command_id}: the command's outcome.
+#[utoipa::path(
+    post,
+    path = "/node/v1/commands/{command_id}",
+    tag = "node",
+    operation_id = "node-commands-complete",
+    params(("command_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn complete(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
@@ -73,6 +88,13 @@ pub async fn complete(
 
 /// POST /node/v1/heartbeat: the host observation, and the counters of the node's managed
 /// sandboxes.
+#[utoipa::path(
+    post,
+    path = "/node/v1/heartbeat",
+    tag = "node",
+    operation_id = "node-heartbeat",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn heartbeat(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
@@ -90,6 +112,13 @@ pub async fn heartbeat(
 }
 
 /// POST /node/v1/reports: observation events, applied once each.
+#[utoipa::path(
+    post,
+    path = "/node/v1/reports",
+    tag = "node",
+    operation_id = "node-reports",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn reports(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
@@ -108,6 +137,13 @@ pub async fn reports(
 }
 
 /// GET /node/v1/sandboxes: the sandboxes this node hosts, as Core knows them.
+#[utoipa::path(
+    get,
+    path = "/node/v1/sandboxes",
+    tag = "node",
+    operation_id = "node-sandboxes-list",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn sandboxes(State(app): State<App>, NodeAuth(node): NodeAuth) -> Result<Json<Value>, NodeError> {
     let hosted = app.store.sandboxes().hosted_by(&node).await?;
     let now = edge::now();

@@ -22,6 +22,14 @@ use crate::body::JsonObject;
 use crate::{App, edge};
 use agentplane_domain::sandbox::Sandbox;
 
+#[utoipa::path(
+    post,
+    path = "/sandbox/v1/sandboxes/{sandbox_id}/processes",
+    tag = "sandbox",
+    operation_id = "sandbox-process-start",
+    params(("sandbox_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn start(
     State(app): State<App>,
     auth: SandboxAuth,
@@ -49,6 +57,14 @@ pub async fn start(
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/sandbox/v1/sandboxes/{sandbox_id}/processes",
+    tag = "sandbox",
+    operation_id = "sandbox-process-list",
+    params(("sandbox_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn list(
     State(app): State<App>,
     auth: SandboxAuth,
@@ -80,6 +96,14 @@ pub async fn list(
 /// Most chunks one read returns (a process retains at most 1024).
 const MAX_CHUNKS_PER_READ: usize = 1024;
 
+#[utoipa::path(
+    get,
+    path = "/sandbox/v1/sandboxes/{sandbox_id}/processes/{process_id}/output",
+    tag = "sandbox",
+    operation_id = "sandbox-process-output",
+    params(("sandbox_id" = String, Path), ("process_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn output(
     State(app): State<App>,
     auth: SandboxAuth,

@@ -50,6 +50,13 @@ fn failed(outcome: CommandOutcome) -> Result<std::collections::BTreeMap<String, 
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/sandbox/v1/sandboxes",
+    tag = "sandbox",
+    operation_id = "sandbox-create",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn create(
     State(app): State<App>,
     auth: SandboxAuth,
@@ -115,6 +122,13 @@ pub async fn end(app: &App, sandbox: &Sandbox) {
     let _ = dispatch::enqueue(app, &sandbox.node_id, Command::Kill { sandbox_id: sandbox.id.clone() }).await;
 }
 
+#[utoipa::path(
+    get,
+    path = "/sandbox/v1/sandboxes",
+    tag = "sandbox",
+    operation_id = "sandbox-list",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn list(State(app): State<App>, auth: SandboxAuth) -> Result<Json<Value>, SandboxError> {
     let limit = PageLimit::new(100).map_err(|_| SandboxError::Internal("page limit"))?;
     let found = app.store.sandboxes().list(&auth.0.project_id, limit).await?;
@@ -122,6 +136,14 @@ pub async fn list(State(app): State<App>, auth: SandboxAuth) -> Result<Json<Valu
     Ok(Json(Value::Array(found.iter().map(|s| render::sandbox(s, now)).collect())))
 }
 
+#[utoipa::path(
+    get,
+    path = "/sandbox/v1/sandboxes/{sandbox_id}",
+    tag = "sandbox",
+    operation_id = "sandbox-get",
+    params(("sandbox_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn get(
     State(app): State<App>,
     auth: SandboxAuth,
@@ -148,6 +170,14 @@ async fn change(
 /// How many lost races a delete re-reads after before it gives up with a 409.
 const KILL_ATTEMPTS: u32 = 5;
 
+#[utoipa::path(
+    delete,
+    path = "/sandbox/v1/sandboxes/{sandbox_id}",
+    tag = "sandbox",
+    operation_id = "sandbox-kill",
+    params(("sandbox_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn kill(
     State(app): State<App>,
     auth: SandboxAuth,
@@ -179,6 +209,14 @@ pub async fn kill(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(
+    post,
+    path = "/sandbox/v1/sandboxes/{sandbox_id}/pause",
+    tag = "sandbox",
+    operation_id = "sandbox-pause",
+    params(("sandbox_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn pause(
     State(app): State<App>,
     auth: SandboxAuth,
@@ -205,6 +243,14 @@ pub async fn pause(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(
+    post,
+    path = "/sandbox/v1/sandboxes/{sandbox_id}/resume",
+    tag = "sandbox",
+    operation_id = "sandbox-resume",
+    params(("sandbox_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn resume(
     State(app): State<App>,
     auth: SandboxAuth,
@@ -224,6 +270,14 @@ pub async fn resume(
     Ok((StatusCode::CREATED, Json(render::sandbox(&resumed, edge::now()))))
 }
 
+#[utoipa::path(
+    post,
+    path = "/sandbox/v1/sandboxes/{sandbox_id}/timeout",
+    tag = "sandbox",
+    operation_id = "sandbox-timeout",
+    params(("sandbox_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn set_timeout(
     State(app): State<App>,
     auth: SandboxAuth,

@@ -34,6 +34,13 @@ fn check_tools(app: &App, agent: &Agent) -> Result<(), ClientError> {
     Ok(())
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/client/v1/agents",
+    tag = "client",
+    operation_id = "client-agents-create",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn create(
     State(app): State<App>,
     auth: ProjectAuth,
@@ -46,6 +53,13 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(render(&agent))))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/client/v1/agents",
+    tag = "client",
+    operation_id = "client-agents-list",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn list(
     State(app): State<App>,
     auth: ProjectAuth,
@@ -65,6 +79,14 @@ pub async fn list(
     Ok(Json(crate::list::body(&found, render, |a| a.id.to_string())))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/client/v1/agents/{agent_id}",
+    tag = "client",
+    operation_id = "client-agents-get",
+    params(("agent_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn get(
     State(app): State<App>,
     auth: ProjectAuth,
@@ -81,6 +103,14 @@ pub async fn get(
 
 /// Edits the draft (and `execution`, which is live). A concurrent edit is retried on the
 /// fresh agent a few times, so two patches of different fields both land.
+#[utoipa::path(
+    patch,
+    path = "/api/client/v1/agents/{agent_id}",
+    tag = "client",
+    operation_id = "client-agents-update",
+    params(("agent_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn update(
     State(app): State<App>,
     auth: ProjectAuth,
@@ -105,6 +135,14 @@ pub async fn update(
 }
 
 /// Freezes the draft as the next version.
+#[utoipa::path(
+    post,
+    path = "/api/client/v1/agents/{agent_id}/publish",
+    tag = "client",
+    operation_id = "client-agents-publish",
+    params(("agent_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn publish(
     State(app): State<App>,
     auth: ProjectAuth,
@@ -126,6 +164,14 @@ pub async fn publish(
 
 /// `GET /agents/{id}/versions`: a keyset page like every other list; `after` is a version
 /// number of this agent (another value is a 404 `cursor_not_found`).
+#[utoipa::path(
+    get,
+    path = "/api/client/v1/agents/{agent_id}/versions",
+    tag = "client",
+    operation_id = "client-agents-versions",
+    params(("agent_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn versions(
     State(app): State<App>,
     auth: ProjectAuth,

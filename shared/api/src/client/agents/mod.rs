@@ -1,7 +1,7 @@
 //! Agents of the client API: a draft to edit, versions to publish. Handlers here, rules in
 //! `agentplane_domain::agent`, storage in `agentplane_store::Agents`.
 
-mod handlers;
+pub(crate) mod handlers;
 mod wire;
 
 pub use handlers::{create, get, list, publish, update, versions};

@@ -2,8 +2,8 @@
 //! Events carry a per-session gapless `id` (the sequence); clients must ignore event types they
 //! do not know, since later releases add new ones.
 
-mod poll;
-mod stream;
+pub(crate) mod poll;
+pub(crate) mod stream;
 mod wire;
 
 pub use poll::list;

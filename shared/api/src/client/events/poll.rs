@@ -12,6 +12,14 @@ use crate::App;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 
+#[utoipa::path(
+    get,
+    path = "/api/client/v1/sessions/{session_id}/events",
+    tag = "client",
+    operation_id = "client-session-events-list",
+    params(("session_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn list(
     State(app): State<App>,
     auth: ProjectAuth,

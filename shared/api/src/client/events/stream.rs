@@ -76,6 +76,14 @@ fn frame(event: &agentplane_domain::event::Event) -> Bytes {
     Bytes::from(format!("id: {}\nevent: {}\ndata: {data}\n\n", event.seq, event.kind.as_str()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/client/v1/sessions/{session_id}/events/stream",
+    tag = "client",
+    operation_id = "client-session-events-stream",
+    params(("session_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn stream(
     State(app): State<App>,
     auth: ProjectAuth,

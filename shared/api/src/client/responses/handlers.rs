@@ -169,6 +169,13 @@ async fn respond(
 }
 
 /// `POST /api/client/v1/responses`: runs the draft.
+#[utoipa::path(
+    post,
+    path = "/api/client/v1/responses",
+    tag = "client",
+    operation_id = "client-responses-create",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn create_draft(
     State(app): State<App>,
     auth: ProjectAuth,
@@ -178,6 +185,13 @@ pub async fn create_draft(
 }
 
 /// `POST /api/client/v1/agents/responses`: runs the published version.
+#[utoipa::path(
+    post,
+    path = "/api/client/v1/agents/responses",
+    tag = "client",
+    operation_id = "client-agent-responses-create",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn create_published(
     State(app): State<App>,
     auth: ProjectAuth,
@@ -188,6 +202,14 @@ pub async fn create_published(
 
 /// `POST /api/client/v1/sessions/{id}/messages`: asks in an existing session, with the agent
 /// and channel it last ran (or `agent` from the body).
+#[utoipa::path(
+    post,
+    path = "/api/client/v1/sessions/{session_id}/messages",
+    tag = "client",
+    operation_id = "client-session-messages-create",
+    params(("session_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn session_message(
     State(app): State<App>,
     auth: ProjectAuth,

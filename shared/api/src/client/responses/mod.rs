@@ -2,7 +2,7 @@
 //! published version) and `POST /sessions/{id}/messages`. The turn itself is
 //! `agentplane_engine::Engine::run_turn`.
 
-mod handlers;
+pub(crate) mod handlers;
 mod validation;
 mod wire;
 

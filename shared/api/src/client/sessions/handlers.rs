@@ -17,6 +17,13 @@ fn session_id(text: &str) -> Result<SessionId, ClientError> {
     text.parse().map_err(|_| ClientError::SessionNotFound)
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/client/v1/sessions",
+    tag = "client",
+    operation_id = "client-sessions-create",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn create(
     State(app): State<App>,
     auth: ProjectAuth,
@@ -35,6 +42,13 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(wire::render(&session))))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/client/v1/sessions",
+    tag = "client",
+    operation_id = "client-sessions-list",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn list(
     State(app): State<App>,
     auth: ProjectAuth,
@@ -56,6 +70,14 @@ pub async fn list(
     Ok(Json(crate::list::body(&found, render, |s| s.id.to_string())))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/client/v1/sessions/{session_id}",
+    tag = "client",
+    operation_id = "client-sessions-get",
+    params(("session_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn get(
     State(app): State<App>,
     auth: ProjectAuth,
@@ -67,6 +89,14 @@ pub async fn get(
     Ok(Json(wire::render(&session.settled(edge::now()))))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/client/v1/sessions/{session_id}",
+    tag = "client",
+    operation_id = "client-sessions-update",
+    params(("session_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn update(
     State(app): State<App>,
     auth: ProjectAuth,
@@ -89,6 +119,14 @@ pub async fn update(
     Ok(Json(wire::render(&session.settled(now))))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/client/v1/sessions/{session_id}",
+    tag = "client",
+    operation_id = "client-sessions-delete",
+    params(("session_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn delete(
     State(app): State<App>,
     auth: ProjectAuth,

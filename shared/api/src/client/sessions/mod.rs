@@ -1,7 +1,7 @@
 //! The sessions routes of the client API: handlers here, body rules in `validation`, the wire
 //! object in `wire`, storage in `agentplane_store::Sessions`.
 
-mod handlers;
+pub(crate) mod handlers;
 mod runtime;
 mod validation;
 mod wire;

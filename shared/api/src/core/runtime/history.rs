@@ -18,6 +18,14 @@ use crate::core::auth::CoreAdmin;
 use crate::core::error::{CoreError, Found};
 use crate::{App, edge};
 
+#[utoipa::path(
+    get,
+    path = "/core/v1/projects/{project_id}/sessions/{session_id}/runtime-history",
+    tag = "core",
+    operation_id = "core-runtime-history-get",
+    params(("project_id" = String, Path), ("session_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn history(
     State(app): State<App>,
     _admin: CoreAdmin,

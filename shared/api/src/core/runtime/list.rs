@@ -16,6 +16,13 @@ use crate::core::auth::CoreAdmin;
 use crate::core::error::{CoreError, Found};
 use crate::{App, edge};
 
+#[utoipa::path(
+    get,
+    path = "/core/v1/sandbox/runtime-observations",
+    tag = "core",
+    operation_id = "core-runtime-observations-list",
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn list(
     State(app): State<App>,
     _admin: CoreAdmin,

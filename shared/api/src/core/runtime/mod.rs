@@ -3,9 +3,9 @@
 //! managed allocation that may be running, one read of its provider's observation source.
 //! Reads never create, wake or change compute and never add samples.
 
-mod history;
-mod list;
-mod observation;
+pub(crate) mod history;
+pub(crate) mod list;
+pub(crate) mod observation;
 
 pub use history::history;
 pub use list::list;

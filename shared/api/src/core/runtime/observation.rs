@@ -12,6 +12,14 @@ use crate::core::auth::CoreAdmin;
 use crate::core::error::{CoreError, Found};
 use crate::{App, edge};
 
+#[utoipa::path(
+    get,
+    path = "/core/v1/projects/{project_id}/sessions/{session_id}/runtime-observation",
+    tag = "core",
+    operation_id = "core-runtime-observation-get",
+    params(("project_id" = String, Path), ("session_id" = String, Path)),
+    responses((status = "default", description = "see the surface's spec")),
+)]
 pub async fn retrieve(
     State(app): State<App>,
     _admin: CoreAdmin,

@@ -1,0 +1,169 @@
+//! The contract as a document: one OpenAPI 3.1 document per surface, derived from the route
+//! declarations (`Route::declaration`) and the `#[utoipa::path]` and `ToSchema` of their
+//! handlers and wire types — never written by hand. The gateway serves them at
+//! `/openapi/{surface}.json`; `openapi/*.json` holds the same documents checked in, and a test
+//! fails when the two differ (`AGENTPLANE_WRITE_OPENAPI=1` rewrites them).
+
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{
+    ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, Paths, SecurityRequirement, ServerBuilder,
+};
+
+use crate::Route;
+
+/// A surface with its own document, key and error envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Surface {
+    /// `/api/client/v1`: the client API, with a project key.
+    Client,
+    /// `/core/v1`: the Core admin API, with the Core key.
+    Core,
+    /// `/node/v1`: what sandbox nodes call, with a node token.
+    Node,
+    /// `/sandbox/v1`: the E2B-compatible sandbox API, with a project key.
+    Sandbox,
+}
+
+impl Surface {
+    pub const ALL: &'static [Surface] = &[Surface::Client, Surface::Core, Surface::Node, Surface::Sandbox];
+
+    /// The document's name: `/openapi/{name}.json`, `openapi/{name}.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Surface::Client => "client",
+            Surface::Core => "core",
+            Surface::Node => "node",
+            Surface::Sandbox => "sandbox",
+        }
+    }
+
+    pub fn by_name(name: &str) -> Option<Surface> {
+        Self::ALL.iter().copied().find(|s| s.name() == name)
+    }
+
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Surface::Client => "/api/client/v1/",
+            Surface::Core => "/core/v1/",
+            Surface::Node => "/node/v1/",
+            Surface::Sandbox => "/sandbox/v1/",
+        }
+    }
+
+    pub fn of(route: Route) -> Surface {
+        let path = route.path();
+        Self::ALL.iter().copied().find(|s| path.starts_with(s.prefix())).unwrap_or(Surface::Core)
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Surface::Client => "Agentplane client API",
+            Surface::Core => "Agentplane Core admin API",
+            Surface::Node => "Agentplane node API",
+            Surface::Sandbox => "Agentplane sandbox API (E2B-compatible)",
+        }
+    }
+
+    fn security(self) -> (&'static str, SecurityScheme) {
+        let bearer = |description: &str| {
+            SecurityScheme::Http(
+                HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(description)).build(),
+            )
+        };
+        match self {
+            Surface::Client => ("project_key", bearer("A project API key (`cpeer_…`).")),
+            Surface::Core => ("core_key", bearer("The deployment's Core key.")),
+            Surface::Node => ("node_token", bearer("A sandbox node's token (`apnode_…`).")),
+            Surface::Sandbox => (
+                "project_key",
+                SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                    "X-API-Key",
+                    "A project API key (`cpeer_…`); `Authorization: Bearer` is accepted too.",
+                ))),
+            ),
+        }
+    }
+}
+
+/// The OpenAPI document of `surface`: every route whose path is under its prefix.
+pub fn document(surface: Surface) -> OpenApi {
+    let mut paths = Paths::new();
+    let mut schemas = Vec::new();
+    for route in Route::ALL.iter().copied().filter(|r| Surface::of(*r) == surface) {
+        let (route_schemas, route_paths, _) = (route.declaration().serve)();
+        paths.merge(route_paths);
+        schemas.extend(route_schemas);
+    }
+    schemas.sort_by(|a, b| a.0.cmp(&b.0));
+    schemas.dedup_by(|a, b| a.0 == b.0);
+    let (scheme_name, scheme) = surface.security();
+    let components =
+        ComponentsBuilder::new().schemas_from_iter(schemas).security_scheme(scheme_name, scheme).build();
+    OpenApiBuilder::new()
+        .info(InfoBuilder::new().title(surface.title()).version(env!("CARGO_PKG_VERSION")).build())
+        .servers(Some([ServerBuilder::new().url("/").build()]))
+        .paths(paths)
+        .components(Some(components))
+        .security(Some([SecurityRequirement::new(scheme_name, Vec::<String>::new())]))
+        .build()
+}
+
+/// The document as the gateway serves it and the repository keeps it: pretty JSON, one
+/// trailing newline.
+pub fn document_json(surface: Surface) -> String {
+    let mut text = document(surface).to_pretty_json().unwrap_or_else(|_| "{}".to_owned());
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_is_in_exactly_one_document_once() {
+        let mut seen = 0;
+        for surface in Surface::ALL {
+            let doc = document(*surface);
+            for route in Route::ALL.iter().filter(|r| Surface::of(**r) == *surface) {
+                let item = doc.paths.paths.get(route.path()).unwrap_or_else(|| panic!("{route:?}"));
+                let operation = match route.method().as_str() {
+                    "GET" => item.get.as_ref(),
+                    "POST" => item.post.as_ref(),
+                    "PATCH" => item.patch.as_ref(),
+                    "DELETE" => item.delete.as_ref(),
+                    _ => None,
+                };
+                let operation = operation.unwrap_or_else(|| panic!("{route:?} has no operation"));
+                assert_eq!(operation.operation_id.as_deref(), Some(route.function_name()), "{route:?}");
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, Route::ALL.len());
+        for route in Route::ALL {
+            assert!(route.path().starts_with(Surface::of(*route).prefix()), "{route:?}");
+        }
+    }
+
+    /// The repository's `openapi/*.json` are the documents the code derives; rewrite them with
+    /// `AGENTPLANE_WRITE_OPENAPI=1 cargo test -p agentplane-api openapi`.
+    #[test]
+    fn checked_in_documents_match_the_code() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../openapi");
+        let write = std::env::var_os("AGENTPLANE_WRITE_OPENAPI").is_some();
+        for surface in Surface::ALL {
+            let file = dir.join(format!("{}.json", surface.name()));
+            let derived = document_json(*surface);
+            if write {
+                std::fs::create_dir_all(&dir).expect("create openapi/");
+                std::fs::write(&file, &derived).expect("write the document");
+            }
+            let stored = std::fs::read_to_string(&file).unwrap_or_default();
+            assert!(
+                stored == derived,
+                "{} is stale: run AGENTPLANE_WRITE_OPENAPI=1 cargo test -p agentplane-api openapi",
+                file.display()
+            );
+        }
+    }
+}
