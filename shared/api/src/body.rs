@@ -50,6 +50,48 @@ where
     }
 }
 
+/// A typed request body: the JSON object deserialized into `T` (a surface's request struct).
+/// A field of the wrong type answers the surface's 400 naming that field (`param`), like the
+/// domain's own validation; what is valid beyond its type, `T`'s `TryFrom` into the domain
+/// decides.
+pub struct Wire<T, E>(pub T, pub PhantomData<E>);
+
+impl<S, T, E> FromRequest<S> for Wire<T, E>
+where
+    S: Send + Sync,
+    T: serde::de::DeserializeOwned,
+    E: From<BodyError> + From<agentplane_domain::ValidationError> + IntoResponse,
+{
+    type Rejection = E;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, E> {
+        let JsonObject(map, _) = JsonObject::<E>::from_request(req, state).await?;
+        from_object(map).map(|value| Wire(value, PhantomData)).map_err(E::from)
+    }
+}
+
+/// `map` as `T`; a type mismatch names the field's path (`config.execution.max_turns`).
+pub fn from_object<T: serde::de::DeserializeOwned>(
+    map: Map<String, Value>,
+) -> Result<T, agentplane_domain::ValidationError> {
+    serde_path_to_error::deserialize(Value::Object(map)).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner().to_string();
+        if let Some(field) = inner.strip_prefix("missing field `").and_then(|f| f.strip_suffix('`')) {
+            let param = if path == "." { field.to_owned() } else { format!("{path}.{field}") };
+            return agentplane_domain::ValidationError::new(&param, format!("`{param}` is required"));
+        }
+        // serde's message quotes the submitted value; keep only what was expected.
+        let expected = inner.split_once(", expected ").map_or(inner.as_str(), |(_, e)| e);
+        let expected = expected.split(" at line ").next().unwrap_or(expected);
+        if path == "." || path.is_empty() {
+            agentplane_domain::ValidationError::body(format!("the request body is invalid: {expected}"))
+        } else {
+            agentplane_domain::ValidationError::new(&path, format!("`{path}` must be {expected}"))
+        }
+    })
+}
+
 pub fn parse_object(body: &Bytes) -> Result<Map<String, Value>, BodyError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());

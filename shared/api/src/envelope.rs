@@ -4,7 +4,40 @@
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+/// `{"error": {...}}`: every error of the client, Core and node surfaces.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorEnvelope {
+    pub error: ErrorObject,
+}
+
+/// What went wrong: a class (`type`), a stable `code` and a message for people. Some errors
+/// carry more fields (`param`, the field at fault; …).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorObject {
+    #[serde(rename = "type")]
+    #[schema(example = "invalid_request_error")]
+    pub kind: String,
+    #[schema(example = "invalid_request_error")]
+    pub code: String,
+    pub message: String,
+    /// The request field at fault, where there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub param: Option<String>,
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub extra: Map<String, Value>,
+}
+
+/// `{"error": "message"}`: the older shape `POST /responses` and `POST /agents/responses` keep
+/// for a missing or unknown agent.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LegacyError {
+    pub error: String,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
@@ -42,14 +75,18 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if self.legacy {
-            return (self.status, Json(json!({ "error": self.message }))).into_response();
+            return (self.status, Json(LegacyError { error: self.message })).into_response();
         }
-        let mut error = Map::new();
-        error.insert("type".into(), json!(self.kind));
-        error.insert("code".into(), json!(self.code));
-        error.insert("message".into(), json!(self.message));
-        error.extend(self.extra);
-        (self.status, Json(json!({ "error": error }))).into_response()
+        let mut extra = self.extra;
+        let param = extra.remove("param").and_then(|p| p.as_str().map(str::to_owned));
+        let error = ErrorObject {
+            kind: self.kind.to_owned(),
+            code: self.code.to_owned(),
+            message: self.message,
+            param,
+            extra,
+        };
+        (self.status, Json(ErrorEnvelope { error })).into_response()
     }
 }
 

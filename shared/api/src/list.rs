@@ -1,15 +1,54 @@
 //! The list object both the client and Core APIs answer:
-//! `{object:"list", data, has_more, first_id, last_id}`.
+//! `{object:"list", data, has_more, first_id, last_id}`, and the page parameters they take.
 
 use agentplane_domain::page::Page;
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::{IntoParams, ToSchema};
 
-pub fn body<T>(page: &Page<T>, render: impl Fn(&T) -> Value, id: impl Fn(&T) -> String) -> Value {
-    json!({
-        "object": "list",
-        "data": page.items.iter().map(render).collect::<Vec<_>>(),
-        "has_more": page.has_more,
-        "first_id": page.items.first().map(&id),
-        "last_id": page.items.last().map(&id),
-    })
+/// One page of a list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct List<T> {
+    /// Always `list`.
+    #[schema(inline, value_type = String, pattern = "^list$")]
+    pub object: &'static str,
+    pub data: Vec<T>,
+    pub has_more: bool,
+    pub first_id: Option<String>,
+    pub last_id: Option<String>,
+}
+
+impl<T> List<T> {
+    pub fn of<S>(page: &Page<S>, render: impl Fn(&S) -> T, id: impl Fn(&S) -> String) -> Self {
+        Self {
+            object: "list",
+            data: page.items.iter().map(render).collect(),
+            has_more: page.has_more,
+            first_id: page.items.first().map(&id),
+            last_id: page.items.last().map(&id),
+        }
+    }
+}
+
+/// The keyset page parameters (`agentplane_domain::page::PageRequest` parses them).
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct PageParams {
+    /// The id of the last item of the previous page; an unknown id answers 404.
+    after: Option<String>,
+    /// Page size, 1 to 100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
+    limit: Option<u16>,
+    /// `desc` (newest first, the default) or `asc`.
+    #[param(pattern = "^(asc|desc)$")]
+    order: Option<String>,
+}
+
+/// The same list as untyped JSON, for routes whose items are not typed yet.
+pub fn body<T>(
+    page: &Page<T>,
+    render: impl Fn(&T) -> serde_json::Value,
+    id: impl Fn(&T) -> String,
+) -> serde_json::Value {
+    serde_json::to_value(List::of(page, render, id)).unwrap_or_default()
 }

@@ -20,6 +20,10 @@ impl Name {
         let Value::String(text) = value else {
             return Err(ValidationError::new(param, format!("`{param}` must be a string")));
         };
+        Self::new(param, text)
+    }
+
+    pub fn new(param: &str, text: &str) -> Result<Self, ValidationError> {
         let trimmed = text.trim();
         if trimmed.is_empty() || trimmed.chars().count() > MAX_NAME_CHARS {
             return Err(ValidationError::new(

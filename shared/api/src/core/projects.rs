@@ -7,58 +7,100 @@ use agentplane_domain::query::Query;
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use http::StatusCode;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::auth::CoreAdmin;
 use super::error::{CoreError, Found};
-use crate::body::JsonObject;
+use crate::body::Wire;
+use crate::envelope::ErrorEnvelope;
+use crate::list::{List, PageParams};
 use crate::{App, edge};
 
-pub fn render(project: &Project) -> Value {
-    json!({
-        "id": project.id,
-        "object": "project",
-        "name": project.name.as_str(),
-        "created_at": project.created_at.unix_seconds(),
-    })
+/// `POST /core/v1/projects`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateProject {
+    /// 1 to 128 characters once surrounding whitespace is trimmed.
+    #[schema(min_length = 1, max_length = 128)]
+    pub name: String,
 }
 
+/// A project.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProjectBody {
+    #[schema(value_type = String)]
+    pub id: ProjectId,
+    /// Always `project`.
+    #[schema(value_type = String, pattern = "^project$")]
+    pub object: &'static str,
+    pub name: String,
+    /// Unix seconds.
+    pub created_at: i64,
+}
+
+impl From<&Project> for ProjectBody {
+    fn from(project: &Project) -> Self {
+        Self {
+            id: project.id,
+            object: "project",
+            name: project.name.as_str().to_owned(),
+            created_at: project.created_at.unix_seconds(),
+        }
+    }
+}
+
+/// Create a project.
 #[utoipa::path(
     post,
     path = "/core/v1/projects",
     tag = "core",
     operation_id = "core-projects-create",
-    responses((status = "default", description = "see the surface's spec")),
+    request_body = CreateProject,
+    responses(
+        (status = 201, description = "The new project.", body = ProjectBody),
+        (status = 400, description = "The body is not a valid request.", body = ErrorEnvelope),
+        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn create(
     State(app): State<App>,
     _admin: CoreAdmin,
-    JsonObject(body, _): JsonObject<CoreError>,
-) -> Result<(StatusCode, Json<Value>), CoreError> {
-    let name = Name::from_json("name", body.get("name"))?;
+    Wire(body, _): Wire<CreateProject, CoreError>,
+) -> Result<(StatusCode, Json<ProjectBody>), CoreError> {
+    let name = Name::new("name", &body.name)?;
     let id = ProjectId::from_random(edge::random()?);
     let project = Project { id, name, created_at: edge::now() };
     app.store.projects().create(&project).await?;
-    Ok((StatusCode::CREATED, Json(render(&project))))
+    Ok((StatusCode::CREATED, Json(ProjectBody::from(&project))))
 }
 
+/// List projects, newest first.
 #[utoipa::path(
     get,
     path = "/core/v1/projects",
     tag = "core",
     operation_id = "core-projects-list",
-    responses((status = "default", description = "see the surface's spec")),
+    params(PageParams),
+    responses(
+        (status = 200, description = "A page of projects.", body = List<ProjectBody>),
+        (status = 400, description = "A page parameter is invalid.", body = ErrorEnvelope),
+        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
+        (status = 404, description = "`after` names no project.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn list(
     State(app): State<App>,
     _admin: CoreAdmin,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, CoreError> {
+) -> Result<Json<List<ProjectBody>>, CoreError> {
     let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
     let after = match &page.after {
         Some(text) => Some(text.parse::<ProjectId>().map_err(|_| CoreError::NotFound("cursor"))?),
         None => None,
     };
     let found = app.store.projects().list(&page, after.as_ref()).await.or_not_found("cursor")?;
-    Ok(Json(crate::list::body(&found, render, |p| p.id.to_string())))
+    Ok(Json(List::of(&found, |p| ProjectBody::from(p), |p| p.id.to_string())))
 }
