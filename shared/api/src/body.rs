@@ -102,3 +102,44 @@ pub fn parse_object(body: &Bytes) -> Result<Map<String, Value>, BodyError> {
         Err(err) => Err(BodyError::InvalidJson(err.to_string())),
     }
 }
+
+/// For `Option<Option<T>>` fields of PATCH bodies, where `null` (clear it) differs from absent
+/// (leave it): `#[serde(default, deserialize_with = "crate::body::nullable")]`.
+pub fn nullable<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    <Option<T> as serde::Deserialize>::deserialize(deserializer).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Patch {
+        #[serde(default, deserialize_with = "nullable")]
+        title: Option<Option<String>>,
+        #[allow(dead_code)]
+        count: Option<u8>,
+    }
+
+    fn parse(text: &str) -> Result<Patch, agentplane_domain::ValidationError> {
+        from_object(parse_object(&Bytes::from(text.to_owned())).expect("an object"))
+    }
+
+    #[test]
+    fn null_differs_from_absent() {
+        assert_eq!(parse("{}").expect("ok").title, None);
+        assert_eq!(parse(r#"{"title":null}"#).expect("ok").title, Some(None));
+        assert_eq!(parse(r#"{"title":"t"}"#).expect("ok").title, Some(Some("t".into())));
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_field_without_quoting_the_value() {
+        let err = parse(r#"{"count":"a very long secret value"}"#).expect_err("a type error");
+        assert_eq!(err.param.as_deref(), Some("count"));
+        assert!(!err.message.contains("secret"), "{}", err.message);
+    }
+}
