@@ -11,13 +11,16 @@ say() { printf '\n[tests] %s\n' "$*" >&2; }
 bash localstack/prereqs.sh bwrap javac curl
 
 # pip tools, in a git-ignored venv of their own.
+# cfn-lint checks the template; schemathesis drives each surface's OpenAPI document
+# (tests/contract.rs).
 tools="$root/.localstack/tools"
-if [ ! -x "$tools/bin/cfn-lint" ]; then
-  say "installing cfn-lint"
+if [ ! -x "$tools/bin/cfn-lint" ] || [ ! -x "$tools/bin/schemathesis" ]; then
+  say "installing cfn-lint and schemathesis"
   python3 -m venv "$tools"
-  "$tools/bin/pip" install -q --disable-pip-version-check 'cfn-lint==1.*'
+  "$tools/bin/pip" install -q --disable-pip-version-check 'cfn-lint==1.*' 'schemathesis==4.32.*'
 fi
 export AGENTPLANE_CFN_LINT="$tools/bin/cfn-lint"
+export AGENTPLANE_SCHEMATHESIS="$tools/bin/schemathesis"
 
 say "starting LocalStack"
 bash localstack/emulator.sh start

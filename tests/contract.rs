@@ -1,0 +1,143 @@
+//! The contract as the documents state it: schemathesis (PyPI) drives every surface's OpenAPI
+//! document, served by the running router at `/openapi/{surface}.json`, with valid keys, and
+//! fails on any 5xx, any answer whose status or body the document does not describe, and any
+//! request that does not answer within its timeout. The README test command installs
+//! schemathesis (`AGENTPLANE_SCHEMATHESIS`); see `tests/run.sh`.
+//!
+//! Left out: the SSE stream (`client-session-events-stream`), which by design stays open for
+//! as long as its session lives; tests/events.rs and tests/edge.rs cover it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agentplane_tests::model::{Reply, ScriptedModel};
+use agentplane_tests::{TestApp, TestNode, send, str_field};
+use reqwest::Method;
+use serde_json::json;
+
+type R = anyhow::Result<()>;
+
+fn schemathesis() -> PathBuf {
+    if let Ok(path) = std::env::var("AGENTPLANE_SCHEMATHESIS") {
+        return PathBuf::from(path);
+    }
+    let local = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.localstack/tools/bin/schemathesis");
+    assert!(local.exists(), "schemathesis is not installed: run the README test command (bash tests/run.sh)");
+    local
+}
+
+/// Runs schemathesis against `surface`'s document on `app`, with `headers`, and path
+/// parameters fixed to ids that exist (`("project_id", id)`) so that calls reach past the
+/// lookup; fails the test with its report unless every check passed.
+async fn drive(app: &TestApp, surface: &str, headers: &[String], ids: &[(&str, String)]) -> R {
+    let config = std::env::temp_dir().join(format!("schemathesis-{}.toml", uuid::Uuid::new_v4().simple()));
+    let mut toml = String::from("[parameters]\n");
+    for (name, value) in ids {
+        toml.push_str(&format!("\"path.{name}\" = \"{value}\"\n"));
+    }
+    std::fs::write(&config, toml)?;
+    let mut command = tokio::process::Command::new(schemathesis());
+    command
+        .arg("--config-file")
+        .arg(&config)
+        .arg("run")
+        .arg(format!("{}/openapi/{surface}.json", app.base))
+        .args(["--url", &app.base])
+        .args([
+            "--checks",
+            "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+        ])
+        .args(["--phases", "examples,coverage,fuzzing"])
+        .args(["--max-examples", "25", "--seed", "7", "--workers", "1"])
+        .args(["--request-timeout", "30", "--wait-for-schema", "10"])
+        .args(["--suppress-health-check", "all"])
+        .arg("--no-color")
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true);
+    if surface == "client" {
+        command.args(["--exclude-operation-id", "client-session-events-stream"]);
+    }
+    for header in headers {
+        command.args(["-H", header]);
+    }
+    let run = tokio::time::timeout(Duration::from_secs(900), command.output()).await;
+    let _ = std::fs::remove_file(&config);
+    let run = run??;
+    let report = format!("{}{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    eprintln!("{report}");
+    anyhow::ensure!(run.status.success(), "schemathesis on the {surface} document failed:\n{report}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_core_surface_keeps_its_document() -> R {
+    let app = TestApp::spawn().await?;
+    let tenant = app.tenant().await?;
+    let (spare_key, _) = app.create_key(&tenant.project_id).await?;
+    let session = session(&app, &tenant.key).await?;
+    let (_, node) =
+        send(app.core(Method::POST, "/core/v1/sandbox/nodes").json(&json!({"name": "contract"}))).await?;
+    let ids = [
+        ("project_id", tenant.project_id.clone()),
+        ("key_id", spare_key),
+        ("session_id", session),
+        ("node_id", str_field(&node, "id")?),
+    ];
+    drive(&app, "core", &[format!("Authorization: Bearer {}", app.core_key)], &ids).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_client_surface_keeps_its_document() -> R {
+    let model = ScriptedModel::start().await?;
+    for _ in 0..2000 {
+        model.push(Reply::text("ok"));
+    }
+    let app = TestApp::spawn_with_model(&model).await?;
+    let tenant = app.tenant().await?;
+    let agent = app
+        .create_agent(
+            &tenant.key,
+            json!({"name": "contract", "model": "gpt-test", "instructions": "be brief"}),
+        )
+        .await?;
+    let session = session(&app, &tenant.key).await?;
+    let ids = [("agent_id", agent), ("session_id", session)];
+    drive(&app, "client", &[format!("Authorization: Bearer {}", tenant.key)], &ids).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_node_surface_keeps_its_document() -> R {
+    let app = TestApp::spawn().await?;
+    let (_, node) =
+        send(app.core(Method::POST, "/core/v1/sandbox/nodes").json(&json!({"name": "contract"}))).await?;
+    let token = str_field(&node, "token")?;
+    drive(&app, "node", &[format!("Authorization: Bearer {token}")], &[]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sandbox_surface_keeps_its_document() -> R {
+    let app = TestApp::spawn().await?;
+    let _node = TestNode::start(&app).await?;
+    let tenant = app.tenant().await?;
+    let (status, sandbox) =
+        send(app.sandbox(&tenant.key, Method::POST, "/sandboxes").json(&json!({}))).await?;
+    anyhow::ensure!(status.is_success(), "create sandbox: {status} {sandbox}");
+    let sandbox_id = str_field(&sandbox, "sandboxID")?;
+    let path = format!("/sandboxes/{sandbox_id}/processes");
+    let (status, process) =
+        send(app.sandbox(&tenant.key, Method::POST, &path).json(&json!({"cmd": "echo", "args": ["hi"]})))
+            .await?;
+    anyhow::ensure!(status.is_success(), "start a process: {status} {process}");
+    let mut ids = vec![("sandbox_id", sandbox_id)];
+    if let Ok(process_id) = str_field(&process, "processId") {
+        ids.push(("process_id", process_id));
+    }
+    drive(&app, "sandbox", &[format!("X-API-Key: {}", tenant.key)], &ids).await
+}
+
+/// A session of the key's project.
+async fn session(app: &TestApp, key: &str) -> anyhow::Result<String> {
+    let (status, body) = send(app.client(key, Method::POST, "/sessions").json(&json!({}))).await?;
+    anyhow::ensure!(status.is_success(), "create session: {status} {body}");
+    str_field(&body, "id")
+}
