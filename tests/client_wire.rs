@@ -52,18 +52,15 @@ fn check(doc: &Value, schema: &Value, value: &Value, at: &str, errors: &mut Vec<
         errors.push(format!("{at}: {value} is not {types:?}"));
         return;
     }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        if !allowed.contains(value) {
-            errors.push(format!("{at}: {value} is not one of {allowed:?}"));
-        }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array).filter(|a| !a.contains(value)) {
+        errors.push(format!("{at}: {value} is not one of {allowed:?}"));
     }
     if let (Some(pattern), Some(text)) = (schema.get("pattern").and_then(Value::as_str), value.as_str()) {
         let literal =
             pattern.strip_prefix('^').and_then(|p| p.strip_suffix('$')).map(|p| p.replace("\\.", "."));
-        if let Some(literal) = literal.filter(|l| !l.contains(['[', '(', '|', '*', '+', '?', '\\'])) {
-            if text != literal {
-                errors.push(format!("{at}: {text:?} is not {literal:?}"));
-            }
+        let literal = literal.filter(|l| !l.contains(['[', '(', '|', '*', '+', '?', '\\']));
+        if let Some(literal) = literal.filter(|l| l != text) {
+            errors.push(format!("{at}: {text:?} is not {literal:?}"));
         }
     }
     match value {

@@ -128,6 +128,7 @@ pub struct CreateAgent {
 /// `PATCH /api/client/v1/agents/{agent_id}`: at least one field. Every field given replaces
 /// the draft's; within a `config` section only the settings named change.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(min_properties = 1)]
 #[allow(dead_code)]
 pub struct UpdateAgent {
     #[schema(nullable = false, min_length = 1, max_length = 128)]

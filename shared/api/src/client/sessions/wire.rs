@@ -57,6 +57,7 @@ impl TryFrom<CreateSession> for NewSession {
 /// `PATCH /api/client/v1/sessions/{session_id}`: `title` and/or `metadata`, at least one.
 /// `null` clears a field; an absent field is left as it is.
 #[derive(Debug, Default, Deserialize, ToSchema)]
+#[schema(min_properties = 1)]
 pub struct UpdateSession {
     /// At most 256 characters; `null` removes the title.
     #[serde(default, deserialize_with = "crate::body::nullable")]
