@@ -6,3 +6,4 @@ pub mod error;
 pub mod events;
 pub mod responses;
 pub mod sessions;
+pub mod wire;

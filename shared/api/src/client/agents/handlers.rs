@@ -7,12 +7,13 @@ use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
-use serde_json::Value;
 
-use super::wire::{render, render_version};
+use super::wire::{AgentBody, AgentVersionBody, CreateAgent, UpdateAgent, VersionPageParams};
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
+use crate::envelope::ErrorEnvelope;
+use crate::list::{List, PageParams};
 use crate::{App, edge};
 
 fn agent_id(text: &str) -> Result<AgentId, ClientError> {
@@ -34,37 +35,56 @@ fn check_tools(app: &App, agent: &Agent) -> Result<(), ClientError> {
     Ok(())
 }
 
+/// Create an agent.
+///
+/// The body is read as `CreateAgent` describes it; a partial `config` section is laid over
+/// the defaults.
 #[utoipa::path(
     post,
     path = "/api/client/v1/agents",
     tag = "client",
     operation_id = "client-agents-create",
-    responses((status = "default", description = "see the surface's spec")),
+    request_body = CreateAgent,
+    responses(
+        (status = 201, description = "The new agent.", body = AgentBody),
+        (status = 400, description = "The body is not a valid agent (`param` names the field).", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn create(
     State(app): State<App>,
     auth: ProjectAuth,
     JsonObject(body, _): JsonObject<ClientError>,
-) -> Result<(StatusCode, Json<Value>), ClientError> {
+) -> Result<(StatusCode, Json<AgentBody>), ClientError> {
     let id = AgentId::from_random(edge::random()?);
     let agent = agent::new_agent(&body, id, auth.project_id, edge::now())?;
     check_tools(&app, &agent)?;
     app.store.agents().create(&agent).await?;
-    Ok((StatusCode::CREATED, Json(render(&agent))))
+    Ok((StatusCode::CREATED, Json(AgentBody::from(&agent))))
 }
 
+/// List the project's agents, newest first.
 #[utoipa::path(
     get,
     path = "/api/client/v1/agents",
     tag = "client",
     operation_id = "client-agents-list",
-    responses((status = "default", description = "see the surface's spec")),
+    params(PageParams),
+    responses(
+        (status = 200, description = "A page of agents.", body = List<AgentBody>),
+        (status = 400, description = "A page parameter is invalid.", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "`after` names no agent of this project (`cursor_not_found`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn list(
     State(app): State<App>,
     auth: ProjectAuth,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<List<AgentBody>>, ClientError> {
     let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
     let after = match &page.after {
         Some(text) => Some(text.parse::<AgentId>().map_err(|_| ClientError::CursorNotFound)?),
@@ -76,47 +96,64 @@ pub async fn list(
         .list(&auth.project_id, &page, after.as_ref())
         .await
         .or_not_found(ClientError::CursorNotFound)?;
-    Ok(Json(crate::list::body(&found, render, |a| a.id.to_string())))
+    Ok(Json(List::of(&found, |a| AgentBody::from(a), |a| a.id.to_string())))
 }
 
+/// Retrieve an agent.
 #[utoipa::path(
     get,
     path = "/api/client/v1/agents/{agent_id}",
     tag = "client",
     operation_id = "client-agents-get",
-    params(("agent_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("agent_id" = String, Path, description = "The agent's id.")),
+    responses(
+        (status = 200, description = "The agent.", body = AgentBody),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such agent in this project (`agent_not_found`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn get(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<AgentBody>, ClientError> {
     let agent = app
         .store
         .agents()
         .get(&auth.project_id, &agent_id(&id)?)
         .await
         .or_not_found(ClientError::AgentNotFound)?;
-    Ok(Json(render(&agent)))
+    Ok(Json(AgentBody::from(&agent)))
 }
 
-/// Edits the draft (and `execution`, which is live). A concurrent edit is retried on the
-/// fresh agent a few times, so two patches of different fields both land.
+/// Edit an agent's draft (and `config.execution`, which is live).
+///
+/// A concurrent edit is retried on the fresh agent a few times, so two patches of different
+/// fields both land.
 #[utoipa::path(
     patch,
     path = "/api/client/v1/agents/{agent_id}",
     tag = "client",
     operation_id = "client-agents-update",
-    params(("agent_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("agent_id" = String, Path, description = "The agent's id.")),
+    request_body = UpdateAgent,
+    responses(
+        (status = 200, description = "The agent as changed.", body = AgentBody),
+        (status = 400, description = "The body is not a valid change (`param` names the field).", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such agent in this project (`agent_not_found`).", body = ErrorEnvelope),
+        (status = 409, description = "The agent kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn update(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
     JsonObject(body, _): JsonObject<ClientError>,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<AgentBody>, ClientError> {
     let id = agent_id(&id)?;
     for _ in 0..5 {
         let mut agent =
@@ -126,7 +163,7 @@ pub async fn update(
         agent::patch_agent(&mut agent, &body, now)?;
         check_tools(&app, &agent)?;
         match app.store.agents().replace(&agent, previous).await {
-            Ok(()) => return Ok(Json(render(&agent))),
+            Ok(()) => return Ok(Json(AgentBody::from(&agent))),
             Err(StoreError::Conflict) => continue,
             Err(err) => return Err(err.into()),
         }
@@ -134,27 +171,33 @@ pub async fn update(
     Err(ClientError::ConcurrentUpdate)
 }
 
-/// Freezes the draft as the next version.
+/// Publish the draft as the agent's next version.
 #[utoipa::path(
     post,
     path = "/api/client/v1/agents/{agent_id}/publish",
     tag = "client",
     operation_id = "client-agents-publish",
-    params(("agent_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("agent_id" = String, Path, description = "The agent's id.")),
+    responses(
+        (status = 201, description = "The new version.", body = AgentVersionBody),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such agent in this project (`agent_not_found`).", body = ErrorEnvelope),
+        (status = 409, description = "The agent kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn publish(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-) -> Result<(StatusCode, Json<Value>), ClientError> {
+) -> Result<(StatusCode, Json<AgentVersionBody>), ClientError> {
     let id = agent_id(&id)?;
     for _ in 0..5 {
         let agent =
             app.store.agents().get(&auth.project_id, &id).await.or_not_found(ClientError::AgentNotFound)?;
         let now = edge::now().max(agent.updated_at.plus_millis(1));
         match app.store.agents().publish(&agent, now).await {
-            Ok(version) => return Ok((StatusCode::CREATED, Json(render_version(&version)))),
+            Ok(version) => return Ok((StatusCode::CREATED, Json(AgentVersionBody::from(&version)))),
             Err(StoreError::Conflict) => continue,
             Err(err) => return Err(err.into()),
         }
@@ -162,22 +205,30 @@ pub async fn publish(
     Err(ClientError::ConcurrentUpdate)
 }
 
-/// `GET /agents/{id}/versions`: a keyset page like every other list; `after` is a version
-/// number of this agent (another value is a 404 `cursor_not_found`).
+/// List an agent's published versions.
+///
+/// A keyset page like every other list; `after` is a version number of this agent (another
+/// value is a 404 `cursor_not_found`).
 #[utoipa::path(
     get,
     path = "/api/client/v1/agents/{agent_id}/versions",
     tag = "client",
     operation_id = "client-agents-versions",
-    params(("agent_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("agent_id" = String, Path, description = "The agent's id."), VersionPageParams),
+    responses(
+        (status = 200, description = "A page of the agent's versions.", body = List<AgentVersionBody>),
+        (status = 400, description = "A page parameter is invalid.", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such agent (`agent_not_found`), or `after` is not one of its versions (`cursor_not_found`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn versions(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<List<AgentVersionBody>>, ClientError> {
     let id = agent_id(&id)?;
     let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
     // Resolving the agent in this project first keeps other projects' versions invisible.
@@ -191,7 +242,7 @@ pub async fn versions(
         None => None,
     };
     let found = app.store.agents().versions_page(&id, after, page.limit, page.order).await?;
-    Ok(Json(crate::list::body(&found, render_version, |v| v.version.to_string())))
+    Ok(Json(List::of(&found, |v| AgentVersionBody::from(v), |v| v.version.to_string())))
 }
 
 /// A version number as a cursor: digits only, 1 or more.

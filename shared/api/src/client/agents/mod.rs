@@ -1,8 +1,7 @@
-//! Agents of the client API: a draft to edit, versions to publish. Handlers here, rules in
-//! `agentplane_domain::agent`, storage in `agentplane_store::Agents`.
+//! Agents of the client API: a draft to edit, versions to publish. Handlers here, the wire in
+//! `wire`, rules in `agentplane_domain::agent`, storage in `agentplane_store::Agents`.
 
 pub(crate) mod handlers;
-mod wire;
+pub mod wire;
 
 pub use handlers::{create, get, list, publish, update, versions};
-pub use wire::{render, render_version};

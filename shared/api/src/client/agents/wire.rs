@@ -1,40 +1,392 @@
-use agentplane_domain::agent::{Agent, AgentVersion};
-use serde_json::{Value, json};
+//! The agents routes' wire: the agent and version objects as the client API shows them, and
+//! the request bodies as the document describes them. The bodies are read by the domain's
+//! `agent::new_agent` / `agent::patch_agent`, which keep the rules a partial `config` section
+//! needs (only the settings it names change; a misplaced top-level section is refused by name);
+//! the structs here are the shape those functions accept, and a test holds them to it.
 
-pub fn render(agent: &Agent) -> Value {
-    json!({
-        "id": agent.id,
-        "object": "agent",
-        "name": agent.name.as_str(),
-        "model": agent.draft.model,
-        "instructions": agent.draft.instructions,
-        "tools": agent.draft.tools,
-        "max_steps": agent.draft.max_steps,
-        "config": {
-            "execution": agent.execution,
-            "attachments": agent.draft.attachments,
-            "humanInTheLoop": agent.draft.human_in_the_loop,
-        },
-        "latest_version": agent.latest_version,
-        "created_at": agent.created_at.unix_seconds(),
-        "updated_at": agent.updated_at.unix_seconds(),
-    })
+use agentplane_domain::agent::{Agent, AgentVersion, Attachments, BudgetAction, Execution, HumanInTheLoop};
+use agentplane_domain::ids::AgentId;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+/// A tool the agent may call: its name, or `{"type": "function", "name": …}` as OpenAI-style
+/// clients send it. Names are distinct, 1 to 64 characters, and known to the deployment.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum ToolRef {
+    Name(String),
+    Function {
+        #[serde(rename = "type", default)]
+        #[schema(nullable = false)]
+        kind: Option<String>,
+        #[schema(min_length = 1, max_length = 64)]
+        name: String,
+    },
 }
 
-pub fn render_version(version: &AgentVersion) -> Value {
-    json!({
-        "object": "agent.version",
-        "agent_id": version.agent_id,
-        "version": version.version,
-        "model": version.config.model,
-        "instructions": version.config.instructions,
-        "tools": version.config.tools,
-        "max_steps": version.config.max_steps,
-        // `execution` is read live from the agent; a version freezes only these.
-        "config": {
-            "attachments": version.config.attachments,
-            "humanInTheLoop": version.config.human_in_the_loop,
-        },
-        "published_at": version.published_at.unix_seconds(),
-    })
+/// What a session does when it reaches its budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = BudgetAction)]
+pub enum BudgetActionName {
+    Pause,
+    Stop,
+}
+
+impl From<BudgetAction> for BudgetActionName {
+    fn from(action: BudgetAction) -> Self {
+        match action {
+            BudgetAction::Pause => Self::Pause,
+            BudgetAction::Stop => Self::Stop,
+        }
+    }
+}
+
+/// `config.execution` in a request: only the settings given change.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct ExecutionInput {
+    /// A synchronous turn's ceiling, 1 to 600000 ms (the deployment's ceiling).
+    #[schema(nullable = false, minimum = 1, maximum = 600000)]
+    sync_timeout_ms: Option<u64>,
+    /// Session budget in USD; `null` for none.
+    #[schema(minimum = 0)]
+    max_cost_usd: Option<f64>,
+    #[schema(nullable = false)]
+    budget_action: Option<BudgetActionName>,
+    #[schema(nullable = false)]
+    background_enabled: Option<bool>,
+    #[schema(nullable = false, minimum = 1, maximum = 1800000)]
+    background_max_duration_ms: Option<u64>,
+    default_callback_url: Option<String>,
+}
+
+/// `config.attachments` in a request: only the settings given change.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct AttachmentsInput {
+    #[schema(nullable = false)]
+    enabled: Option<bool>,
+    bucket: Option<String>,
+    #[schema(nullable = false, minimum = 0)]
+    max_files: Option<u32>,
+    #[schema(nullable = false, minimum = 0)]
+    max_file_bytes: Option<u64>,
+}
+
+/// `config.humanInTheLoop` in a request: only the settings given change.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct HumanInTheLoopInput {
+    #[schema(nullable = false)]
+    tool_approvals: Option<Vec<String>>,
+    #[schema(nullable = false, minimum = 0)]
+    approval_timeout_minutes: Option<u32>,
+    #[schema(nullable = false)]
+    questions_enabled: Option<bool>,
+}
+
+/// An agent's settings in a request. A section that is absent or `null` is left as it is.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct AgentConfigInput {
+    /// Operational settings, live without a publish.
+    execution: Option<ExecutionInput>,
+    /// Session files; travel with the published version.
+    attachments: Option<AttachmentsInput>,
+    /// Approvals and questions; travel with the published version.
+    #[serde(rename = "humanInTheLoop")]
+    human_in_the_loop: Option<HumanInTheLoopInput>,
+}
+
+/// `POST /api/client/v1/agents`: `name` and `model` required, everything else defaulted.
+/// Settings live under `config` (a top-level `execution`, `attachments` or `humanInTheLoop` is
+/// refused).
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct CreateAgent {
+    /// 1 to 128 characters once trimmed.
+    #[schema(min_length = 1, max_length = 128)]
+    name: String,
+    #[schema(min_length = 1, max_length = 128)]
+    model: String,
+    #[schema(max_length = 32768)]
+    instructions: Option<String>,
+    #[schema(nullable = false, max_items = 32)]
+    tools: Option<Vec<ToolRef>>,
+    /// Model calls per turn, 1 to 50 (default 8).
+    #[schema(nullable = false, minimum = 1, maximum = 50)]
+    max_steps: Option<u32>,
+    config: Option<AgentConfigInput>,
+}
+
+/// `PATCH /api/client/v1/agents/{agent_id}`: at least one field. Every field given replaces
+/// the draft's; within a `config` section only the settings named change.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(min_properties = 1)]
+#[allow(dead_code)]
+pub struct UpdateAgent {
+    #[schema(nullable = false, min_length = 1, max_length = 128)]
+    name: Option<String>,
+    #[schema(nullable = false, min_length = 1, max_length = 128)]
+    model: Option<String>,
+    /// `null` empties the instructions.
+    #[serde(default, deserialize_with = "crate::body::nullable")]
+    #[schema(value_type = Option<String>, max_length = 32768)]
+    instructions: Option<Option<String>>,
+    #[schema(nullable = false, max_items = 32)]
+    tools: Option<Vec<ToolRef>>,
+    #[schema(nullable = false, minimum = 1, maximum = 50)]
+    max_steps: Option<u32>,
+    config: Option<AgentConfigInput>,
+}
+
+/// Operational settings, read live from the agent (no publish needed).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Execution)]
+pub struct ExecutionBody {
+    pub sync_timeout_ms: u64,
+    /// Session budget in USD; `null` means none.
+    pub max_cost_usd: Option<f64>,
+    pub budget_action: BudgetActionName,
+    pub background_enabled: bool,
+    pub background_max_duration_ms: u64,
+    pub default_callback_url: Option<String>,
+}
+
+impl From<&Execution> for ExecutionBody {
+    fn from(e: &Execution) -> Self {
+        Self {
+            sync_timeout_ms: e.sync_timeout_ms,
+            max_cost_usd: e.max_cost_usd,
+            budget_action: e.budget_action.into(),
+            background_enabled: e.background_enabled,
+            background_max_duration_ms: e.background_max_duration_ms,
+            default_callback_url: e.default_callback_url.clone(),
+        }
+    }
+}
+
+/// Session files.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Attachments)]
+pub struct AttachmentsBody {
+    pub enabled: bool,
+    pub bucket: Option<String>,
+    pub max_files: u32,
+    pub max_file_bytes: u64,
+}
+
+impl From<&Attachments> for AttachmentsBody {
+    fn from(a: &Attachments) -> Self {
+        Self {
+            enabled: a.enabled,
+            bucket: a.bucket.clone(),
+            max_files: a.max_files,
+            max_file_bytes: a.max_file_bytes,
+        }
+    }
+}
+
+/// Approvals and questions.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = HumanInTheLoop)]
+pub struct HumanInTheLoopBody {
+    /// Tools that need a person's approval before they run.
+    pub tool_approvals: Vec<String>,
+    /// Minutes an action waits for an answer; `0` = never expires.
+    pub approval_timeout_minutes: u32,
+    pub questions_enabled: bool,
+}
+
+impl From<&HumanInTheLoop> for HumanInTheLoopBody {
+    fn from(h: &HumanInTheLoop) -> Self {
+        Self {
+            tool_approvals: h.tool_approvals.clone(),
+            approval_timeout_minutes: h.approval_timeout_minutes,
+            questions_enabled: h.questions_enabled,
+        }
+    }
+}
+
+/// An agent's settings.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AgentConfig)]
+pub struct AgentConfigBody {
+    pub execution: ExecutionBody,
+    pub attachments: AttachmentsBody,
+    #[serde(rename = "humanInTheLoop")]
+    pub human_in_the_loop: HumanInTheLoopBody,
+}
+
+/// An agent: its editable draft and the number of its newest published version.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Agent)]
+pub struct AgentBody {
+    #[schema(value_type = String)]
+    pub id: AgentId,
+    /// Always `agent`.
+    #[schema(value_type = String, pattern = "^agent$")]
+    pub object: &'static str,
+    pub name: String,
+    pub model: String,
+    pub instructions: String,
+    pub tools: Vec<String>,
+    pub max_steps: u32,
+    pub config: AgentConfigBody,
+    /// `null` until the first publish.
+    pub latest_version: Option<u32>,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds.
+    pub updated_at: i64,
+}
+
+impl From<&Agent> for AgentBody {
+    fn from(agent: &Agent) -> Self {
+        Self {
+            id: agent.id,
+            object: "agent",
+            name: agent.name.as_str().to_owned(),
+            model: agent.draft.model.clone(),
+            instructions: agent.draft.instructions.clone(),
+            tools: agent.draft.tools.clone(),
+            max_steps: agent.draft.max_steps,
+            config: AgentConfigBody {
+                execution: ExecutionBody::from(&agent.execution),
+                attachments: AttachmentsBody::from(&agent.draft.attachments),
+                human_in_the_loop: HumanInTheLoopBody::from(&agent.draft.human_in_the_loop),
+            },
+            latest_version: agent.latest_version,
+            created_at: agent.created_at.unix_seconds(),
+            updated_at: agent.updated_at.unix_seconds(),
+        }
+    }
+}
+
+/// The settings a version freezes (`execution` is read live from the agent).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AgentVersionConfig)]
+pub struct VersionConfigBody {
+    pub attachments: AttachmentsBody,
+    #[serde(rename = "humanInTheLoop")]
+    pub human_in_the_loop: HumanInTheLoopBody,
+}
+
+/// A published, immutable version of an agent.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AgentVersion)]
+pub struct AgentVersionBody {
+    /// Always `agent.version`.
+    #[schema(value_type = String, pattern = "^agent\\.version$")]
+    pub object: &'static str,
+    #[schema(value_type = String)]
+    pub agent_id: AgentId,
+    /// 1, 2, … in publish order.
+    pub version: u32,
+    pub model: String,
+    pub instructions: String,
+    pub tools: Vec<String>,
+    pub max_steps: u32,
+    pub config: VersionConfigBody,
+    /// Unix seconds.
+    pub published_at: i64,
+}
+
+impl From<&AgentVersion> for AgentVersionBody {
+    fn from(version: &AgentVersion) -> Self {
+        Self {
+            object: "agent.version",
+            agent_id: version.agent_id,
+            version: version.version,
+            model: version.config.model.clone(),
+            instructions: version.config.instructions.clone(),
+            tools: version.config.tools.clone(),
+            max_steps: version.config.max_steps,
+            config: VersionConfigBody {
+                attachments: AttachmentsBody::from(&version.config.attachments),
+                human_in_the_loop: HumanInTheLoopBody::from(&version.config.human_in_the_loop),
+            },
+            published_at: version.published_at.unix_seconds(),
+        }
+    }
+}
+
+/// The page parameters of `GET /agents/{agent_id}/versions`.
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct VersionPageParams {
+    /// The version number the previous page ended with; a number that is not a version of
+    /// this agent answers 404 `cursor_not_found`.
+    #[param(minimum = 1)]
+    after: Option<u32>,
+    /// Page size, 1 to 100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
+    limit: Option<u16>,
+    /// `desc` (newest first, the default) or `asc`.
+    #[param(pattern = "^(asc|desc)$")]
+    order: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use agentplane_domain::agent::{new_agent, patch_agent};
+    use agentplane_domain::{ProjectId, Timestamp};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn object(value: &Value) -> serde_json::Map<String, Value> {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    /// The documented bodies are what the domain accepts: each body here passes both.
+    #[test]
+    fn the_documented_request_shapes_are_what_the_domain_reads() {
+        let create = json!({
+            "name": "a", "model": "m", "instructions": "be brief", "max_steps": 3,
+            "tools": ["add", {"type": "function", "name": "multiply"}],
+            "config": {
+                "execution": {"sync_timeout_ms": 5000, "max_cost_usd": null, "budget_action": "stop"},
+                "attachments": {"enabled": true, "bucket": null, "max_files": 2},
+                "humanInTheLoop": {"tool_approvals": ["add"], "questions_enabled": true},
+            },
+        });
+        let id = AgentId::from_random([1; 16]);
+        let now = Timestamp::from_unix_millis(0);
+        let mut agent = new_agent(&object(&create), id, ProjectId::from_random([2; 16]), now).expect("valid");
+        serde_json::from_value::<CreateAgent>(create).expect("the document describes it");
+
+        let patch = json!({"instructions": null, "config": {"execution": {"max_cost_usd": 1.5}, "attachments": null}});
+        patch_agent(&mut agent, &object(&patch), now).expect("valid");
+        serde_json::from_value::<UpdateAgent>(patch).expect("the document describes it");
+        assert_eq!(agent.draft.instructions, "");
+
+        // What the document refuses, the domain refuses too.
+        let unknown = json!({"name": "a", "model": "m", "config": {"execution": {"nope": 1}}});
+        assert!(serde_json::from_value::<CreateAgent>(unknown.clone()).is_err());
+        assert!(new_agent(&object(&unknown), id, ProjectId::from_random([2; 16]), now).is_err());
+    }
+
+    #[test]
+    fn the_agent_object_keeps_its_shape() {
+        let create =
+            json!({"name": "a", "model": "m", "config": {"humanInTheLoop": {"tool_approvals": ["x"]}}});
+        let id = AgentId::from_random([1; 16]);
+        let agent =
+            new_agent(&object(&create), id, ProjectId::from_random([2; 16]), Timestamp::from_unix_millis(0))
+                .expect("valid");
+        let body = serde_json::to_value(AgentBody::from(&agent)).expect("serializes");
+        assert_eq!(body["object"], "agent");
+        assert_eq!(body["config"]["execution"]["budget_action"], "pause");
+        assert_eq!(body["config"]["execution"]["max_cost_usd"], Value::Null);
+        assert_eq!(body["config"]["humanInTheLoop"]["tool_approvals"], json!(["x"]));
+        assert_eq!(body["config"]["attachments"]["max_files"], 10);
+    }
 }

@@ -5,27 +5,34 @@ use agentplane_domain::query::Query;
 use agentplane_domain::{SessionId, ValidationError};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
-use serde_json::{Value, json};
 
-use super::wire::{parse_seq, render};
+use super::wire::{EventList, EventsParams, parse_seq};
 use crate::App;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
+use crate::envelope::ErrorEnvelope;
 
+/// List a session's events, oldest first.
 #[utoipa::path(
     get,
     path = "/api/client/v1/sessions/{session_id}/events",
     tag = "client",
     operation_id = "client-session-events-list",
-    params(("session_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("session_id" = String, Path, description = "The session's id."), EventsParams),
+    responses(
+        (status = 200, description = "A page of events after `after`.", body = EventList),
+        (status = 400, description = "`after` or `limit` is invalid (`param` names it).", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn list(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<EventList>, ClientError> {
     let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
     let query = Query::parse(raw.as_deref());
     let after = match query.single("after")? {
@@ -39,11 +46,5 @@ pub async fn list(
     };
     app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
     let page = app.store.events().list_after(&id, after, limit).await?;
-    Ok(Json(json!({
-        "object": "list",
-        "data": page.items.iter().map(render).collect::<Vec<_>>(),
-        "has_more": page.has_more,
-        "first_id": page.items.first().map(|e| e.seq),
-        "last_id": page.items.last().map(|e| e.seq),
-    })))
+    Ok(Json(EventList::of(&page)))
 }

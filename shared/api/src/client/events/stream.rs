@@ -20,10 +20,11 @@ use http::{HeaderMap, HeaderValue, header};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::wire::{parse_seq, render};
+use super::wire::{EventBody, StreamParams, parse_seq};
 use crate::App;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
+use crate::envelope::ErrorEnvelope;
 
 /// Where to resume: `Last-Event-ID` wins over `?after=`; neither means from the start.
 fn resume_point(headers: &HeaderMap, query: &Query) -> Result<u64, ClientError> {
@@ -72,17 +73,33 @@ async fn still_allowed(app: &App, key: &KeyHash, project: &ProjectId, session: &
 }
 
 fn frame(event: &agentplane_domain::event::Event) -> Bytes {
-    let data = render(event).to_string();
+    let data = serde_json::to_string(&EventBody::from(event)).unwrap_or_default();
     Bytes::from(format!("id: {}\nevent: {}\ndata: {data}\n\n", event.seq, event.kind.as_str()))
 }
 
+/// Follow a session's events as Server-Sent Events.
+///
+/// Each frame is `id: {seq}`, `event: {type}` and `data: {Event as JSON}`; a `retry:` hint comes
+/// first and `: keep-alive` comments while nothing happens. The stream ends when its key is
+/// revoked or its session deleted.
 #[utoipa::path(
     get,
     path = "/api/client/v1/sessions/{session_id}/events/stream",
     tag = "client",
     operation_id = "client-session-events-stream",
-    params(("session_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(
+        ("session_id" = String, Path, description = "The session's id."),
+        StreamParams,
+        ("Last-Event-ID" = Option<String>, Header, nullable = false, pattern = "^[0-9]+$",
+            description = "The `id:` of the last event the client received: the stream resumes after it."),
+    ),
+    responses(
+        (status = 200, description = "An open event stream; each `data:` line is an `Event`.", content_type = "text/event-stream", body = String),
+        (status = 400, description = "`after` or `Last-Event-ID` is not a non-negative integer.", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn stream(
     State(app): State<App>,

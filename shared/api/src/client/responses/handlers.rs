@@ -10,10 +10,11 @@ use axum::extract::{Path, State};
 use serde_json::{Map, Value};
 
 use super::validation::{foreground, input_text};
-use super::wire::{Rendered, render};
+use super::wire::{CreateResponse, CreateSessionMessage, Rendered, ResponseBody, ResponsesError};
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
+use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
 
 /// How a route reports a missing or unknown `agent`: `POST /responses` and `POST
@@ -120,7 +121,7 @@ async fn run(
     session: &Session,
     input: String,
     metadata: &Metadata,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<ResponseBody>, ClientError> {
     let timeout = app.sync_ceiling.min(std::time::Duration::from_millis(agent.execution.sync_timeout_ms));
     let model = config.model.clone();
     let request = TurnRequest {
@@ -147,7 +148,7 @@ async fn run(
         metadata,
         created_at,
     };
-    Ok(Json(render(&rendered, &outcome)))
+    Ok(Json(ResponseBody::new(&rendered, &outcome)))
 }
 
 async fn respond(
@@ -155,7 +156,7 @@ async fn respond(
     auth: ProjectAuth,
     body: Map<String, Value>,
     channel: Channel,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<ResponseBody>, ClientError> {
     let agent = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
     foreground(&body)?;
     if channel == Channel::Published && agent.latest_version.is_none() {
@@ -168,54 +169,86 @@ async fn respond(
     run(&app, &auth, &agent, channel, config, &session, input, &metadata).await
 }
 
-/// `POST /api/client/v1/responses`: runs the draft.
+/// Run a turn of an agent's draft.
+///
+/// The call is held while the turn runs (up to the agent's `sync_timeout_ms`).
 #[utoipa::path(
     post,
     path = "/api/client/v1/responses",
     tag = "client",
     operation_id = "client-responses-create",
-    responses((status = "default", description = "see the surface's spec")),
+    request_body = CreateResponse,
+    responses(
+        (status = 200, description = "The turn ran; `status` says how it ended.", body = ResponseBody),
+        (status = 400, description = "The body is not a valid request (`param` names the field); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "`agent` names no agent of this project (`{\"error\": \"…\"}`), or `session_id` no session (`session_not_found`).", body = ResponsesError),
+        (status = 409, description = "A turn is already running in the session (`session_busy`).", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn create_draft(
     State(app): State<App>,
     auth: ProjectAuth,
     JsonObject(body, _): JsonObject<ClientError>,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<ResponseBody>, ClientError> {
     respond(app, auth, body, Channel::Draft).await
 }
 
-/// `POST /api/client/v1/agents/responses`: runs the published version.
+/// Run a turn of an agent's newest published version.
+///
+/// The call is held while the turn runs (up to the agent's `sync_timeout_ms`).
 #[utoipa::path(
     post,
     path = "/api/client/v1/agents/responses",
     tag = "client",
     operation_id = "client-agent-responses-create",
-    responses((status = "default", description = "see the surface's spec")),
+    request_body = CreateResponse,
+    responses(
+        (status = 200, description = "The turn ran; `status` says how it ended.", body = ResponseBody),
+        (status = 400, description = "The body is not a valid request (`param` names the field); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "`agent` names no agent of this project (`{\"error\": \"…\"}`), or `session_id` no session (`session_not_found`).", body = ResponsesError),
+        (status = 409, description = "The agent has no published version (`agent_not_published`), or a turn is running in the session (`session_busy`).", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn create_published(
     State(app): State<App>,
     auth: ProjectAuth,
     JsonObject(body, _): JsonObject<ClientError>,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<ResponseBody>, ClientError> {
     respond(app, auth, body, Channel::Published).await
 }
 
-/// `POST /api/client/v1/sessions/{id}/messages`: asks in an existing session, with the agent
-/// and channel it last ran (or `agent` from the body).
+/// Send a message in an existing session.
+///
+/// The turn runs with the agent and channel the session last ran (or `agent` from the body).
 #[utoipa::path(
     post,
     path = "/api/client/v1/sessions/{session_id}/messages",
     tag = "client",
     operation_id = "client-session-messages-create",
-    params(("session_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("session_id" = String, Path, description = "The session's id.")),
+    request_body = CreateSessionMessage,
+    responses(
+        (status = 200, description = "The turn ran; `status` says how it ended.", body = ResponseBody),
+        (status = 400, description = "The body is not a valid request (`param` names the field).", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such session (`session_not_found`), or `agent` names no agent of this project (`agent_not_found`).", body = ErrorEnvelope),
+        (status = 409, description = "A turn is already running in the session (`session_busy`), or the agent has no published version (`agent_not_published`).", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn session_message(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
     JsonObject(body, _): JsonObject<ClientError>,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<ResponseBody>, ClientError> {
     let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
     let session =
         app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;

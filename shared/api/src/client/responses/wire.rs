@@ -1,29 +1,248 @@
-//! The Response object: `id` is `resp_{session_id}`.
+//! The Responses wire: the bodies the three turn routes read, as the document describes them,
+//! and the Response object they answer (`id` is `resp_{session_id}`). The bodies are read by
+//! `validation` (the order of its checks decides which error a bad body meets, and `POST
+//! /responses` keeps the older `{"error": "…"}` shape for `agent`); a test holds the structs
+//! here to what it accepts.
+
+use std::collections::BTreeMap;
 
 use agentplane_domain::SessionId;
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::session::StopReason;
 use agentplane_engine::TurnOutcome;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::envelope::{ErrorEnvelope, LegacyError};
+
+/// A part of a user message. `input_image` and `input_file` parts are refused with a message
+/// that names the agent's `config.attachments` setting.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum InputPart {
+    InputText { text: String },
+    Text { text: String },
+    InputImage { image_url: Option<String> },
+    InputFile { file_id: Option<String> },
+}
+
+/// A part, or a bare string.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum InputContent {
+    Text(String),
+    Part(InputPart),
+}
+
+/// A user message's content: a string or a list of parts.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum MessageContent {
+    Text(String),
+    Parts(Vec<InputContent>),
+}
+
+/// A message to the agent; only `user` messages can be sent.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct InputMessage {
+    #[schema(pattern = "^user$")]
+    role: String,
+    /// `message`, where given.
+    #[serde(rename = "type")]
+    #[schema(nullable = false, pattern = "^message$")]
+    kind: Option<String>,
+    content: MessageContent,
+}
+
+/// One item of an `input` list.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum InputItem {
+    Message(InputMessage),
+    Content(InputContent),
+}
+
+/// `input`: a string, or a list of parts and user messages. Its text is at most 100000
+/// characters and not blank.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum Input {
+    Text(String),
+    Items(Vec<InputItem>),
+}
+
+/// `POST /api/client/v1/responses` and `POST /api/client/v1/agents/responses`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct CreateResponse {
+    /// The agent's id: an agent of the caller's project.
+    agent: String,
+    input: Input,
+    /// Continue this session (of the same project); absent or `null` starts a new one.
+    session_id: Option<String>,
+    /// The new session's metadata: at most 16 string values.
+    metadata: Option<BTreeMap<String, String>>,
+    /// Only `false`: background runs are not available yet (`true` answers 400).
+    background: Option<bool>,
+}
+
+/// `POST /api/client/v1/sessions/{session_id}/messages`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct CreateSessionMessage {
+    /// The agent to ask; by default the one the session last ran (required while it has none).
+    #[schema(nullable = false)]
+    agent: Option<String>,
+    input: Input,
+    /// Only `false`: background runs are not available yet (`true` answers 400).
+    background: Option<bool>,
+}
+
+/// The error body of `POST /responses` and `POST /agents/responses`: the standard envelope,
+/// or `{"error": "…"}` for a missing or unknown `agent`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum ResponsesError {
+    Envelope(ErrorEnvelope),
+    Legacy(LegacyError),
+}
 
 /// `completed` for an answer; `incomplete` when a limit, a cancel, the budget or an error ended
 /// the turn first; `requires_action` while it waits for a person.
-pub fn status(stop: StopReason) -> &'static str {
-    match stop {
-        StopReason::EndTurn => "completed",
-        StopReason::RequiresAction => "requires_action",
-        StopReason::Limit | StopReason::Cancelled | StopReason::BudgetReached | StopReason::Error => {
-            "incomplete"
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ResponseStatus)]
+pub enum ResponseStatusName {
+    Completed,
+    RequiresAction,
+    Incomplete,
+}
+
+impl From<StopReason> for ResponseStatusName {
+    fn from(stop: StopReason) -> Self {
+        match stop {
+            StopReason::EndTurn => Self::Completed,
+            StopReason::RequiresAction => Self::RequiresAction,
+            StopReason::Limit | StopReason::Cancelled | StopReason::BudgetReached | StopReason::Error => {
+                Self::Incomplete
+            }
         }
     }
 }
 
-/// A Responses `stop_reason`: `completed` for a normal answer (the session's is `end_turn`).
-pub fn stop_reason(stop: StopReason) -> Value {
-    match stop {
-        StopReason::EndTurn => json!("completed"),
-        other => json!(other),
+/// Why the turn stopped: `completed` for a normal answer (the session's is `end_turn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ResponseStopReason)]
+pub enum ResponseStopReason {
+    Completed,
+    RequiresAction,
+    Limit,
+    Cancelled,
+    Error,
+    BudgetReached,
+}
+
+impl From<StopReason> for ResponseStopReason {
+    fn from(stop: StopReason) -> Self {
+        match stop {
+            StopReason::EndTurn => Self::Completed,
+            StopReason::RequiresAction => Self::RequiresAction,
+            StopReason::Limit => Self::Limit,
+            StopReason::Cancelled => Self::Cancelled,
+            StopReason::Error => Self::Error,
+            StopReason::BudgetReached => Self::BudgetReached,
+        }
     }
+}
+
+/// Text the agent answered.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OutputText {
+    /// Always `output_text`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^output_text$")]
+    pub kind: &'static str,
+    pub text: String,
+}
+
+/// The agent's answer as an assistant message.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OutputMessage {
+    /// Always `message`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^message$")]
+    pub kind: &'static str,
+    /// Always `assistant`.
+    #[schema(value_type = String, pattern = "^assistant$")]
+    pub role: &'static str,
+    /// Always `completed`.
+    #[schema(value_type = String, pattern = "^completed$")]
+    pub status: &'static str,
+    pub content: Vec<OutputText>,
+}
+
+/// The turn's measured usage.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ResponseUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    /// Spend in USD on priced models.
+    pub cost_usd: f64,
+    /// Tokens of a model with no price: in the counts above, not in `cost_usd`.
+    pub unpriced_input_tokens: u64,
+    pub unpriced_output_tokens: u64,
+}
+
+/// The agent that answered, and its version (`null` for the draft).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ResponseAgent {
+    pub id: String,
+    pub version: Option<u32>,
+}
+
+/// Why a turn ended in `error`: a stable code and a message safe to show.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ResponseError {
+    pub code: String,
+    pub message: String,
+}
+
+/// The outcome of one agent turn.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Response)]
+pub struct ResponseBody {
+    /// `resp_{session_id}`.
+    pub id: String,
+    /// Always `response`.
+    #[schema(value_type = String, pattern = "^response$")]
+    pub object: &'static str,
+    /// Unix seconds.
+    pub created_at: i64,
+    pub status: ResponseStatusName,
+    pub stop_reason: ResponseStopReason,
+    pub output: Vec<OutputMessage>,
+    /// The answer's text (empty when there is none).
+    pub output_text: String,
+    pub usage: ResponseUsage,
+    #[schema(value_type = String)]
+    pub session_id: SessionId,
+    pub turn_id: String,
+    pub agent: ResponseAgent,
+    pub model: String,
+    pub metadata: BTreeMap<String, String>,
+    /// Present when the turn ended in `error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub error: Option<ResponseError>,
 }
 
 pub struct Rendered<'a> {
@@ -35,42 +254,86 @@ pub struct Rendered<'a> {
     pub created_at: i64,
 }
 
-pub fn render(r: &Rendered<'_>, outcome: &TurnOutcome) -> Value {
-    let output: Vec<Value> = outcome
-        .output_text
-        .iter()
-        .map(|text| {
-            json!({
-                "type": "message", "role": "assistant", "status": "completed",
-                "content": [{ "type": "output_text", "text": text }],
+impl ResponseBody {
+    pub fn new(r: &Rendered<'_>, outcome: &TurnOutcome) -> Self {
+        let output = outcome
+            .output_text
+            .iter()
+            .map(|text| OutputMessage {
+                kind: "message",
+                role: "assistant",
+                status: "completed",
+                content: vec![OutputText { kind: "output_text", text: text.clone() }],
             })
-        })
-        .collect();
-    let mut body = json!({
-        "id": format!("resp_{}", r.session_id),
-        "object": "response",
-        "created_at": r.created_at,
-        "status": status(outcome.stop_reason),
-        "stop_reason": stop_reason(outcome.stop_reason),
-        "output": output,
-        "output_text": outcome.output_text.clone().unwrap_or_default(),
-        "usage": {
-            "input_tokens": outcome.usage.input_tokens,
-            "output_tokens": outcome.usage.output_tokens,
-            "total_tokens": outcome.usage.total_tokens(),
-            "cost_usd": outcome.cost_usd,
-            // Tokens of a model with no price: in the counts above, not in `cost_usd`.
-            "unpriced_input_tokens": outcome.unpriced.input_tokens,
-            "unpriced_output_tokens": outcome.unpriced.output_tokens,
-        },
-        "session_id": r.session_id,
-        "turn_id": outcome.turn_id,
-        "agent": { "id": r.agent_id, "version": r.version },
-        "model": r.model,
-        "metadata": r.metadata,
-    });
-    if let Some((code, message)) = &outcome.error {
-        body["error"] = json!({ "code": code, "message": message });
+            .collect();
+        Self {
+            id: format!("resp_{}", r.session_id),
+            object: "response",
+            created_at: r.created_at,
+            status: outcome.stop_reason.into(),
+            stop_reason: outcome.stop_reason.into(),
+            output,
+            output_text: outcome.output_text.clone().unwrap_or_default(),
+            usage: ResponseUsage {
+                input_tokens: outcome.usage.input_tokens,
+                output_tokens: outcome.usage.output_tokens,
+                total_tokens: outcome.usage.total_tokens(),
+                cost_usd: outcome.cost_usd,
+                unpriced_input_tokens: outcome.unpriced.input_tokens,
+                unpriced_output_tokens: outcome.unpriced.output_tokens,
+            },
+            session_id: r.session_id,
+            turn_id: outcome.turn_id.clone(),
+            agent: ResponseAgent { id: r.agent_id.clone(), version: r.version },
+            model: r.model.to_owned(),
+            metadata: r.metadata.as_map().clone(),
+            error: outcome
+                .error
+                .as_ref()
+                .map(|(code, message)| ResponseError { code: code.clone(), message: message.clone() }),
+        }
     }
-    body
+}
+
+#[cfg(test)]
+mod tests {
+    use agentplane_domain::agent::Attachments;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::client::responses::validation::input_text;
+
+    /// The documented `input` shapes are what `validation` reads, and back.
+    #[test]
+    fn the_documented_input_shapes_are_what_validation_reads() {
+        for input in [
+            json!("hi"),
+            json!([{"type": "input_text", "text": "a"}, "b"]),
+            json!([{"role": "user", "content": "x"}]),
+            json!([{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}, "y"]}]),
+            json!([{"type": "text", "text": "t"}]),
+        ] {
+            assert!(input_text(Some(&input), &Attachments::default()).is_ok(), "{input}");
+            let body =
+                json!({"agent": "a", "input": input.clone(), "background": false, "metadata": {"k": "v"}});
+            assert!(serde_json::from_value::<CreateResponse>(body).is_ok(), "{input}");
+            assert!(serde_json::from_value::<CreateSessionMessage>(json!({"input": input})).is_ok());
+        }
+        for refused in [json!(5), json!([5]), json!([{"type": "nope"}])] {
+            assert!(input_text(Some(&refused), &Attachments::default()).is_err(), "{refused}");
+            let body = json!({"agent": "a", "input": refused.clone()});
+            assert!(serde_json::from_value::<CreateResponse>(body).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn the_stop_reason_reads_completed_for_an_answer() {
+        let value =
+            |stop: StopReason| serde_json::to_value(ResponseStopReason::from(stop)).unwrap_or_default();
+        assert_eq!(value(StopReason::EndTurn), json!("completed"));
+        assert_eq!(value(StopReason::BudgetReached), json!("budget_reached"));
+        let status =
+            |stop: StopReason| serde_json::to_value(ResponseStatusName::from(stop)).unwrap_or_default();
+        assert_eq!(status(StopReason::Error), Value::from("incomplete"));
+    }
 }

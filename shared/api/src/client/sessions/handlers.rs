@@ -1,15 +1,18 @@
 use agentplane_domain::SessionId;
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
+use agentplane_domain::session::{NewSession, SessionPatch};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
-use serde_json::{Value, json};
 
-use super::{runtime, validation, wire};
-use crate::body::JsonObject;
+use super::runtime;
+use super::wire::{CreateSession, SessionBody, SessionDeleted, UpdateSession};
+use crate::body::Wire;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
+use crate::envelope::ErrorEnvelope;
+use crate::list::{List, PageParams};
 use crate::{App, edge};
 
 /// A malformed id is indistinguishable from a missing session.
@@ -17,19 +20,28 @@ fn session_id(text: &str) -> Result<SessionId, ClientError> {
     text.parse().map_err(|_| ClientError::SessionNotFound)
 }
 
+/// Create a session.
 #[utoipa::path(
     post,
     path = "/api/client/v1/sessions",
     tag = "client",
     operation_id = "client-sessions-create",
-    responses((status = "default", description = "see the surface's spec")),
+    request_body(content = CreateSession, description = "Every field is optional; an empty body creates an empty session."),
+    responses(
+        (status = 201, description = "The new session.", body = SessionBody),
+        (status = 400, description = "The body is not a valid request (`param` names the field).", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "`agent_id` names no agent of this project.", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn create(
     State(app): State<App>,
     auth: ProjectAuth,
-    JsonObject(body, _): JsonObject<ClientError>,
-) -> Result<(StatusCode, Json<Value>), ClientError> {
-    let new = validation::new_session(&body)?;
+    Wire(body, _): Wire<CreateSession, ClientError>,
+) -> Result<(StatusCode, Json<SessionBody>), ClientError> {
+    let new = NewSession::try_from(body)?;
     // The agent must be one of the caller's project: another project's is as missing (404).
     if let Some(agent_id) = &new.agent_id {
         app.store.agents().get(&auth.project_id, agent_id).await.or_not_found(ClientError::AgentNotFound)?;
@@ -39,21 +51,29 @@ pub async fn create(
     runtime::prepare(&mut session)?;
     app.store.sessions().create(&session).await?;
     runtime::allocate(&app, &session).await?;
-    Ok((StatusCode::CREATED, Json(wire::render(&session))))
+    Ok((StatusCode::CREATED, Json(SessionBody::from(&session))))
 }
 
+/// List the project's sessions, newest first.
 #[utoipa::path(
     get,
     path = "/api/client/v1/sessions",
     tag = "client",
     operation_id = "client-sessions-list",
-    responses((status = "default", description = "see the surface's spec")),
+    params(PageParams),
+    responses(
+        (status = 200, description = "A page of sessions.", body = List<SessionBody>),
+        (status = 400, description = "A page parameter is invalid.", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "`after` names no session of this project (`cursor_not_found`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn list(
     State(app): State<App>,
     auth: ProjectAuth,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<List<SessionBody>>, ClientError> {
     let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
     let after = match &page.after {
         Some(text) => Some(text.parse::<SessionId>().map_err(|_| ClientError::CursorNotFound)?),
@@ -66,45 +86,61 @@ pub async fn list(
         .await
         .or_not_found(ClientError::CursorNotFound)?;
     let now = edge::now();
-    let render = |session: &agentplane_domain::session::Session| wire::render(&session.clone().settled(now));
-    Ok(Json(crate::list::body(&found, render, |s| s.id.to_string())))
+    let render =
+        |session: &agentplane_domain::session::Session| SessionBody::from(&session.clone().settled(now));
+    Ok(Json(List::of(&found, render, |s| s.id.to_string())))
 }
 
+/// Retrieve a session.
 #[utoipa::path(
     get,
     path = "/api/client/v1/sessions/{session_id}",
     tag = "client",
     operation_id = "client-sessions-get",
-    params(("session_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("session_id" = String, Path, description = "The session's id.")),
+    responses(
+        (status = 200, description = "The session.", body = SessionBody),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn get(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<SessionBody>, ClientError> {
     let id = session_id(&id)?;
     let session =
         app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
-    Ok(Json(wire::render(&session.settled(edge::now()))))
+    Ok(Json(SessionBody::from(&session.settled(edge::now()))))
 }
 
+/// Change a session's title or metadata.
 #[utoipa::path(
     patch,
     path = "/api/client/v1/sessions/{session_id}",
     tag = "client",
     operation_id = "client-sessions-update",
-    params(("session_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("session_id" = String, Path, description = "The session's id.")),
+    request_body = UpdateSession,
+    responses(
+        (status = 200, description = "The session as changed.", body = SessionBody),
+        (status = 400, description = "The body is not a valid change (`param` names the field).", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn update(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-    JsonObject(body, _): JsonObject<ClientError>,
-) -> Result<Json<Value>, ClientError> {
+    Wire(body, _): Wire<UpdateSession, ClientError>,
+) -> Result<Json<SessionBody>, ClientError> {
     let id = session_id(&id)?;
-    let patch = validation::patch(&body)?;
+    let patch = SessionPatch::try_from(body)?;
     let now = edge::now();
     let session = app
         .store
@@ -116,22 +152,28 @@ pub async fn update(
         // A write records what reads already show: the dead turn ended in error.
         app.store.sessions().settle_dead_turn(&auth.project_id, &id, now).await?;
     }
-    Ok(Json(wire::render(&session.settled(now))))
+    Ok(Json(SessionBody::from(&session.settled(now))))
 }
 
+/// Delete a session (and stop its managed compute, if any).
 #[utoipa::path(
     delete,
     path = "/api/client/v1/sessions/{session_id}",
     tag = "client",
     operation_id = "client-sessions-delete",
-    params(("session_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("session_id" = String, Path, description = "The session's id.")),
+    responses(
+        (status = 200, description = "The session is deleted.", body = SessionDeleted),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn delete(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ClientError> {
+) -> Result<Json<SessionDeleted>, ClientError> {
     let id = session_id(&id)?;
     runtime::release(&app, &auth.project_id, &id).await?;
     app.store
@@ -139,5 +181,5 @@ pub async fn delete(
         .delete(&auth.project_id, &id, edge::now())
         .await
         .or_not_found(ClientError::SessionNotFound)?;
-    Ok(Json(json!({ "id": id, "object": "session.deleted", "deleted": true })))
+    Ok(Json(SessionDeleted { id, object: "session.deleted", deleted: true }))
 }

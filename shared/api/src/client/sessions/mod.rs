@@ -1,10 +1,9 @@
-//! The sessions routes of the client API: handlers here, body rules in `validation`, the wire
-//! object in `wire`, storage in `agentplane_store::Sessions`.
+//! The sessions routes of the client API: handlers here, request bodies and the session object
+//! in `wire` (converted into the domain's `NewSession` / `SessionPatch`), storage in
+//! `agentplane_store::Sessions`.
 
 pub(crate) mod handlers;
 mod runtime;
-mod validation;
-mod wire;
+pub mod wire;
 
 pub use handlers::{create, delete, get, list, update};
-pub use wire::render;
