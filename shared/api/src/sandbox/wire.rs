@@ -27,10 +27,10 @@ pub struct NewSandbox {
     pub timeout: Option<Integer>,
     /// At most 16 entries; keys 1 to 64 characters, values up to 512; keys starting with
     /// `agentplane.` (any case) are reserved.
-    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    #[schema(value_type = Option<BTreeMap<MetadataKey, MetadataValue>>)]
     pub metadata: Option<Strings>,
     /// The sandbox's environment, by the rules of a process's `envs`; at most 64 KiB as JSON.
-    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    #[schema(value_type = Option<BTreeMap<EnvName, EnvValue>>)]
     pub env_vars: Option<Strings>,
 }
 
@@ -50,7 +50,7 @@ impl TryFrom<NewSandbox> for request::CreateSandbox {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct NewTimeout {
     /// Seconds from now: 900, 1800 or 3600. Never shortens the deadline.
-    #[schema(value_type = i64, examples(900, 1800, 3600))]
+    #[schema(value_type = i64, minimum = 900, maximum = 3600, multiple_of = 900, examples(900, 1800, 3600))]
     pub timeout: Integer,
 }
 
@@ -67,20 +67,20 @@ impl TryFrom<NewTimeout> for domain::TimeoutSeconds {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct StartProcess {
     /// The program: not blank, at most 16,384 characters, no NUL.
-    #[schema(min_length = 1, max_length = 16384)]
+    #[schema(min_length = 1, max_length = 16384, pattern = "^[^\\x00]*[^\\s\\x00][^\\x00]*$")]
     pub cmd: String,
     /// At most 256 arguments of at most 16,384 characters, no NUL.
-    #[schema(value_type = Option<Vec<String>>, max_items = 256)]
+    #[schema(value_type = Option<Vec<Arg>>, max_items = 256)]
     pub args: Option<List>,
     /// At most 64 variables named `[A-Za-z_][A-Za-z0-9_]*`, values up to 4096 characters
     /// without NUL; `PATH`, when set, is a `:`-list of absolute directories.
-    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    #[schema(value_type = Option<BTreeMap<EnvName, EnvValue>>)]
     pub envs: Option<Strings>,
     /// An absolute working directory: at most 4095 bytes, 255 per component.
-    #[schema(max_length = 4095)]
+    #[schema(max_length = 4095, pattern = "^(/[^/\\x00]{0,255})+$")]
     pub cwd: Option<String>,
     /// A label of the caller's, at most 256 characters.
-    #[schema(max_length = 256)]
+    #[schema(max_length = 256, pattern = "^[^\\x00]*$")]
     pub tag: Option<String>,
 }
 
@@ -91,6 +91,39 @@ impl TryFrom<StartProcess> for request::StartProcess {
         request::start_process(body.cmd, body.args.map(|a| a.0), body.envs.map(|e| e.0), body.cwd, body.tag)
     }
 }
+
+// What the document says of the strings in request bodies (the rules themselves are the
+// domain's, in `sandbox::request`).
+
+/// An argument of a process: at most 16,384 characters, no NUL.
+#[derive(ToSchema)]
+#[schema(max_length = 16384, pattern = "^[^\\x00]*$")]
+#[allow(dead_code)]
+pub struct Arg(String);
+
+/// An environment variable's name.
+#[derive(ToSchema)]
+#[schema(pattern = "^[A-Za-z_][A-Za-z0-9_]{0,255}$")]
+#[allow(dead_code)]
+pub struct EnvName(String);
+
+/// An environment variable's value: at most 4096 characters, no NUL.
+#[derive(ToSchema)]
+#[schema(max_length = 4096, pattern = "^[^\\x00]*$")]
+#[allow(dead_code)]
+pub struct EnvValue(String);
+
+/// A metadata key: 1 to 64 characters.
+#[derive(ToSchema)]
+#[schema(min_length = 1, max_length = 64)]
+#[allow(dead_code)]
+pub struct MetadataKey(String);
+
+/// A metadata value: at most 512 characters.
+#[derive(ToSchema)]
+#[schema(max_length = 512)]
+#[allow(dead_code)]
+pub struct MetadataValue(String);
 
 /// A JSON integer; a type error reads "must be an integer" (serde would say "i64").
 #[derive(Debug, Clone, Copy)]
