@@ -561,4 +561,32 @@ mod tests {
         assert_eq!(value["exitCode"], 0);
         assert!(value.get("signal").is_none(), "{value}");
     }
+
+    /// Every operation of the sandbox document answers a described 2xx and its 401, and every
+    /// error it documents has E2B's body.
+    #[test]
+    fn every_documented_error_of_the_surface_is_e2b_shaped() {
+        let doc = crate::openapi::document(crate::openapi::Surface::Sandbox);
+        let doc: Value = serde_json::from_str(&doc.to_json().expect("json")).expect("a document");
+        let mut operations = 0;
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for (method, operation) in item.as_object().expect("a path item") {
+                operations += 1;
+                let responses = operation["responses"].as_object().expect("responses");
+                let at = format!("{method} {path}");
+                assert!(responses.keys().any(|s| s.starts_with('2')), "{at} documents no success");
+                assert!(responses.contains_key("401"), "{at} does not document its 401");
+                for (status, response) in responses.iter().filter(|(s, _)| s.as_str() >= "400") {
+                    assert_eq!(
+                        response["content"]["application/json"]["schema"]["$ref"],
+                        "#/components/schemas/SandboxError",
+                        "{at} {status}"
+                    );
+                }
+            }
+        }
+        assert_eq!(operations, 10);
+        let error = &doc["components"]["schemas"]["SandboxError"];
+        assert_eq!(error["required"], json!(["code", "message"]), "{error}");
+    }
 }
