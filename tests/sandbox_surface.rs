@@ -180,3 +180,125 @@ async fn agentplane_metadata_keys_are_refused_on_create_and_managed_compute_stil
             .expect("delete session");
     assert!(status.is_success(), "{status} {body}");
 }
+
+#[tokio::test]
+async fn a_wrong_typed_field_is_a_400_naming_the_field_and_changes_nothing() {
+    let env = env().await;
+    let sandbox = env.create(json!({"timeout": 300})).await;
+    let (_, before) = env.call(Method::GET, &format!("/sandboxes/{sandbox}"), None).await;
+    let start = format!("/sandboxes/{sandbox}/processes");
+    let timeout = format!("/sandboxes/{sandbox}/timeout");
+    let cases = [
+        ("/sandboxes", json!({"timeout": "a secret 60"}), "`timeout` must be an integer"),
+        ("/sandboxes", json!({"timeout": 60.5}), "`timeout` must be an integer"),
+        ("/sandboxes", json!({"metadata": ["x"]}), "`metadata` must be an object"),
+        ("/sandboxes", json!({"envVars": {"A": 1}}), "`envVars.A` must be a string"),
+        (&start, json!({"args": ["x"]}), "`cmd` is required"),
+        (&start, json!({"cmd": 7}), "`cmd` must be a string"),
+        (&start, json!({"cmd": "sh", "args": "-c true"}), "`args` must be an array of strings"),
+        (&start, json!({"cmd": "sh", "args": ["-c", 1]}), "`args[1]` must be a string"),
+        (&start, json!({"cmd": "sh", "envs": {"A": true}}), "`envs.A` must be a string"),
+        (&start, json!({"cmd": "sh", "cwd": ["/"]}), "`cwd` must be a string"),
+        (&timeout, json!({}), "`timeout` is required"),
+        (&timeout, json!({"timeout": "3600"}), "`timeout` must be an integer"),
+    ];
+    for (path, body, message) in cases {
+        let refused = env.call(Method::POST, path, Some(body.clone())).await;
+        assert_e2b(&refused, StatusCode::BAD_REQUEST, &body.to_string());
+        assert_eq!(refused.1["message"], message, "{path} {body}");
+    }
+    assert_eq!(sandbox_ids(&env).await, vec![sandbox.clone()], "no sandbox was created");
+    assert!(env.processes(&sandbox, "all").await.is_empty(), "no process was started");
+    let (_, after) = env.call(Method::GET, &format!("/sandboxes/{sandbox}"), None).await;
+    assert_eq!(after["endAt"], before["endAt"], "the deadline did not move");
+    // Fields may be null where absent is allowed.
+    let nulls = json!({"cmd": "sh", "args": null, "envs": null, "cwd": null, "tag": null});
+    let started = try_start(&env, &sandbox, nulls).await;
+    assert_eq!(started.0, StatusCode::OK, "{}", started.1);
+    let created =
+        env.call(Method::POST, "/sandboxes", Some(json!({"timeout": null, "metadata": null}))).await;
+    assert_eq!(created.0, StatusCode::CREATED, "{}", created.1);
+}
+
+/// The component `name` of the served document, `$ref`s followed.
+fn component<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    &doc["components"]["schemas"][name]
+}
+
+/// `value` has every property `schema` requires and none it does not describe; nested objects
+/// and array items that are components are checked the same way.
+#[track_caller]
+fn conforms(doc: &Value, schema: &Value, value: &Value, at: &str) {
+    let schema = match schema["$ref"].as_str() {
+        Some(r) => component(doc, r.trim_start_matches("#/components/schemas/")),
+        None => schema,
+    };
+    if let Some(items) = value.as_array() {
+        for (i, item) in items.iter().enumerate() {
+            conforms(doc, &schema["items"], item, &format!("{at}[{i}]"));
+        }
+        return;
+    }
+    let (Some(object), Some(properties)) = (value.as_object(), schema["properties"].as_object()) else {
+        return;
+    };
+    for required in schema["required"].as_array().into_iter().flatten() {
+        let name = required.as_str().unwrap_or_default();
+        assert!(object.contains_key(name), "{at}: `{name}` is required by the document: {value}");
+    }
+    for (name, field) in object {
+        let described = properties.get(name).unwrap_or_else(|| panic!("{at}: `{name}` is not documented"));
+        conforms(doc, described, field, &format!("{at}.{name}"));
+    }
+}
+
+#[tokio::test]
+async fn every_answer_has_the_shape_the_served_document_gives_it() {
+    let env = env().await;
+    let (status, doc) = send(env.app.request(Method::GET, "/openapi/sandbox.json")).await.expect("document");
+    assert_eq!(status, StatusCode::OK, "{doc}");
+    let response = |path: &str, method: &str, status: u16| -> Value {
+        doc["paths"][format!("/sandbox/v1{path}")][method]["responses"][status.to_string()]["content"]
+            ["application/json"]["schema"]
+            .clone()
+    };
+
+    let (status, created) = env
+        .call(Method::POST, "/sandboxes", Some(json!({"metadata": {"team": "a"}, "envVars": {"A": "1"}})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    conforms(&doc, &response("/sandboxes", "post", 201), &created, "create");
+    let id = str_field(&created, "sandboxID").expect("sandboxID");
+    let (_, list) = env.call(Method::GET, "/sandboxes", None).await;
+    conforms(&doc, &response("/sandboxes", "get", 200), &list, "list");
+    let (_, one) = env.call(Method::GET, &format!("/sandboxes/{id}"), None).await;
+    conforms(&doc, &response("/sandboxes/{sandbox_id}", "get", 200), &one, "get");
+    assert_eq!(one, created, "a read answers what create answered");
+
+    let body = json!({"cmd": "sh", "args": ["-c", "echo out; echo err >&2"], "tag": "t"});
+    let (status, started) = env.call(Method::POST, &format!("/sandboxes/{id}/processes"), Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    conforms(&doc, &response("/sandboxes/{sandbox_id}/processes", "post", 200), &started, "start");
+    let process = str_field(&started, "processId").expect("processId");
+    env.wait_exit(&id, &process).await;
+    let (_, processes) = env.call(Method::GET, &format!("/sandboxes/{id}/processes?state=all"), None).await;
+    conforms(&doc, &response("/sandboxes/{sandbox_id}/processes", "get", 200), &processes, "processes");
+    assert_eq!(processes["processes"][0]["exitCode"], 0, "{processes}");
+    let (_, output) =
+        env.call(Method::GET, &format!("/sandboxes/{id}/processes/{process}/output"), None).await;
+    let output_path = "/sandboxes/{sandbox_id}/processes/{process_id}/output";
+    conforms(&doc, &response(output_path, "get", 200), &output, "output");
+    assert!(!output["chunks"].as_array().expect("chunks").is_empty(), "{output}");
+
+    // Errors are E2B's, as documented.
+    let (status, missing) = env.call(Method::GET, "/sandboxes/sbx_nope", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    conforms(&doc, &response("/sandboxes/{sandbox_id}", "get", 404), &missing, "404");
+    assert_eq!(missing, json!({"code": 404, "message": "sandbox not found"}));
+    let (status, paused) = env.call(Method::POST, &format!("/sandboxes/{id}/pause"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{paused}");
+    let (status, resumed) = env.call(Method::POST, &format!("/sandboxes/{id}/resume"), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{resumed}");
+    conforms(&doc, &response("/sandboxes/{sandbox_id}/resume", "post", 201), &resumed, "resume");
+    env.kill(&id).await;
+}

@@ -10,7 +10,8 @@ use agentplane_store::StoreError;
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::body::{BodyError, MAX_BODY_BYTES};
 use crate::envelope::ApiError;
@@ -158,18 +159,32 @@ impl From<ApiError> for SandboxError {
     }
 }
 
+/// E2B's error body, `{"code": <http status>, "message": …}`: every error of the sandbox API.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = SandboxError)]
+pub struct E2bError {
+    /// The HTTP status, repeated.
+    #[schema(example = 404)]
+    pub code: u16,
+    /// What went wrong, for people.
+    #[schema(example = "sandbox not found")]
+    pub message: String,
+}
+
 impl IntoResponse for SandboxError {
     fn into_response(self) -> Response {
         if let Self::Internal(what) = &self {
             tracing::error!(what, "internal error");
         }
         let status = self.status();
-        (status, Json(json!({ "code": status.as_u16(), "message": self.to_string() }))).into_response()
+        (status, Json(E2bError { code: status.as_u16(), message: self.to_string() })).into_response()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     async fn rendered(err: SandboxError) -> (u16, serde_json::Value) {

@@ -6,5 +6,5 @@ pub mod dispatch;
 pub mod error;
 pub mod managed;
 pub mod processes;
-pub mod render;
 pub mod sandboxes;
+pub mod wire;

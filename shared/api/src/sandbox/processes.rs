@@ -6,38 +6,48 @@
 
 use agentplane_domain::Timestamp;
 use agentplane_domain::query::Query;
-use agentplane_domain::sandbox::command::Command;
+use agentplane_domain::sandbox::command::{Command, CommandOutcome};
 use agentplane_domain::sandbox::process::{StateFilter, newest_first};
 use agentplane_domain::sandbox::{ProcessId, as_seen, request};
 use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
-use serde_json::{Value, json};
 
 use super::auth::SandboxAuth;
-use super::error::SandboxError;
+use super::error::{E2bError, SandboxError};
 use super::sandboxes::{load, require_running};
-use super::{dispatch, render};
-use crate::body::JsonObject;
+use super::{dispatch, wire};
+use crate::body::Wire;
 use crate::{App, edge};
 use agentplane_domain::sandbox::Sandbox;
 
+/// Start a process in a running sandbox, and wait until it runs.
 #[utoipa::path(
     post,
     path = "/sandbox/v1/sandboxes/{sandbox_id}/processes",
     tag = "sandbox",
     operation_id = "sandbox-process-start",
-    params(("sandbox_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404.")),
+    request_body = wire::StartProcess,
+    responses(
+        (status = 200, description = "The process runs.", body = wire::ProcessStarted),
+        (status = 400, description = "The body is not a valid request.", body = E2bError),
+        (status = 401, description = "No valid project key.", body = E2bError),
+        (status = 404, description = "No such sandbox in the project.", body = E2bError),
+        (status = 409, description = "The sandbox is paused, expired or killed.", body = E2bError),
+        (status = 413, description = "The body is too large.", body = E2bError),
+        (status = 500, description = "An internal error.", body = E2bError),
+        (status = 503, description = "The node did not answer in time or could not start it, or storage is unavailable.", body = E2bError),
+    ),
 )]
 pub async fn start(
     State(app): State<App>,
     auth: SandboxAuth,
     Path(id): Path<String>,
-    JsonObject(body, _): JsonObject<SandboxError>,
-) -> Result<Json<Value>, SandboxError> {
+    Wire(body, _): Wire<wire::StartProcess, SandboxError>,
+) -> Result<Json<wire::ProcessStarted>, SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
-    let new = request::start_process(&body)?;
+    let new = request::StartProcess::try_from(body)?;
     require_running(&sandbox, edge::now())?;
     let number =
         app.store.sandboxes().next_process_number(&sandbox.id, edge::now()).await.map_err(|e| match e {
@@ -47,30 +57,34 @@ pub async fn start(
     let command =
         Command::StartProcess { sandbox_id: sandbox.id.clone(), number, config: new.config, tag: new.tag };
     match dispatch::run(&app, &sandbox.node_id, command).await? {
-        agentplane_domain::sandbox::command::CommandOutcome::Done { pid, .. } => Ok(Json(json!({
-            "processId": ProcessId::Observed(number).to_string(),
-            "pid": pid,
-        }))),
-        agentplane_domain::sandbox::command::CommandOutcome::Failed { message } => {
-            Err(SandboxError::ProcessNotStarted(message))
+        CommandOutcome::Done { pid, .. } => {
+            Ok(Json(wire::ProcessStarted { process_id: ProcessId::Observed(number).to_string(), pid }))
         }
+        CommandOutcome::Failed { message } => Err(SandboxError::ProcessNotStarted(message)),
     }
 }
 
+/// Live processes and retained observations, newest first. Never touches the node.
 #[utoipa::path(
     get,
     path = "/sandbox/v1/sandboxes/{sandbox_id}/processes",
     tag = "sandbox",
     operation_id = "sandbox-process-list",
-    params(("sandbox_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404."), wire::ProcessListParams),
+    responses(
+        (status = 200, description = "The processes.", body = wire::ProcessList),
+        (status = 400, description = "An unknown, repeated or invalid query parameter.", body = E2bError),
+        (status = 401, description = "No valid project key.", body = E2bError),
+        (status = 404, description = "No such sandbox in the project.", body = E2bError),
+        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
+    ),
 )]
 pub async fn list(
     State(app): State<App>,
     auth: SandboxAuth,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, SandboxError> {
+) -> Result<Json<wire::ProcessList>, SandboxError> {
     let query = Query::parse(raw.as_deref());
     if let Some(other) = query.names().find(|n| *n != "state") {
         return Err(SandboxError::UnknownQueryParameter(other.to_owned()));
@@ -90,26 +104,34 @@ pub async fn list(
         .filter(|r| filter.admits(r.state))
         .collect();
     newest_first(&mut records);
-    Ok(Json(json!({ "processes": records.iter().map(render::process).collect::<Vec<_>>() })))
+    Ok(Json(wire::ProcessList { processes: records.iter().map(wire::Process::from).collect() }))
 }
 
 /// Most chunks one read returns (a process retains at most 1024).
 const MAX_CHUNKS_PER_READ: usize = 1024;
 
+/// A process's retained stdout and stderr, oldest first, from `cursor` on. Never touches the
+/// node.
 #[utoipa::path(
     get,
     path = "/sandbox/v1/sandboxes/{sandbox_id}/processes/{process_id}/output",
     tag = "sandbox",
     operation_id = "sandbox-process-output",
-    params(("sandbox_id" = String, Path), ("process_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404."), ("process_id" = String, Path, description = "A `processId` from the process list (`obs-<n>` or `live-<pid>`); an unknown or malformed id is a 404."), wire::OutputParams),
+    responses(
+        (status = 200, description = "A page of output.", body = wire::ProcessOutput),
+        (status = 400, description = "An unknown, repeated or invalid query parameter.", body = E2bError),
+        (status = 401, description = "No valid project key.", body = E2bError),
+        (status = 404, description = "No such sandbox in the project, or no such process in it.", body = E2bError),
+        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
+    ),
 )]
 pub async fn output(
     State(app): State<App>,
     auth: SandboxAuth,
     Path((id, process)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, SandboxError> {
+) -> Result<Json<wire::ProcessOutput>, SandboxError> {
     let query = Query::parse(raw.as_deref());
     if let Some(other) = query.names().find(|n| !matches!(*n, "cursor" | "limit")) {
         return Err(SandboxError::UnknownQueryParameter(other.to_owned()));
@@ -147,19 +169,22 @@ pub async fn output(
     let lost = page.expired || retained.index.output_lost(process, after, &seqs, !page.has_more);
     let (chunks, has_more) = (page.chunks, page.has_more);
     let cursor = chunks.last().map(|c| c.seq).or(after);
-    Ok(Json(json!({
-        "processId": process.to_string(),
-        "state": record.state.as_str(),
-        "chunks": chunks.iter().map(|c| json!({
-            "stream": c.stream.as_str(),
-            "data": c.data,
-            "timestamp": c.at.unix_millis(),
-        })).collect::<Vec<_>>(),
-        "cursor": cursor.map(|c| c.to_string()),
-        "hasMore": has_more,
-        "truncated": record.output_truncated || lost,
-        "observationGap": record.observation_gap,
-    })))
+    Ok(Json(wire::ProcessOutput {
+        process_id: process.to_string(),
+        state: record.state.into(),
+        chunks: chunks
+            .into_iter()
+            .map(|c| wire::OutputChunk {
+                stream: c.stream.into(),
+                data: c.data,
+                timestamp: c.at.unix_millis(),
+            })
+            .collect(),
+        cursor: cursor.map(|c| c.to_string()),
+        has_more,
+        truncated: record.output_truncated || lost,
+        observation_gap: record.observation_gap,
+    }))
 }
 
 /// Whether the sandbox's node has been heard from within the heartbeat window. A node that no

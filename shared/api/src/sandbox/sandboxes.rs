@@ -4,19 +4,21 @@ use agentplane_domain::ids::NodeId;
 use agentplane_domain::page::PageLimit;
 use agentplane_domain::sandbox::command::{Command, CommandOutcome};
 use agentplane_domain::sandbox::request::CreateSandbox;
-use agentplane_domain::sandbox::{Lifecycle, LifecycleError, Sandbox, SandboxId, SandboxState, request};
+use agentplane_domain::sandbox::{
+    Lifecycle, LifecycleError, Sandbox, SandboxId, SandboxState, TimeoutSeconds,
+};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, State};
 use http::StatusCode;
-use serde_json::Value;
 
 use super::auth::SandboxAuth;
 use super::dispatch;
+use super::error::E2bError;
 use super::error::SandboxError;
-use super::render;
-use crate::body::JsonObject;
+use super::wire;
+use crate::body::Wire;
 use crate::{App, edge};
 
 /// A malformed id is indistinguishable from a missing sandbox.
@@ -50,21 +52,30 @@ fn failed(outcome: CommandOutcome) -> Result<std::collections::BTreeMap<String, 
     }
 }
 
+/// Create a sandbox on the online node heard from most recently, and wait until it runs.
 #[utoipa::path(
     post,
     path = "/sandbox/v1/sandboxes",
     tag = "sandbox",
     operation_id = "sandbox-create",
-    responses((status = "default", description = "see the surface's spec")),
+    request_body = wire::NewSandbox,
+    responses(
+        (status = 201, description = "The sandbox runs.", body = wire::Sandbox),
+        (status = 400, description = "The body is not a valid request.", body = E2bError),
+        (status = 401, description = "No valid project key.", body = E2bError),
+        (status = 413, description = "The body is too large.", body = E2bError),
+        (status = 500, description = "An internal error.", body = E2bError),
+        (status = 503, description = "No node is online, the node did not answer in time or refused, or storage is unavailable.", body = E2bError),
+    ),
 )]
 pub async fn create(
     State(app): State<App>,
     auth: SandboxAuth,
-    JsonObject(body, _): JsonObject<SandboxError>,
-) -> Result<(StatusCode, Json<Value>), SandboxError> {
-    let new = request::create_sandbox(&body)?;
+    Wire(body, _): Wire<wire::NewSandbox, SandboxError>,
+) -> Result<(StatusCode, Json<wire::Sandbox>), SandboxError> {
+    let new = CreateSandbox::try_from(body)?;
     let sandbox = launch(&app, Launch { project_id: auth.0.project_id, new, session_id: None }).await?;
-    Ok((StatusCode::CREATED, Json(render::sandbox(&sandbox, edge::now()))))
+    Ok((StatusCode::CREATED, Json(wire::Sandbox::at(&sandbox, edge::now()))))
 }
 
 /// What to start a sandbox for.
@@ -122,35 +133,50 @@ pub async fn end(app: &App, sandbox: &Sandbox) {
     let _ = dispatch::enqueue(app, &sandbox.node_id, Command::Kill { sandbox_id: sandbox.id.clone() }).await;
 }
 
+/// The project's sandboxes (at most 100), ended ones included.
 #[utoipa::path(
     get,
     path = "/sandbox/v1/sandboxes",
     tag = "sandbox",
     operation_id = "sandbox-list",
-    responses((status = "default", description = "see the surface's spec")),
+    responses(
+        (status = 200, description = "The sandboxes.", body = Vec<wire::Sandbox>),
+        (status = 401, description = "No valid project key.", body = E2bError),
+        (status = 500, description = "An internal error.", body = E2bError),
+        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
+    ),
 )]
-pub async fn list(State(app): State<App>, auth: SandboxAuth) -> Result<Json<Value>, SandboxError> {
+pub async fn list(
+    State(app): State<App>,
+    auth: SandboxAuth,
+) -> Result<Json<Vec<wire::Sandbox>>, SandboxError> {
     let limit = PageLimit::new(100).map_err(|_| SandboxError::Internal("page limit"))?;
     let found = app.store.sandboxes().list(&auth.0.project_id, limit).await?;
     let now = edge::now();
-    Ok(Json(Value::Array(found.iter().map(|s| render::sandbox(s, now)).collect())))
+    Ok(Json(found.iter().map(|s| wire::Sandbox::at(s, now)).collect()))
 }
 
+/// One sandbox, as it reads now.
 #[utoipa::path(
     get,
     path = "/sandbox/v1/sandboxes/{sandbox_id}",
     tag = "sandbox",
     operation_id = "sandbox-get",
-    params(("sandbox_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404.")),
+    responses(
+        (status = 200, description = "The sandbox.", body = wire::Sandbox),
+        (status = 401, description = "No valid project key.", body = E2bError),
+        (status = 404, description = "No such sandbox in the project.", body = E2bError),
+        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
+    ),
 )]
 pub async fn get(
     State(app): State<App>,
     auth: SandboxAuth,
     Path(id): Path<String>,
-) -> Result<Json<Value>, SandboxError> {
+) -> Result<Json<wire::Sandbox>, SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
-    Ok(Json(render::sandbox(&sandbox, edge::now())))
+    Ok(Json(wire::Sandbox::at(&sandbox, edge::now())))
 }
 
 /// Applies a lifecycle rule as one conditional write; a concurrent change is a 409.
@@ -170,13 +196,21 @@ async fn change(
 /// How many lost races a delete re-reads after before it gives up with a 409.
 const KILL_ATTEMPTS: u32 = 5;
 
+/// Kill a sandbox and every process in it.
 #[utoipa::path(
     delete,
     path = "/sandbox/v1/sandboxes/{sandbox_id}",
     tag = "sandbox",
     operation_id = "sandbox-kill",
-    params(("sandbox_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404.")),
+    responses(
+        (status = 204, description = "Killed; the node removes it."),
+        (status = 401, description = "No valid project key.", body = E2bError),
+        (status = 404, description = "No such sandbox, or it already ended.", body = E2bError),
+        (status = 409, description = "A session's managed compute, or it kept changing concurrently.", body = E2bError),
+        (status = 500, description = "An internal error.", body = E2bError),
+        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
+    ),
 )]
 pub async fn kill(
     State(app): State<App>,
@@ -209,13 +243,21 @@ pub async fn kill(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Freeze a running sandbox; its deadline does not run down while paused.
 #[utoipa::path(
     post,
     path = "/sandbox/v1/sandboxes/{sandbox_id}/pause",
     tag = "sandbox",
     operation_id = "sandbox-pause",
-    params(("sandbox_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404.")),
+    responses(
+        (status = 204, description = "Frozen."),
+        (status = 401, description = "No valid project key.", body = E2bError),
+        (status = 404, description = "No such sandbox in the project.", body = E2bError),
+        (status = 409, description = "Not running (already paused, expired or killed), a session's managed compute, or changed concurrently.", body = E2bError),
+        (status = 500, description = "An internal error.", body = E2bError),
+        (status = 503, description = "The node did not answer in time or refused, or storage is unavailable.", body = E2bError),
+    ),
 )]
 pub async fn pause(
     State(app): State<App>,
@@ -243,19 +285,27 @@ pub async fn pause(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Thaw a paused sandbox, with the time it had left.
 #[utoipa::path(
     post,
     path = "/sandbox/v1/sandboxes/{sandbox_id}/resume",
     tag = "sandbox",
     operation_id = "sandbox-resume",
-    params(("sandbox_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404.")),
+    responses(
+        (status = 201, description = "It runs again.", body = wire::Sandbox),
+        (status = 401, description = "No valid project key.", body = E2bError),
+        (status = 404, description = "No such sandbox in the project.", body = E2bError),
+        (status = 409, description = "Not paused, a session's managed compute, or changed concurrently.", body = E2bError),
+        (status = 500, description = "An internal error.", body = E2bError),
+        (status = 503, description = "The node did not answer in time or refused, or storage is unavailable.", body = E2bError),
+    ),
 )]
 pub async fn resume(
     State(app): State<App>,
     auth: SandboxAuth,
     Path(id): Path<String>,
-) -> Result<(StatusCode, Json<Value>), SandboxError> {
+) -> Result<(StatusCode, Json<wire::Sandbox>), SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
     lifecycle_is_ours(&sandbox)?;
     let resumed = change(&app, &sandbox, |l, now| l.resume(now)).await?;
@@ -267,26 +317,38 @@ pub async fn resume(
         }
         return Err(err);
     }
-    Ok((StatusCode::CREATED, Json(render::sandbox(&resumed, edge::now()))))
+    Ok((StatusCode::CREATED, Json(wire::Sandbox::at(&resumed, edge::now()))))
 }
 
+/// Move a running sandbox's deadline to `timeout` seconds from now; never shortens it and never
+/// resumes a paused sandbox.
 #[utoipa::path(
     post,
     path = "/sandbox/v1/sandboxes/{sandbox_id}/timeout",
     tag = "sandbox",
     operation_id = "sandbox-timeout",
-    params(("sandbox_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404.")),
+    request_body = wire::NewTimeout,
+    responses(
+        (status = 204, description = "The deadline moved (or already was that late)."),
+        (status = 400, description = "The body is not a valid request.", body = E2bError),
+        (status = 401, description = "No valid project key.", body = E2bError),
+        (status = 404, description = "No such sandbox in the project.", body = E2bError),
+        (status = 409, description = "Paused, expired or killed, it would shorten the deadline, a session's managed compute, or changed concurrently.", body = E2bError),
+        (status = 413, description = "The body is too large.", body = E2bError),
+        (status = 500, description = "An internal error.", body = E2bError),
+        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
+    ),
 )]
 pub async fn set_timeout(
     State(app): State<App>,
     auth: SandboxAuth,
     Path(id): Path<String>,
-    JsonObject(body, _): JsonObject<SandboxError>,
+    Wire(body, _): Wire<wire::NewTimeout, SandboxError>,
 ) -> Result<StatusCode, SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
     lifecycle_is_ours(&sandbox)?;
-    let timeout = request::set_timeout(&body)?;
+    let timeout = TimeoutSeconds::try_from(body)?;
     let extended = change(&app, &sandbox, |l, now| l.extend(timeout, now)).await?;
     // The node re-reads Core's deadline before it enforces one, so this only speeds it up.
     let command = Command::SetDeadline { sandbox_id: extended.id.clone(), end_at: extended.lifecycle.end_at };
