@@ -145,8 +145,19 @@ async fn pause_freezes_processes_and_stops_the_clock_and_reads_never_resume() {
     );
     let (_, body) = env.call(Method::GET, &format!("/sandboxes/{sandbox}"), None).await;
     assert_eq!(body["state"], "paused");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let (frozen_out, _, _) = env.output(&sandbox, &ticker).await;
+    // Output written just before the freeze may still be on its way to Core: wait until it
+    // stops growing (a process that was not frozen never would), then watch it stay still.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut frozen_out = env.output(&sandbox, &ticker).await.0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let now = env.output(&sandbox, &ticker).await.0;
+        if now.len() == frozen_out.len() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "output kept growing while paused");
+        frozen_out = now;
+    }
     tokio::time::sleep(Duration::from_millis(1000)).await;
     // Reads of every kind, and the process is still frozen and the sandbox still paused.
     let (still_out, _, _) = env.output(&sandbox, &ticker).await;
