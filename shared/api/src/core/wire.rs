@@ -225,4 +225,23 @@ mod tests {
         let history = node_history(NodeRange::OneHour, now, &[observed]);
         assert_eq!(json!(NodeHistoryBody::from(&history)), json!(history));
     }
+
+    /// The documents keep one schema per component name: two wire types of one surface that
+    /// share a name (the document keeps only the first) would describe one of them wrongly.
+    #[test]
+    fn component_names_are_unique_within_the_core_and_node_documents() {
+        use crate::Route;
+        use crate::openapi::Surface;
+        for surface in [Surface::Core, Surface::Node] {
+            let mut seen: std::collections::BTreeMap<String, String> = Default::default();
+            for route in Route::ALL.iter().filter(|r| Surface::of(**r) == surface) {
+                let (schemas, _, _) = (route.declaration().serve)();
+                for (name, schema) in schemas {
+                    let text = serde_json::to_string(&schema).unwrap_or_default();
+                    let first = seen.entry(name.clone()).or_insert_with(|| text.clone());
+                    assert_eq!(*first, text, "{surface:?}: two schemas are named {name}");
+                }
+            }
+        }
+    }
 }
