@@ -6,45 +6,43 @@ use agentplane_domain::{ApiKeyId, ProjectId};
 use axum::Json;
 use axum::extract::{Path, State};
 use http::StatusCode;
-use serde_json::{Value, json};
 
 use super::auth::CoreAdmin;
 use super::error::{CoreError, Found};
-use crate::body::JsonObject;
+use super::wire::{ApiKeyBody, CreateApiKey, CreatedApiKeyBody};
+use crate::body::Wire;
+use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
-
-pub fn render(key: &ApiKey) -> Value {
-    json!({
-        "id": key.id,
-        "object": "api_key",
-        "project_id": key.project_id,
-        "name": key.name.as_str(),
-        "hint": key.hint,
-        "created_at": key.created_at.unix_seconds(),
-        "revoked_at": key.revoked_at.map(|t| t.unix_seconds()),
-    })
-}
 
 fn project_id(text: &str) -> Result<ProjectId, CoreError> {
     text.parse().map_err(|_| CoreError::NotFound("project"))
 }
 
+/// Create a project API key. The key is in this answer only.
 #[utoipa::path(
     post,
     path = "/core/v1/projects/{project_id}/api_keys",
     tag = "core",
     operation_id = "core-api-keys-create",
-    params(("project_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("project_id" = String, Path, description = "The project the key is for; an unknown or malformed id answers 404.")),
+    request_body = CreateApiKey,
+    responses(
+        (status = 201, description = "The new key, with its plaintext.", body = CreatedApiKeyBody),
+        (status = 400, description = "The body is not a valid request.", body = ErrorEnvelope),
+        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
+        (status = 404, description = "No such project.", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn create(
     State(app): State<App>,
     _admin: CoreAdmin,
     Path(project): Path<String>,
-    JsonObject(body, _): JsonObject<CoreError>,
-) -> Result<(StatusCode, Json<Value>), CoreError> {
+    Wire(body, _): Wire<CreateApiKey, CoreError>,
+) -> Result<(StatusCode, Json<CreatedApiKeyBody>), CoreError> {
     let project_id = project_id(&project)?;
-    let name = Name::from_json("name", body.get("name"))?;
+    let name = Name::new("name", &body.name)?;
     let secret = ProjectKeySecret::from_random(edge::random()?);
     let key = ApiKey {
         id: ApiKeyId::from_random(edge::random()?),
@@ -55,27 +53,35 @@ pub async fn create(
         revoked_at: None,
     };
     app.store.api_keys().create(&key, &secret.hash()).await.or_not_found("project")?;
-    let mut body = render(&key);
     // The only time the plaintext key leaves the server.
-    body["key"] = json!(secret.expose());
+    let body = CreatedApiKeyBody { api_key: ApiKeyBody::from(&key), key: secret.expose().to_owned() };
     Ok((StatusCode::CREATED, Json(body)))
 }
 
+/// Revoke a project API key. Revoking a revoked key answers it unchanged.
 #[utoipa::path(
     delete,
     path = "/core/v1/projects/{project_id}/api_keys/{key_id}",
     tag = "core",
     operation_id = "core-api-keys-revoke",
-    params(("project_id" = String, Path), ("key_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(
+        ("project_id" = String, Path, description = "The key's project."),
+        ("key_id" = String, Path, description = "The key; one of another project, unknown or malformed answers 404."),
+    ),
+    responses(
+        (status = 200, description = "The revoked key.", body = ApiKeyBody),
+        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
+        (status = 404, description = "No such project or key.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn revoke(
     State(app): State<App>,
     _admin: CoreAdmin,
     Path((project, key)): Path<(String, String)>,
-) -> Result<Json<Value>, CoreError> {
+) -> Result<Json<ApiKeyBody>, CoreError> {
     let project_id = project_id(&project)?;
     let key_id: ApiKeyId = key.parse().map_err(|_| CoreError::NotFound("api key"))?;
     let key = app.store.api_keys().revoke(&project_id, &key_id, edge::now()).await.or_not_found("api key")?;
-    Ok(Json(render(&key)))
+    Ok(Json(ApiKeyBody::from(&key)))
 }

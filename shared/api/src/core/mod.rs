@@ -7,3 +7,4 @@ pub mod node_reads;
 pub mod nodes;
 pub mod projects;
 pub mod runtime;
+pub mod wire;

@@ -6,39 +6,37 @@ use agentplane_domain::sandbox::{Node, NodeTokenSecret};
 use axum::Json;
 use axum::extract::State;
 use http::StatusCode;
-use serde_json::{Value, json};
 
 use super::auth::CoreAdmin;
 use super::error::CoreError;
-use crate::body::JsonObject;
+use super::wire::{RegisterSandboxNode, RegisteredSandboxNodeBody, SandboxNodeBody};
+use crate::body::Wire;
+use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
 
-pub fn render(node: &Node, now: agentplane_domain::Timestamp) -> Value {
-    json!({
-        "id": node.id,
-        "object": "sandbox_node",
-        "name": node.name,
-        "created_at": node.created_at.unix_seconds(),
-        "online": node.online(now),
-        "connection_id": node.connection_id,
-    })
-}
-
+/// Register a sandbox node. Its token is in this answer only.
 #[utoipa::path(
     post,
     path = "/core/v1/sandbox/nodes",
     tag = "core",
     operation_id = "core-sandbox-nodes-register",
-    responses((status = "default", description = "see the surface's spec")),
+    request_body = RegisterSandboxNode,
+    responses(
+        (status = 201, description = "The new node, with its token.", body = RegisteredSandboxNodeBody),
+        (status = 400, description = "The body is not a valid request.", body = ErrorEnvelope),
+        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn register(
     State(app): State<App>,
     _admin: CoreAdmin,
-    JsonObject(body, _): JsonObject<CoreError>,
-) -> Result<(StatusCode, Json<Value>), CoreError> {
-    let name = match body.get("name") {
-        None | Some(Value::Null) => "node".to_owned(),
-        Some(Value::String(s)) if !s.trim().is_empty() && s.chars().count() <= 128 => s.clone(),
+    Wire(body, _): Wire<RegisterSandboxNode, CoreError>,
+) -> Result<(StatusCode, Json<RegisteredSandboxNodeBody>), CoreError> {
+    let name = match body.name {
+        None => "node".to_owned(),
+        Some(s) if !s.trim().is_empty() && s.chars().count() <= 128 => s,
         Some(_) => {
             return Err(agentplane_domain::ValidationError::new(
                 "name",
@@ -58,8 +56,10 @@ pub async fn register(
         host: None,
     };
     app.store.nodes().register(&node, &token.hash()).await?;
-    let mut out = render(&node, now);
     // The only time the plaintext token leaves the server.
-    out["token"] = json!(token.expose());
-    Ok((StatusCode::CREATED, Json(out)))
+    let body = RegisteredSandboxNodeBody {
+        node: SandboxNodeBody::new(&node, now),
+        token: token.expose().to_owned(),
+    };
+    Ok((StatusCode::CREATED, Json(body)))
 }

@@ -18,9 +18,6 @@ pub enum NodeError {
     Body(BodyError),
     #[error("{}", .0.message)]
     Invalid(#[from] ValidationError),
-    /// The body is JSON but not the shape the node API expects.
-    #[error("malformed body: {0}")]
-    MalformedBody(String),
     #[error("`connection` is required")]
     ConnectionRequired,
     #[error("`wait` must be 0 to 20 seconds")]
@@ -60,10 +57,9 @@ impl NodeError {
             ),
             Self::Body(err) => ApiError::from(err.clone()),
             Self::Invalid(err) => ApiError::from(err.clone()),
-            Self::MalformedBody(_)
-            | Self::ConnectionRequired
-            | Self::InvalidWait
-            | Self::InvalidConnectionId => invalid(self.to_string()),
+            Self::ConnectionRequired | Self::InvalidWait | Self::InvalidConnectionId => {
+                invalid(self.to_string())
+            }
             Self::NotFound(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "not_found_error", self.to_string())
             }
@@ -146,7 +142,6 @@ mod tests {
                 400,
                 json!({ "error": { "type": bad, "code": bad, "message": "`wait` may be given at most once", "param": "wait" } }),
             ),
-            (NodeError::MalformedBody("eof".into()), 400, envelope(bad, bad, "malformed body: eof")),
             (NodeError::ConnectionRequired, 400, envelope(bad, bad, "`connection` is required")),
             (NodeError::InvalidWait, 400, envelope(bad, bad, "`wait` must be 0 to 20 seconds")),
             (

@@ -11,21 +11,21 @@ use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
-use serde_json::{Map, Value, json};
 
 use super::auth::NodeAuth;
 use super::error::NodeError;
+use super::wire::{
+    CommandEnvelopeBody, CommandsBody, CompleteCommand, HeartbeatRequest, NodeSandboxBody, NodeSandboxesBody,
+    PollParams, ReportRequest,
+};
 use super::{report, usage};
-use crate::body::JsonObject;
+use crate::body::Wire;
+use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
 
 /// Longest long poll (the Lambda timeout is 29 s).
 const MAX_WAIT_S: u64 = 20;
 const POLL_EVERY: Duration = Duration::from_millis(50);
-
-fn parse<T: serde::de::DeserializeOwned>(body: Map<String, Value>) -> Result<T, NodeError> {
-    serde_json::from_value(Value::Object(body)).map_err(|e| NodeError::MalformedBody(e.to_string()))
-}
 
 /// GET /node/v1/commands?connection=…&wait=…: pending commands, waiting up to `wait` seconds
 /// for one to arrive.
@@ -34,13 +34,19 @@ fn parse<T: serde::de::DeserializeOwned>(body: Map<String, Value>) -> Result<T, 
     path = "/node/v1/commands",
     tag = "node",
     operation_id = "node-commands-poll",
-    responses((status = "default", description = "see the surface's spec")),
+    params(PollParams),
+    responses(
+        (status = 200, description = "The commands claimed for this connection; empty when none came within `wait`.", body = CommandsBody),
+        (status = 400, description = "`connection` is missing or invalid, `wait` is invalid, or either is repeated.", body = ErrorEnvelope),
+        (status = 401, description = "No valid node token.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn poll(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, NodeError> {
+) -> Result<Json<CommandsBody>, NodeError> {
     let query = Query::parse(raw.as_deref());
     let connection = query
         .single("connection")?
@@ -55,7 +61,8 @@ pub async fn poll(
     loop {
         let commands = app.store.nodes().claim_pending(&node, &connection).await?;
         if !commands.is_empty() || tokio::time::Instant::now() >= until {
-            return Ok(Json(json!({ "commands": commands })));
+            let commands = commands.iter().map(CommandEnvelopeBody::from).collect();
+            return Ok(Json(CommandsBody { commands }));
         }
         tokio::time::sleep(POLL_EVERY).await;
     }
@@ -67,17 +74,25 @@ pub async fn poll(
     path = "/node/v1/commands/{command_id}",
     tag = "node",
     operation_id = "node-commands-complete",
-    params(("command_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(("command_id" = String, Path, description = "A command this node claimed; another node's, unknown or malformed answers 404.")),
+    request_body = CompleteCommand,
+    responses(
+        (status = 204, description = "The outcome is recorded."),
+        (status = 400, description = "The body is not a valid request (a wrong-typed field is named in `param`).", body = ErrorEnvelope),
+        (status = 401, description = "No valid node token.", body = ErrorEnvelope),
+        (status = 404, description = "No such command for this node.", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn complete(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
     Path(command): Path<String>,
-    JsonObject(body, _): JsonObject<NodeError>,
+    Wire(body, _): Wire<CompleteCommand, NodeError>,
 ) -> Result<StatusCode, NodeError> {
     let command: CommandId = command.parse().map_err(|_| NodeError::NotFound("command"))?;
-    let outcome: CommandOutcome = parse(body)?;
+    let outcome = CommandOutcome::from(body);
     app.store
         .nodes()
         .complete(&node, &command, &outcome, edge::now())
@@ -93,14 +108,22 @@ pub async fn complete(
     path = "/node/v1/heartbeat",
     tag = "node",
     operation_id = "node-heartbeat",
-    responses((status = "default", description = "see the surface's spec")),
+    request_body = HeartbeatRequest,
+    responses(
+        (status = 204, description = "The heartbeat is recorded."),
+        (status = 400, description = "The body is not a valid heartbeat, or `connection_id` is not 1 to 64 characters.", body = ErrorEnvelope),
+        (status = 401, description = "No valid node token.", body = ErrorEnvelope),
+        (status = 404, description = "The node is no longer registered.", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn heartbeat(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
-    JsonObject(body, _): JsonObject<NodeError>,
+    Wire(body, _): Wire<HeartbeatRequest, NodeError>,
 ) -> Result<StatusCode, NodeError> {
-    let heartbeat: Heartbeat = parse(body)?;
+    let heartbeat = Heartbeat::from(body);
     if heartbeat.connection_id.is_empty() || heartbeat.connection_id.len() > 64 {
         return Err(NodeError::InvalidConnectionId);
     }
@@ -117,14 +140,23 @@ pub async fn heartbeat(
     path = "/node/v1/reports",
     tag = "node",
     operation_id = "node-reports",
-    responses((status = "default", description = "see the surface's spec")),
+    request_body = ReportRequest,
+    responses(
+        (status = 204, description = "Every event is applied (each once)."),
+        (status = 400, description = "The body is not a valid request (a wrong-typed field is named in `param`).", body = ErrorEnvelope),
+        (status = 401, description = "No valid node token.", body = ErrorEnvelope),
+        (status = 404, description = "An event names a sandbox this node does not host.", body = ErrorEnvelope),
+        (status = 409, description = "`conflict`: the sandbox's observations changed concurrently; send the report again.", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn reports(
     State(app): State<App>,
     NodeAuth(node): NodeAuth,
-    JsonObject(body, _): JsonObject<NodeError>,
+    Wire(body, _): Wire<ReportRequest, NodeError>,
 ) -> Result<StatusCode, NodeError> {
-    let report: Report = parse(body)?;
+    let report = Report::from(body);
     let started = std::time::Instant::now();
     let events = report.events.len();
     let applied = report::apply(&app, &node, report, edge::now()).await;
@@ -142,21 +174,18 @@ pub async fn reports(
     path = "/node/v1/sandboxes",
     tag = "node",
     operation_id = "node-sandboxes-list",
-    responses((status = "default", description = "see the surface's spec")),
+    responses(
+        (status = 200, description = "The sandboxes this node hosts.", body = NodeSandboxesBody),
+        (status = 401, description = "No valid node token.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
 )]
-pub async fn sandboxes(State(app): State<App>, NodeAuth(node): NodeAuth) -> Result<Json<Value>, NodeError> {
+pub async fn sandboxes(
+    State(app): State<App>,
+    NodeAuth(node): NodeAuth,
+) -> Result<Json<NodeSandboxesBody>, NodeError> {
     let hosted = app.store.sandboxes().hosted_by(&node).await?;
     let now = edge::now();
-    let data: Vec<Value> = hosted
-        .iter()
-        .map(|s| {
-            json!({
-                "sandbox_id": s.id,
-                "state": s.lifecycle.effective(now).as_str(),
-                "end_at": s.lifecycle.end_at,
-                "env_vars": s.env_vars,
-            })
-        })
-        .collect();
-    Ok(Json(json!({ "sandboxes": data })))
+    let sandboxes = hosted.iter().map(|s| NodeSandboxBody::new(s, now)).collect();
+    Ok(Json(NodeSandboxesBody { sandboxes }))
 }

@@ -6,3 +6,4 @@ pub mod error;
 pub mod handlers;
 pub mod report;
 pub mod usage;
+pub mod wire;

@@ -9,13 +9,15 @@
 use agentplane_domain::query::Query;
 use agentplane_domain::telemetry::history::retained_start;
 use agentplane_domain::telemetry::observation::history_supported;
-use agentplane_domain::telemetry::{HistoryQuery, RuntimeHistory, build_runtime_history};
+use agentplane_domain::telemetry::{HistoryQuery, build_runtime_history};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 
+use super::wire::{HistoryParams, RuntimeHistoryBody};
 use super::{check_identity, ids};
 use crate::core::auth::CoreAdmin;
 use crate::core::error::{CoreError, Found};
+use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
 
 #[utoipa::path(
@@ -23,15 +25,27 @@ use crate::{App, edge};
     path = "/core/v1/projects/{project_id}/sessions/{session_id}/runtime-history",
     tag = "core",
     operation_id = "core-runtime-history-get",
-    params(("project_id" = String, Path), ("session_id" = String, Path)),
-    responses((status = "default", description = "see the surface's spec")),
+    params(
+        ("project_id" = String, Path, description = "The Session's project; unknown or malformed answers 404."),
+        ("session_id" = String, Path, description = "The Session; missing, malformed or another project's answers 404."),
+        HistoryParams,
+    ),
+    responses(
+        (status = 200, description = "The Session's stored Runtime history.", body = RuntimeHistoryBody),
+        (status = 400, description = "`unsupported_parameter` (another or a repeated parameter) or `invalid_request` (an invalid range or `max_points`).", body = ErrorEnvelope),
+        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
+        (status = 404, description = "No such project or Session.", body = ErrorEnvelope),
+        (status = 409, description = "`runtime_history_unsupported`: the Session is not `openai_hosted`.", body = ErrorEnvelope),
+        (status = 500, description = "`internal_error`: inconsistent stored identity.", body = ErrorEnvelope),
+        (status = 503, description = "`runtime_history_unavailable`: Core samples no history, or the read failed or timed out.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn history(
     State(app): State<App>,
     _admin: CoreAdmin,
     Path((project, session)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<RuntimeHistory>, CoreError> {
+) -> Result<Json<RuntimeHistoryBody>, CoreError> {
     let now = edge::now();
     let query = HistoryQuery::from_query(&Query::parse(raw.as_deref()), now)?;
     let (project, session) = ids(&project, &session)?;
@@ -76,5 +90,5 @@ pub async fn history(
         return Err(CoreError::internal("stored samples name another runtime identity"));
     }
     let history = build_runtime_history(session.id, query, interval, edge::now(), &samples)?;
-    Ok(Json(history))
+    Ok(Json(RuntimeHistoryBody::from(&history)))
 }

@@ -12,8 +12,11 @@ use axum::Json;
 use axum::extract::{RawQuery, State};
 
 use super::observe;
+use super::wire::{RuntimeObservationRowBody, observation_list};
 use crate::core::auth::CoreAdmin;
 use crate::core::error::{CoreError, Found};
+use crate::envelope::ErrorEnvelope;
+use crate::list::{List, PageParams};
 use crate::{App, edge};
 
 #[utoipa::path(
@@ -21,13 +24,21 @@ use crate::{App, edge};
     path = "/core/v1/sandbox/runtime-observations",
     tag = "core",
     operation_id = "core-runtime-observations-list",
-    responses((status = "default", description = "see the surface's spec")),
+    params(PageParams),
+    responses(
+        (status = 200, description = "A page of observations, one row per Session that is not deleted.", body = List<RuntimeObservationRowBody>),
+        (status = 400, description = "A page parameter is invalid or repeated.", body = ErrorEnvelope),
+        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
+        (status = 404, description = "`after` names no Session.", body = ErrorEnvelope),
+        (status = 500, description = "`internal_error`: inconsistent identity or invalid provider evidence.", body = ErrorEnvelope),
+        (status = 503, description = "`execution_unavailable` (the page exceeded its collection budget) or `service_unavailable`.", body = ErrorEnvelope),
+    ),
 )]
 pub async fn list(
     State(app): State<App>,
     _admin: CoreAdmin,
     RawQuery(raw): RawQuery,
-) -> Result<Json<RuntimeObservationList>, CoreError> {
+) -> Result<Json<List<RuntimeObservationRowBody>>, CoreError> {
     let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
     let after = match &page.after {
         Some(text) => Some(text.parse::<SessionId>().map_err(|_| CoreError::NotFound("cursor"))?),
@@ -35,7 +46,7 @@ pub async fn list(
     };
     let budget = app.runtime.list_budget;
     match tokio::time::timeout(budget, collect(&app, &page, after.as_ref())).await {
-        Ok(result) => result.map(Json),
+        Ok(result) => result.map(|list| Json(observation_list(list))),
         Err(_) => Err(CoreError::ExecutionUnavailable),
     }
 }

@@ -6,6 +6,7 @@
 pub(crate) mod history;
 pub(crate) mod list;
 pub(crate) mod observation;
+pub mod wire;
 
 pub use history::history;
 pub use list::list;
