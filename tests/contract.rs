@@ -28,12 +28,15 @@ fn schemathesis() -> PathBuf {
 
 /// Runs schemathesis against `surface`'s document on `app`, with `headers`, and path
 /// parameters fixed to ids that exist (`("project_id", id)`) so that calls reach past the
-/// lookup; fails the test with its report unless every check passed.
+/// lookup (a `query.` name fixes a query parameter, its value as TOML); fails the test with its
+/// report unless every check passed.
 async fn drive(app: &TestApp, surface: &str, headers: &[String], ids: &[(&str, String)]) -> R {
     let config = std::env::temp_dir().join(format!("schemathesis-{}.toml", uuid::Uuid::new_v4().simple()));
     let mut toml = String::from("[parameters]\n");
     for (name, value) in ids {
-        toml.push_str(&format!("\"path.{name}\" = \"{value}\"\n"));
+        let value = if name.starts_with("query.") { value.clone() } else { format!("\"{value}\"") };
+        let name = if name.contains('.') { name.to_string() } else { format!("path.{name}") };
+        toml.push_str(&format!("\"{name}\" = {value}\n"));
     }
     std::fs::write(&config, toml)?;
     let mut command = tokio::process::Command::new(schemathesis());
@@ -111,7 +114,8 @@ async fn the_node_surface_keeps_its_document() -> R {
     let (_, node) =
         send(app.core(Method::POST, "/core/v1/sandbox/nodes").json(&json!({"name": "contract"}))).await?;
     let token = str_field(&node, "token")?;
-    drive(&app, "node", &[format!("Authorization: Bearer {token}")], &[]).await
+    // A poll waits up to 20 s for a command by design; 1 s keeps the run short.
+    drive(&app, "node", &[format!("Authorization: Bearer {token}")], &[("query.wait", "1".to_owned())]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
