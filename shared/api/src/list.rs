@@ -43,12 +43,3 @@ pub struct PageParams {
     #[param(pattern = "^(asc|desc)$")]
     order: Option<String>,
 }
-
-/// The same list as untyped JSON, for routes whose items are not typed yet.
-pub fn body<T>(
-    page: &Page<T>,
-    render: impl Fn(&T) -> serde_json::Value,
-    id: impl Fn(&T) -> String,
-) -> serde_json::Value {
-    serde_json::to_value(List::of(page, render, id)).unwrap_or_default()
-}

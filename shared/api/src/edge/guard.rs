@@ -59,7 +59,8 @@ pub fn error(surface: Surface, status: StatusCode, code: &'static str, message: 
     match surface {
         Surface::Agent => ApiError::new(status, kind_of(status), code, message).into_response(),
         Surface::Sandbox => {
-            (status, Json(json!({ "code": status.as_u16(), "message": message }))).into_response()
+            let body = crate::sandbox::error::E2bError { code: status.as_u16(), message: message.to_owned() };
+            (status, Json(body)).into_response()
         }
     }
 }
