@@ -2,7 +2,12 @@
 //! is written to the event log as it happens. The session is held (`running`) for the whole
 //! turn and always released, whatever ends it. A turn whose session is deleted stops at its
 //! next step: the session is checked before every model call and every append, and usage is
-//! added only to a live session (a conditional write), so nothing more is recorded for it.
+//! added only to a live session (a conditional write), so nothing more is recorded for it. The
+//! same check stops a turn that lost its hold (another turn took the session over after this
+//! one's hold ran out): it writes nothing more, and leaves the session to its new holder.
+//!
+//! The loop runs over the engine's ports ([`crate::ports`]): any session store and event log,
+//! any model.
 
 use agentplane_domain::agent::{Channel, VersionedConfig};
 use agentplane_domain::event::{EventType, NewEvent};
@@ -10,14 +15,14 @@ use agentplane_domain::ids::AgentId;
 use agentplane_domain::pricing::Usage;
 use agentplane_domain::session::StopReason;
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
-use agentplane_store::StoreError;
 use serde_json::{Value, json};
 use thiserror::Error;
 use tokio::time::Instant;
 
-use crate::Engine;
+use crate::TurnEngine;
 use crate::conversation::conversation;
 use crate::model::{ChatMessage, ModelError};
+use crate::ports::{ChatModel, EventLog, PortError as StoreError, SessionTurns, TurnHold};
 
 #[derive(Debug, Clone)]
 pub struct TurnRequest {
@@ -65,10 +70,28 @@ enum Ending {
     Failed(String, String),
     /// The session was deleted while the turn ran: nothing more is written for it.
     SessionGone,
+    /// Another turn holds the session now: nothing more is written, the session is not released.
+    LeaseLost,
 }
 
-struct Turn<'a> {
-    engine: &'a Engine,
+/// Why the loop stopped before an ending of its own.
+enum Interrupt {
+    SessionGone,
+    LeaseLost,
+    Storage(StoreError),
+}
+
+impl From<StoreError> for Interrupt {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound => Self::SessionGone,
+            other => Self::Storage(other),
+        }
+    }
+}
+
+struct Turn<'a, S, M> {
+    engine: &'a TurnEngine<S, M>,
     request: &'a TurnRequest,
     turn_id: String,
     usage: Usage,
@@ -78,7 +101,7 @@ struct Turn<'a> {
     next_seq: Option<u64>,
 }
 
-impl Engine {
+impl<S: SessionTurns + EventLog, M: ChatModel> TurnEngine<S, M> {
     /// Runs a turn to its end. Call it from a spawned task: the turn must finish (and release
     /// the session) even when the caller goes away.
     pub async fn run_turn(&self, request: TurnRequest) -> Result<TurnOutcome, TurnError> {
@@ -91,7 +114,6 @@ impl Engine {
             now.plus_millis(i64::try_from(remaining.as_millis()).unwrap_or(i64::MAX / 2) + HOLD_GRACE_MS);
         match self
             .store
-            .sessions()
             .begin_turn(
                 &request.project_id,
                 &request.session_id,
@@ -119,8 +141,9 @@ impl Engine {
         };
         let ending = match turn.drive().await {
             Ok(ending) => ending,
-            Err(StoreError::NotFound) => Ending::SessionGone,
-            Err(err) => {
+            Err(Interrupt::SessionGone) => Ending::SessionGone,
+            Err(Interrupt::LeaseLost) => Ending::LeaseLost,
+            Err(Interrupt::Storage(err)) => {
                 tracing::error!(error = %err, "storage failed during a turn");
                 Ending::Failed("storage_unavailable".into(), "storage failed during the turn".into())
             }
@@ -129,21 +152,32 @@ impl Engine {
             tracing::info!(session = %request.session_id, "the session was deleted during its turn; the turn stopped");
             return Err(TurnError::SessionNotFound);
         }
+        if matches!(ending, Ending::LeaseLost) {
+            tracing::warn!(session = %request.session_id, "a turn lost its hold on the session; the turn stopped");
+            return Ok(turn.outcome(
+                StopReason::Error,
+                None,
+                Some(("turn_lease_lost".into(), "another turn took the session over; this turn stopped".into())),
+            ));
+        }
         Ok(turn.finish(ending).await)
     }
 }
 
-impl Turn<'_> {
-    async fn log(&mut self, kind: EventType, data: Value) -> Result<(), StoreError> {
+impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
+    async fn log(&mut self, kind: EventType, data: Value) -> Result<(), Interrupt> {
         self.log_many(vec![(kind, data)]).await
     }
 
-    /// `NotFound` once the session is deleted (or gone): the turn must stop.
-    async fn ensure_live(&self) -> Result<(), StoreError> {
-        self.engine.store.sessions().get(&self.request.project_id, &self.request.session_id).await.map(|_| ())
+    /// Stops the turn once the session is deleted (or gone) or another turn holds it.
+    async fn ensure_live(&self) -> Result<(), Interrupt> {
+        match self.engine.store.turn_hold(&self.request.project_id, &self.request.session_id, &self.turn_id).await? {
+            TurnHold::Held => Ok(()),
+            TurnHold::Lost => Err(Interrupt::LeaseLost),
+        }
     }
 
-    async fn log_many(&mut self, events: Vec<(EventType, Value)>) -> Result<(), StoreError> {
+    async fn log_many(&mut self, events: Vec<(EventType, Value)>) -> Result<(), Interrupt> {
         self.ensure_live().await?;
         let events =
             events.into_iter().map(|(k, d)| NewEvent::new(k, Some(self.turn_id.clone()), d)).collect();
@@ -164,9 +198,9 @@ impl Turn<'_> {
         Ok(())
     }
 
-    async fn drive(&mut self) -> Result<Ending, StoreError> {
+    async fn drive(&mut self) -> Result<Ending, Interrupt> {
         let request = self.request;
-        let history = self.engine.store.events().all(&request.session_id).await?;
+        let history = self.engine.store.all_events(&request.session_id).await?;
         let mut messages = Vec::new();
         if !request.config.instructions.is_empty() {
             messages.push(ChatMessage::System { content: request.config.instructions.clone() });
@@ -212,7 +246,6 @@ impl Turn<'_> {
             }
             self.engine
                 .store
-                .sessions()
                 .add_usage(&request.project_id, &request.session_id, reply.usage, cost)
                 .await?;
             self.log(
@@ -288,12 +321,14 @@ impl Turn<'_> {
             Ending::Answer(text) => (StopReason::EndTurn, Some(text), None, None),
             Ending::Limit(which) => (StopReason::Limit, None, None, Some(which)),
             Ending::Failed(code, message) => (StopReason::Error, None, Some((code, message)), None),
-            Ending::SessionGone => (StopReason::Cancelled, None, None, Some("session_deleted")),
+            Ending::SessionGone | Ending::LeaseLost => {
+                (StopReason::Cancelled, None, None, Some("session_deleted"))
+            }
         };
         if let Some((code, message)) = &error
             && let Err(err) = self.log(EventType::Error, json!({ "code": code, "message": message })).await
         {
-            tracing::error!(error = %err, "could not record a turn error");
+            err.trace("could not record a turn error");
         }
         let ended = json!({
             "stop_reason": stop_reason, "limit": detail,
@@ -304,18 +339,26 @@ impl Turn<'_> {
             "cost_usd": self.cost_usd,
         });
         if let Err(err) = self.log(EventType::TurnEnded, ended).await {
-            tracing::error!(error = %err, "could not record the end of a turn");
+            err.trace("could not record the end of a turn");
         }
         let now: Timestamp = self.engine.now();
         if let Err(err) = self
             .engine
             .store
-            .sessions()
             .end_turn(&self.request.project_id, &self.request.session_id, &self.turn_id, stop_reason, now)
             .await
         {
             tracing::error!(error = %err, "could not release the session after a turn");
         }
+        self.outcome(stop_reason, output_text, error)
+    }
+
+    fn outcome(
+        self,
+        stop_reason: StopReason,
+        output_text: Option<String>,
+        error: Option<(String, String)>,
+    ) -> TurnOutcome {
         TurnOutcome {
             turn_id: self.turn_id,
             stop_reason,
@@ -324,6 +367,16 @@ impl Turn<'_> {
             cost_usd: self.cost_usd,
             unpriced: self.unpriced,
             error,
+        }
+    }
+}
+
+impl Interrupt {
+    fn trace(&self, what: &str) {
+        match self {
+            Self::SessionGone => tracing::info!("{what}: the session was deleted"),
+            Self::LeaseLost => tracing::warn!("{what}: another turn holds the session"),
+            Self::Storage(err) => tracing::error!(error = %err, "{what}"),
         }
     }
 }
