@@ -13,8 +13,8 @@ use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use agentplane_store::Store;
 
 use crate::ports::{
-    Allocation, EventLog, LiveAllocations, PortError, SampleLog, SandboxCounterLog, SessionReader, SessionTurns,
-    TurnHold,
+    Allocation, EventLog, LiveAllocations, PortError, SampleLog, SandboxCounterLog, SessionReader,
+    SessionTurns, TurnHold,
 };
 
 /// The engine as deployed: sessions and events in DynamoDB, an OpenAI-compatible model.
@@ -31,7 +31,10 @@ impl SessionTurns for Store {
         now: Timestamp,
         hold_until: Timestamp,
     ) -> Result<(), PortError> {
-        self.sessions().begin_turn(project, session, turn_id, agent, channel, now, hold_until).await.map(|_| ())
+        self.sessions()
+            .begin_turn(project, session, turn_id, agent, channel, now, hold_until)
+            .await
+            .map(|_| ())
     }
 
     async fn turn_hold(

@@ -157,7 +157,10 @@ impl<S: SessionTurns + EventLog, M: ChatModel> TurnEngine<S, M> {
             return Ok(turn.outcome(
                 StopReason::Error,
                 None,
-                Some(("turn_lease_lost".into(), "another turn took the session over; this turn stopped".into())),
+                Some((
+                    "turn_lease_lost".into(),
+                    "another turn took the session over; this turn stopped".into(),
+                )),
             ));
         }
         Ok(turn.finish(ending).await)
@@ -171,7 +174,12 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
 
     /// Stops the turn once the session is deleted (or gone) or another turn holds it.
     async fn ensure_live(&self) -> Result<(), Interrupt> {
-        match self.engine.store.turn_hold(&self.request.project_id, &self.request.session_id, &self.turn_id).await? {
+        match self
+            .engine
+            .store
+            .turn_hold(&self.request.project_id, &self.request.session_id, &self.turn_id)
+            .await?
+        {
             TurnHold::Held => Ok(()),
             TurnHold::Lost => Err(Interrupt::LeaseLost),
         }
@@ -244,10 +252,7 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
             if cost.is_none() {
                 self.unpriced = self.unpriced + reply.usage;
             }
-            self.engine
-                .store
-                .add_usage(&request.project_id, &request.session_id, reply.usage, cost)
-                .await?;
+            self.engine.store.add_usage(&request.project_id, &request.session_id, reply.usage, cost).await?;
             self.log(
                 EventType::Usage,
                 json!({
@@ -380,3 +385,6 @@ impl Interrupt {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,8 +7,8 @@ pub mod sources;
 
 use std::time::Duration;
 
-use agentplane_domain::telemetry::SamplingInterval;
 use crate::ports::SandboxCounterLog;
+use agentplane_domain::telemetry::SamplingInterval;
 
 pub use sampler::{SamplerReport, sample_once};
 pub use sources::{LOCAL_PROVIDER, LocalUsageSource, ObservationSource, ObservationSources, SourceReading};

@@ -3,6 +3,7 @@
 //! Samples are keyed by allocation and interval start, so a repeated pass in the same interval
 //! writes nothing twice. The sampler reads providers and records; it never changes compute.
 
+use crate::ports::{Allocation, LiveAllocations, PortError, SampleLog, SessionReader};
 use agentplane_domain::telemetry::observation::{ObservationError, needs_provider_read};
 use agentplane_domain::telemetry::observation_wire::LifecycleState;
 use agentplane_domain::telemetry::{
@@ -10,7 +11,6 @@ use agentplane_domain::telemetry::{
     TokenUsage, runtime_observation,
 };
 use agentplane_domain::{SessionId, Timestamp};
-use crate::ports::{Allocation, LiveAllocations, PortError, SampleLog, SessionReader};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 

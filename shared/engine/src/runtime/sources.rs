@@ -9,10 +9,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::ports::{Allocation, SandboxCounterLog};
 use agentplane_domain::Timestamp;
 use agentplane_domain::telemetry::observation::ProviderSample;
 use agentplane_domain::telemetry::{ComputeStart, ProviderRead, SampleReadings, SandboxCounters};
-use crate::ports::{Allocation, SandboxCounterLog};
 
 /// The provider type of allocations served by Agentplane's own sandbox nodes.
 pub const LOCAL_PROVIDER: &str = "local";
