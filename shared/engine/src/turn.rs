@@ -10,12 +10,15 @@
 //! any model.
 
 use agentplane_domain::agent::{Channel, VersionedConfig};
-use agentplane_domain::event::{EventType, NewEvent};
+use agentplane_domain::event::payload::{
+    MessageText, ToolCall, ToolResult, TurnEnded, TurnFailure, TurnStarted, TurnUsage, UsageRecorded,
+};
+use agentplane_domain::event::{EventPayload, NewEvent};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::pricing::Usage;
 use agentplane_domain::session::StopReason;
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use thiserror::Error;
 use tokio::time::Instant;
 
@@ -168,8 +171,8 @@ impl<S: SessionTurns + EventLog, M: ChatModel> TurnEngine<S, M> {
 }
 
 impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
-    async fn log(&mut self, kind: EventType, data: Value) -> Result<(), Interrupt> {
-        self.log_many(vec![(kind, data)]).await
+    async fn log(&mut self, payload: EventPayload) -> Result<(), Interrupt> {
+        self.log_many(vec![payload]).await
     }
 
     /// Stops the turn once the session is deleted (or gone) or another turn holds it.
@@ -185,10 +188,9 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
         }
     }
 
-    async fn log_many(&mut self, events: Vec<(EventType, Value)>) -> Result<(), Interrupt> {
+    async fn log_many(&mut self, events: Vec<EventPayload>) -> Result<(), Interrupt> {
         self.ensure_live().await?;
-        let events =
-            events.into_iter().map(|(k, d)| NewEvent::new(k, Some(self.turn_id.clone()), d)).collect();
+        let events = events.iter().map(|p| NewEvent::from_payload(p, Some(self.turn_id.clone()))).collect();
         let appended = self
             .engine
             .bus
@@ -216,14 +218,14 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
         messages.extend(conversation(&history));
         messages.push(ChatMessage::User { content: request.input.clone() });
         self.log_many(vec![
-            (
-                EventType::TurnStarted,
-                json!({
-                    "agent_id": request.agent_id, "channel": request.channel,
-                    "version": request.version, "model": request.config.model,
-                }),
-            ),
-            (EventType::UserMessage, json!({ "text": request.input })),
+            EventPayload::TurnStarted(TurnStarted {
+                agent_id: request.agent_id,
+                channel: request.channel,
+                version: request.version,
+                model: request.config.model.clone(),
+                extra: Map::new(),
+            }),
+            EventPayload::UserMessage(MessageText::new(request.input.clone())),
         ])
         .await?;
         let tools = self.engine.tools.definitions(&request.config.tools);
@@ -253,38 +255,41 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
                 self.unpriced = self.unpriced + reply.usage;
             }
             self.engine.store.add_usage(&request.project_id, &request.session_id, reply.usage, cost).await?;
-            self.log(
-                EventType::Usage,
-                json!({
-                    "step": step, "model": request.config.model,
-                    "input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens,
-                    "cost_usd": cost.unwrap_or(0.0), "priced": cost.is_some(),
-                }),
-            )
+            self.log(EventPayload::Usage(UsageRecorded {
+                step,
+                model: request.config.model.clone(),
+                input_tokens: reply.usage.input_tokens,
+                output_tokens: reply.usage.output_tokens,
+                cost_usd: cost.unwrap_or(0.0),
+                priced: cost.is_some(),
+                extra: Map::new(),
+            }))
             .await?;
 
             if reply.tool_calls.is_empty() {
                 let text = reply.text.unwrap_or_default();
-                self.log(EventType::AssistantMessage, json!({ "text": text })).await?;
+                self.log(EventPayload::AssistantMessage(MessageText::new(text.clone()))).await?;
                 return Ok(Ending::Answer(text));
             }
 
             // All of the step's calls first (as the model asked for them), then each result.
-            let calls: Vec<(EventType, Value)> = reply
+            let calls: Vec<EventPayload> = reply
                 .tool_calls
                 .iter()
                 .enumerate()
                 .map(|(i, call)| {
                     let arguments: Value = serde_json::from_str(&call.function.arguments)
                         .unwrap_or(Value::String(call.function.arguments.clone()));
-                    let mut data = json!({
-                        "step": step, "call_id": call.id, "name": call.function.name,
-                        "arguments": arguments, "arguments_text": call.function.arguments,
-                    });
-                    if let (0, Some(text)) = (i, &reply.text) {
-                        data["assistant_text"] = json!(text);
-                    }
-                    (EventType::ToolCall, data)
+                    EventPayload::ToolCall(ToolCall {
+                        step,
+                        call_id: call.id.clone(),
+                        name: call.function.name.clone(),
+                        arguments,
+                        arguments_text: call.function.arguments.clone(),
+                        assistant_text: if i == 0 { reply.text.clone() } else { None },
+                        truncated: false,
+                        extra: Map::new(),
+                    })
                 })
                 .collect();
             self.log_many(calls).await?;
@@ -308,10 +313,15 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
                     Ok(value) => (value.clone(), false, value.to_string()),
                     Err(message) => (json!(message), true, format!("error: {message}")),
                 };
-                self.log(
-                    EventType::ToolResult,
-                    json!({ "step": step, "call_id": call.id, "name": call.function.name, "output": output, "is_error": is_error }),
-                )
+                self.log(EventPayload::ToolResult(ToolResult {
+                    step,
+                    call_id: call.id.clone(),
+                    name: call.function.name.clone(),
+                    output,
+                    is_error,
+                    truncated: false,
+                    extra: Map::new(),
+                }))
                 .await?;
                 messages.push(ChatMessage::Tool { tool_call_id: call.id.clone(), content });
             }
@@ -331,19 +341,30 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
             }
         };
         if let Some((code, message)) = &error
-            && let Err(err) = self.log(EventType::Error, json!({ "code": code, "message": message })).await
+            && let Err(err) = self
+                .log(EventPayload::Error(TurnFailure {
+                    code: code.clone(),
+                    message: message.clone(),
+                    extra: Map::new(),
+                }))
+                .await
         {
             err.trace("could not record a turn error");
         }
-        let ended = json!({
-            "stop_reason": stop_reason, "limit": detail,
-            "usage": { "input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
-                       "total_tokens": self.usage.total_tokens(),
-                       "unpriced_input_tokens": self.unpriced.input_tokens,
-                       "unpriced_output_tokens": self.unpriced.output_tokens },
-            "cost_usd": self.cost_usd,
+        let ended = EventPayload::TurnEnded(TurnEnded {
+            stop_reason,
+            limit: detail.map(str::to_owned),
+            usage: TurnUsage {
+                input_tokens: self.usage.input_tokens,
+                output_tokens: self.usage.output_tokens,
+                total_tokens: self.usage.total_tokens(),
+                unpriced_input_tokens: self.unpriced.input_tokens,
+                unpriced_output_tokens: self.unpriced.output_tokens,
+            },
+            cost_usd: self.cost_usd,
+            extra: Map::new(),
         });
-        if let Err(err) = self.log(EventType::TurnEnded, ended).await {
+        if let Err(err) = self.log(ended).await {
             err.trace("could not record the end of a turn");
         }
         let now: Timestamp = self.engine.now();

@@ -49,8 +49,13 @@ impl FakeStore {
         }
     }
 
-    fn event_types(&self, id: SessionId) -> Vec<&'static str> {
-        self.state().events.get(&id).map(|e| e.iter().map(|e| e.kind.as_str()).collect()).unwrap_or_default()
+    fn event_types(&self, id: SessionId) -> Vec<String> {
+        let state = self.state();
+        state
+            .events
+            .get(&id)
+            .map(|e| e.iter().map(|e| e.kind.as_str().to_owned()).collect())
+            .unwrap_or_default()
     }
 
     fn event(&self, id: SessionId, kind: EventType) -> Option<Value> {
