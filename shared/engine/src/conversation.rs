@@ -95,7 +95,7 @@ mod tests {
         )
     }
 
-    fn result(seq: u64, id: &str, output: Value) -> Event {
+    fn result(seq: u64, id: &str, output: &Value) -> Event {
         ev(
             seq,
             EventType::ToolResult,
@@ -109,8 +109,8 @@ mod tests {
             ev(1, EventType::UserMessage, json!({"text": "hi"})),
             call(2, "a", "echo"),
             call(3, "b", "add"),
-            result(4, "a", json!({"x": 1})),
-            result(5, "b", json!("error: nope")),
+            result(4, "a", &json!({"x": 1})),
+            result(5, "b", &json!("error: nope")),
             ev(6, EventType::AssistantMessage, json!({"text": "done"})),
             ev(7, EventType::UserMessage, json!({"text": "again"})),
             call(8, "c", "echo"),

@@ -225,8 +225,8 @@ mod tests {
 
     fn round_trip(kind: EventType, data: Value) -> EventPayload {
         let payload = EventPayload::from_parts(&kind, &data);
-        assert_eq!(payload.kind(), kind);
-        assert_eq!(payload.data(), data, "{kind:?} serializes back to the JSON it was read from");
+        let name = kind.as_str().to_owned();
+        assert_eq!((payload.kind(), payload.data()), (kind, data), "{name} serializes back as it was read");
         payload
     }
 

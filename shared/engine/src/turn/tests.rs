@@ -58,8 +58,8 @@ impl FakeStore {
             .unwrap_or_default()
     }
 
-    fn event(&self, id: SessionId, kind: EventType) -> Option<Value> {
-        self.state().events.get(&id)?.iter().find(|e| e.kind == kind).map(|e| e.data.clone())
+    fn event(&self, id: SessionId, kind: &EventType) -> Option<Value> {
+        self.state().events.get(&id)?.iter().find(|e| e.kind == *kind).map(|e| e.data.clone())
     }
 }
 
@@ -193,7 +193,7 @@ fn text(reply: &str) -> Step {
     Box::new(move |_| Ok(ModelReply { text: Some(reply), tool_calls: Vec::new(), usage: usage(10, 5) }))
 }
 
-fn tool_call(name: &str, arguments: Value) -> Step {
+fn tool_call(name: &str, arguments: &Value) -> Step {
     let call = WireToolCall {
         id: "call_1".into(),
         kind: "function".into(),
@@ -269,7 +269,7 @@ async fn a_turn_that_answers_completes_records_its_steps_and_releases_the_sessio
         h.store.event_types(h.session),
         ["turn.started", "message.user", "usage", "message.assistant", "turn.ended"]
     );
-    let ended = h.store.event(h.session, EventType::TurnEnded).unwrap();
+    let ended = h.store.event(h.session, &EventType::TurnEnded).unwrap();
     assert_eq!(ended["stop_reason"], "end_turn");
     assert_eq!(ended["usage"]["total_tokens"], 15);
     // Released with its stop reason; its usage is on the session.
@@ -285,7 +285,7 @@ async fn a_turn_that_answers_completes_records_its_steps_and_releases_the_sessio
 
 #[tokio::test]
 async fn a_tool_call_round_runs_the_tool_and_feeds_its_result_back_to_the_model() {
-    let h = Harness::new(vec![tool_call("add", json!({"a": 2, "b": 3})), text("it is 5")]);
+    let h = Harness::new(vec![tool_call("add", &json!({"a": 2, "b": 3})), text("it is 5")]);
     let outcome = h.engine.run_turn(h.request(&["add"])).await.unwrap();
     assert_eq!(outcome.stop_reason, StopReason::EndTurn);
     assert_eq!(outcome.output_text.as_deref(), Some("it is 5"));
@@ -303,9 +303,9 @@ async fn a_tool_call_round_runs_the_tool_and_feeds_its_result_back_to_the_model(
             "turn.ended"
         ]
     );
-    let call = h.store.event(h.session, EventType::ToolCall).unwrap();
+    let call = h.store.event(h.session, &EventType::ToolCall).unwrap();
     assert_eq!((call["name"].clone(), call["arguments"].clone()), (json!("add"), json!({"a": 2, "b": 3})));
-    let result = h.store.event(h.session, EventType::ToolResult).unwrap();
+    let result = h.store.event(h.session, &EventType::ToolResult).unwrap();
     assert_eq!(result["output"], json!({"sum": 5.0}));
     assert_eq!(result["is_error"], false);
     // The second call carries the assistant's call and the tool's answer to it.
@@ -322,10 +322,10 @@ async fn a_tool_call_round_runs_the_tool_and_feeds_its_result_back_to_the_model(
 
 #[tokio::test]
 async fn a_tool_the_agent_was_not_given_is_an_error_result_for_the_model_not_a_failed_turn() {
-    let h = Harness::new(vec![tool_call("add", json!({"a": 1, "b": 1})), text("sorry")]);
+    let h = Harness::new(vec![tool_call("add", &json!({"a": 1, "b": 1})), text("sorry")]);
     let outcome = h.engine.run_turn(h.request(&["echo"])).await.unwrap();
     assert_eq!(outcome.stop_reason, StopReason::EndTurn);
-    let result = h.store.event(h.session, EventType::ToolResult).unwrap();
+    let result = h.store.event(h.session, &EventType::ToolResult).unwrap();
     assert_eq!(result["is_error"], true);
     assert_eq!(result["output"], "unknown tool `add`");
 }
@@ -340,9 +340,9 @@ async fn a_failing_model_ends_the_turn_in_error_and_releases_the_session() {
     assert_eq!(code, "model_provider_error");
     assert_eq!(message, "the model provider answered 500");
     assert_eq!(h.store.event_types(h.session), ["turn.started", "message.user", "error", "turn.ended"]);
-    let error = h.store.event(h.session, EventType::Error).unwrap();
+    let error = h.store.event(h.session, &EventType::Error).unwrap();
     assert_eq!(error["code"], "model_provider_error");
-    assert_eq!(h.store.event(h.session, EventType::TurnEnded).unwrap()["stop_reason"], "error");
+    assert_eq!(h.store.event(h.session, &EventType::TurnEnded).unwrap()["stop_reason"], "error");
     assert_eq!(h.session(|s| s.holder.clone()), None);
     assert_eq!(h.session(|s| s.stop_reason), Some(StopReason::Error));
     assert_eq!(h.session(|s| s.usage), Usage::default());
@@ -353,7 +353,7 @@ async fn a_session_deleted_mid_turn_stops_the_turn_at_its_next_step() {
     let session = SessionId::from_random([7; 16]);
     let delete_then_call: Step = Box::new(move |store: &FakeStore| {
         store.with_session(session, |s| s.deleted = true);
-        tool_call("add", json!({"a": 1, "b": 2}))(store)
+        tool_call("add", &json!({"a": 1, "b": 2}))(store)
     });
     let h = Harness::new(vec![delete_then_call, text("never asked")]);
     assert_eq!(h.session, session);
@@ -371,7 +371,7 @@ async fn a_turn_that_lost_its_hold_stops_and_leaves_the_session_to_the_new_holde
     let session = SessionId::from_random([7; 16]);
     let taken_over: Step = Box::new(move |store: &FakeStore| {
         store.with_session(session, |s| s.holder = Some("turn_newer".into()));
-        tool_call("add", json!({"a": 1, "b": 2}))(store)
+        tool_call("add", &json!({"a": 1, "b": 2}))(store)
     });
     let h = Harness::new(vec![taken_over, text("never asked")]);
     let outcome = h.engine.run_turn(h.request(&["add"])).await.unwrap();
