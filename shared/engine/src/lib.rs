@@ -2,8 +2,10 @@
 //! synchronous Responses route and (later) the background runner share it.
 
 pub mod bus;
+pub mod compute;
 pub mod conversation;
 pub mod model;
+pub mod node_report;
 pub mod ports;
 pub mod runtime;
 pub mod store_adapter;

@@ -5,13 +5,16 @@
 //! Every port answers [`PortError`] (the storage error the surfaces already map to responses):
 //! `NotFound` when the thing is gone, `Conflict` when a write's condition did not hold.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
 use agentplane_domain::agent::Channel;
 use agentplane_domain::event::{Event, NewEvent};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::pricing::Usage;
+use agentplane_domain::sandbox::request::CreateSandbox;
+use agentplane_domain::sandbox::retention::ChunkMeta;
+use agentplane_domain::sandbox::{Lifecycle, ProcessId, ProcessRecord, Sandbox, SandboxId};
 use agentplane_domain::session::{Session, StopReason};
 use agentplane_domain::telemetry::{RuntimeSample, SandboxCounters};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
@@ -20,6 +23,7 @@ use tokio::time::Instant;
 use crate::model::{ChatMessage, ModelError, ModelReply, ToolDefinition};
 
 pub use agentplane_store::Allocation;
+pub use agentplane_store::dynamo::observations::{RetentionState, StoredChunk};
 /// What a port call can end in (see the module docs).
 pub type PortError = agentplane_store::StoreError;
 
@@ -140,4 +144,131 @@ pub trait SandboxCounterLog: Send + Sync {
         &self,
         sandbox_ids: &[&str],
     ) -> impl Future<Output = Result<HashMap<String, SandboxCounters>, PortError>> + Send;
+}
+
+/// Sandbox records, as compute placement and node reports read and change them.
+pub trait SandboxRecords: Send + Sync {
+    /// A sandbox of any project.
+    fn sandbox(&self, id: &SandboxId) -> impl Future<Output = Result<Sandbox, PortError>> + Send;
+
+    /// Moves the sandbox from `from` to `to` (conditional on `from`: `Conflict` otherwise).
+    fn transition_sandbox(
+        &self,
+        sandbox: &Sandbox,
+        from: &Lifecycle,
+        to: &Lifecycle,
+    ) -> impl Future<Output = Result<Sandbox, PortError>> + Send;
+
+    /// Records what the node reports about the sandbox's isolation.
+    fn set_isolation(
+        &self,
+        id: &SandboxId,
+        isolation: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+}
+
+/// Binding a Session's allocation to the sandbox running its compute.
+pub trait AllocationBinding: Send + Sync {
+    /// Binds the allocation to `sandbox_id` and marks it running; `replacing` is the sandbox it
+    /// must still be bound to (`None`: none yet). `NotFound` without an allocation; `Conflict`
+    /// when it is stopped or bound to another sandbox.
+    fn activate_allocation(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        sandbox_id: &str,
+        replacing: Option<&str>,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Allocation, PortError>> + Send;
+}
+
+/// The compute sandboxes run on: a node is picked and asked to start or end one.
+pub trait Compute: Send + Sync {
+    /// Why a launch failed (shown in logs only).
+    type Error: std::fmt::Display + Send;
+
+    /// Starts a sandbox for `project` (for a Session's managed compute when `session` is set).
+    fn launch(
+        &self,
+        project: ProjectId,
+        new: CreateSandbox,
+        session: Option<SessionId>,
+    ) -> impl Future<Output = Result<Sandbox, Self::Error>> + Send;
+
+    /// Ends the sandbox (recorded killed, its node told); failures are the node's to settle.
+    fn end(&self, sandbox: &Sandbox) -> impl Future<Output = ()> + Send;
+}
+
+/// The observed processes of sandboxes, their retained output and its retention index.
+pub trait ProcessObservations: Send + Sync {
+    /// The sandbox's retention index and its version (for [`ProcessObservations::save_index`]).
+    fn load_index(
+        &self,
+        sandbox: &SandboxId,
+    ) -> impl Future<Output = Result<(RetentionState, u64), PortError>> + Send;
+
+    /// Saves the index, conditionally on `version` (`Conflict` when another writer saved first).
+    fn save_index(
+        &self,
+        sandbox: &SandboxId,
+        state: &RetentionState,
+        version: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    fn processes(
+        &self,
+        sandbox: &SandboxId,
+    ) -> impl Future<Output = Result<Vec<ProcessRecord>, PortError>> + Send;
+
+    /// Records a started process; `Conflict` when it is recorded already.
+    fn put_process(
+        &self,
+        sandbox: &SandboxId,
+        record: &ProcessRecord,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Records a process seen live; an older record of the pid that no longer runs is replaced
+    /// and returned.
+    fn put_seen_process(
+        &self,
+        sandbox: &SandboxId,
+        record: &ProcessRecord,
+    ) -> impl Future<Output = Result<Option<ProcessRecord>, PortError>> + Send;
+
+    fn record_exit(
+        &self,
+        sandbox: &SandboxId,
+        id: ProcessId,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        at: Timestamp,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Marks the sandbox's running processes as having an observation gap.
+    fn mark_gap(&self, sandbox: &SandboxId) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    fn set_truncated(
+        &self,
+        sandbox: &SandboxId,
+        id: ProcessId,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    fn delete_process(
+        &self,
+        sandbox: &SandboxId,
+        id: ProcessId,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    fn put_chunks(
+        &self,
+        sandbox: &SandboxId,
+        chunks: Vec<StoredChunk>,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    fn delete_chunks(
+        &self,
+        sandbox: &SandboxId,
+        chunks: &[ChunkMeta],
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
 }
