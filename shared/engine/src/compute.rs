@@ -13,7 +13,7 @@ use std::time::Duration;
 use agentplane_domain::Timestamp;
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::sandbox::request::CreateSandbox;
-use agentplane_domain::sandbox::{MANAGED_COMPUTE_LIFETIME_S, SESSION_METADATA_KEY, SandboxId};
+use agentplane_domain::sandbox::{MANAGED_COMPUTE_LIFETIME_S, SESSION_METADATA_KEY};
 use agentplane_domain::telemetry::AllocationState;
 use serde_json::json;
 
@@ -68,8 +68,8 @@ pub async fn place<S: AllocationBinding, C: Compute>(
         .activate_allocation(
             &allocation.project_id,
             &session,
-            sandbox.id.as_str(),
-            allocation.sandbox_id.as_deref(),
+            &sandbox.id,
+            allocation.sandbox_id.as_ref(),
             now,
         )
         .await;
@@ -87,17 +87,12 @@ pub async fn place<S: AllocationBinding, C: Compute>(
     }
 }
 
-/// The sandbox the allocation is bound to, if any.
-fn bound_sandbox(allocation: &Allocation) -> Option<SandboxId> {
-    allocation.sandbox_id.as_deref().and_then(|id| id.parse().ok())
-}
-
 /// Ends the released allocation's sandbox, if it had one.
 pub async fn end<S: SandboxRecords, C: Compute>(store: &S, compute: &C, allocation: &Allocation) {
-    let Some(id) = bound_sandbox(allocation) else {
+    let Some(id) = &allocation.sandbox_id else {
         return;
     };
-    match store.sandbox(&id).await {
+    match store.sandbox(id).await {
         Ok(sandbox) => compute.end(&sandbox).await,
         Err(err) => tracing::warn!(sandbox = %id, error = %err, "ending managed compute failed"),
     }
@@ -128,8 +123,8 @@ where
         let needs_compute = match allocation.record.state {
             AllocationState::Pending => allocation.sandbox_id.is_none() && due(allocation, now),
             // Running on compute that has ended (or is gone): replace it.
-            AllocationState::Running => match bound_sandbox(allocation) {
-                Some(id) => match store.sandbox(&id).await {
+            AllocationState::Running => match &allocation.sandbox_id {
+                Some(id) => match store.sandbox(id).await {
                     Ok(sandbox) => sandbox.lifecycle.effective(now).is_final(),
                     Err(PortError::NotFound) => true,
                     Err(err) => return Err(err),

@@ -176,8 +176,8 @@ pub trait AllocationBinding: Send + Sync {
         &self,
         project: &ProjectId,
         session: &SessionId,
-        sandbox_id: &str,
-        replacing: Option<&str>,
+        sandbox_id: &SandboxId,
+        replacing: Option<&SandboxId>,
         now: Timestamp,
     ) -> impl Future<Output = Result<Allocation, PortError>> + Send;
 }

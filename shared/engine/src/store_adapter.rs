@@ -150,8 +150,8 @@ impl AllocationBinding for Store {
         &self,
         project: &ProjectId,
         session: &SessionId,
-        sandbox_id: &str,
-        replacing: Option<&str>,
+        sandbox_id: &SandboxId,
+        replacing: Option<&SandboxId>,
         now: Timestamp,
     ) -> Result<Allocation, PortError> {
         self.allocations().activate(project, session, sandbox_id, replacing, None, now).await

@@ -37,8 +37,8 @@ impl AllocationBinding for Records {
         &self,
         _project: &ProjectId,
         session: &SessionId,
-        sandbox_id: &str,
-        replacing: Option<&str>,
+        sandbox_id: &SandboxId,
+        replacing: Option<&SandboxId>,
         now: Timestamp,
     ) -> Result<Allocation, PortError> {
         if let Some(refusal) = self.refuse_binding {
@@ -47,10 +47,10 @@ impl AllocationBinding for Records {
         let mut allocations = lock(&self.allocations);
         let allocation =
             allocations.iter_mut().find(|a| a.session_id == *session).ok_or(PortError::NotFound)?;
-        if allocation.sandbox_id.as_deref() != replacing {
+        if allocation.sandbox_id.as_ref() != replacing {
             return Err(PortError::Conflict);
         }
-        allocation.sandbox_id = Some(sandbox_id.to_owned());
+        allocation.sandbox_id = Some(sandbox_id.clone());
         allocation.record.state = AllocationState::Running;
         allocation.updated_at = now;
         Ok(allocation.clone())
@@ -136,7 +136,7 @@ fn allocation(n: u8, state: AllocationState, sandbox: Option<&SandboxId>, age_s:
             state,
             created_at: now().plus_seconds(-age_s),
         },
-        sandbox_id: sandbox.map(|s| s.as_str().to_owned()),
+        sandbox_id: sandbox.cloned(),
         updated_at: now(),
     }
 }
@@ -163,7 +163,7 @@ async fn placing_binds_the_allocation_to_the_compute_it_launched() {
     let nodes = Nodes::default();
     let placed = place(&records, &nodes, &pending, now()).await.unwrap();
     let launched = lock(&nodes.launched)[0].clone();
-    assert_eq!(placed.sandbox_id.as_deref(), Some(launched.id.as_str()));
+    assert_eq!(placed.sandbox_id, Some(launched.id.clone()));
     assert_eq!(placed.record.state, AllocationState::Running);
     assert_eq!(launched.session_id, Some(pending.session_id), "the sandbox names its Session");
     assert!(lock(&nodes.ended).is_empty());
@@ -216,6 +216,6 @@ async fn the_placer_places_due_pending_allocations_and_replaces_ended_compute_on
     assert_eq!((report.allocations, report.placed, report.replaced, report.failed), (5, 1, 2, 0));
     let allocations = lock(&records.allocations).clone();
     assert_eq!(allocations[1].sandbox_id, None, "a fresh pending allocation is left to its Session's create");
-    assert_eq!(allocations[2].sandbox_id.as_deref(), Some(live.id.as_str()), "live compute is kept");
+    assert_eq!(allocations[2].sandbox_id, Some(live.id.clone()), "live compute is kept");
     assert_eq!(lock(&nodes.launched).len(), 3);
 }

@@ -207,7 +207,7 @@ impl<C> LocalUsageSource<C> {
 impl<C: SandboxCounterLog + fmt::Debug> ObservationSource for LocalUsageSource<C> {
     fn read<'a>(&'a self, allocation: &'a Allocation, now: Timestamp) -> ReadFuture<'a> {
         Box::pin(async move {
-            let Some(sandbox_id) = allocation.sandbox_id.as_deref() else {
+            let Some(sandbox_id) = allocation.sandbox() else {
                 return SourceReading::without_sample(ProviderRead::Unavailable);
             };
             // A failed read is "could not produce a current sample"; its detail stays here.
@@ -221,7 +221,7 @@ impl<C: SandboxCounterLog + fmt::Debug> ObservationSource for LocalUsageSource<C
     /// One BatchGetItem for the counters of up to 100 sandboxes.
     fn read_many<'a>(&'a self, allocations: &'a [&'a Allocation], now: Timestamp) -> ReadManyFuture<'a> {
         Box::pin(async move {
-            let ids: Vec<&str> = allocations.iter().filter_map(|a| a.sandbox_id.as_deref()).collect();
+            let ids: Vec<&str> = allocations.iter().filter_map(|a| a.sandbox()).collect();
             let counters = match self.store.sandbox_counters_many(&ids).await {
                 Ok(counters) => counters,
                 Err(_) => {
@@ -233,7 +233,7 @@ impl<C: SandboxCounterLog + fmt::Debug> ObservationSource for LocalUsageSource<C
             };
             allocations
                 .iter()
-                .map(|a| self.current(a.sandbox_id.as_deref().and_then(|id| counters.get(id)), now))
+                .map(|a| self.current(a.sandbox().and_then(|id| counters.get(id)), now))
                 .collect()
         })
     }
