@@ -22,8 +22,8 @@ use tokio::time::Instant;
 
 use crate::model::{ChatMessage, ModelError, ModelReply, ToolDefinition};
 
-pub use agentplane_store::Allocation;
-pub use agentplane_store::dynamo::observations::{RetentionState, StoredChunk};
+pub use agentplane_domain::allocation::Allocation;
+pub use agentplane_domain::sandbox::retention::{RetentionState, StoredChunk};
 /// What a port call can end in (see the module docs).
 pub type PortError = agentplane_store::StoreError;
 
