@@ -177,3 +177,6 @@ fn ignore_conflict(result: Result<(), PortError>) -> Result<(), PortError> {
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests;
