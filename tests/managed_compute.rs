@@ -62,7 +62,7 @@ async fn hosted_session(app: &TestApp, tenant: &Tenant) -> anyhow::Result<Hosted
     let (project, session) = create_hosted(app, tenant).await?;
     let allocation = app.store.allocations().get(&project, &session).await?.expect("allocation");
     assert_eq!(allocation.record.state, AllocationState::Running, "placed at once: {allocation:?}");
-    let sandbox = allocation.sandbox_id.expect("bound to a sandbox");
+    let sandbox = allocation.sandbox_id.map(String::from).expect("bound to a sandbox");
     Ok(Hosted { project, session, sandbox })
 }
 
@@ -285,7 +285,7 @@ async fn the_placer_places_pending_allocations_once_and_replaces_ended_compute_a
     assert_eq!(a.placed + b.placed, 1, "{a:?} {b:?}");
     let allocation = app.store.allocations().get(&project, &session).await?.expect("allocation");
     assert_eq!(allocation.record.state, AllocationState::Running);
-    let first = allocation.sandbox_id.clone().expect("bound");
+    let first = allocation.sandbox_id.clone().map(String::from).expect("bound");
     let running = |listed: &Value| -> Vec<String> {
         listed
             .as_array()
@@ -311,7 +311,7 @@ async fn the_placer_places_pending_allocations_once_and_replaces_ended_compute_a
     let replaced = managed::reconcile(&app.app, edge::now()).await?;
     assert_eq!((replaced.placed, replaced.replaced, replaced.failed), (0, 1, 0));
     let allocation = app.store.allocations().get(&project, &session).await?.expect("allocation");
-    let second = allocation.sandbox_id.clone().expect("bound");
+    let second = allocation.sandbox_id.clone().map(String::from).expect("bound");
     assert_ne!(second, first);
     assert_eq!(allocation.record.allocation_id, before.instance.allocation_id.expect("allocation id"));
 

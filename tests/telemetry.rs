@@ -10,6 +10,7 @@ use std::time::Duration;
 use agentplane_admin_client::{AdminClient, ListRuntimeObservations, RuntimeHistoryRequest};
 use agentplane_api::edge;
 use agentplane_domain::page::Order;
+use agentplane_domain::sandbox::SandboxId;
 use agentplane_domain::telemetry::observation_wire::{InstanceKind, LifecycleState, ObservationStatus};
 use agentplane_domain::telemetry::{
     AllocationState, ComputeStart, DeviceId, ProviderRead, Reason, RuntimeSample, SampleAllocation,
@@ -44,6 +45,15 @@ fn admin(app: &TestApp) -> AdminClient {
     AdminClient::new(&app.base, &app.core_key)
 }
 
+/// A sandbox id named by `name` (the same name, the same id).
+fn sandbox_id(name: &str) -> SandboxId {
+    let mut bytes = [0u8; 16];
+    for (i, b) in name.bytes().enumerate() {
+        bytes[i % 16] ^= b;
+    }
+    SandboxId::from_random(bytes)
+}
+
 /// The sandbox side's part: bind the allocation to a sandbox and mark it running.
 async fn activate(store: &Store, ids: &Ids, sandbox: &str) -> anyhow::Result<Allocation> {
     Ok(store
@@ -51,7 +61,7 @@ async fn activate(store: &Store, ids: &Ids, sandbox: &str) -> anyhow::Result<All
         .activate(
             &ids.project,
             &ids.session,
-            sandbox,
+            &sandbox_id(sandbox),
             None,
             Some(DeviceId::from_random([7; 16])),
             edge::now(),
@@ -64,7 +74,7 @@ async fn report(store: &Store, sandbox: &str, at: Timestamp, cpu: f64, running: 
     store
         .telemetry()
         .put_sandbox_counters(&SandboxCounters {
-            sandbox_id: sandbox.to_owned(),
+            sandbox_id: sandbox_id(sandbox).to_string(),
             cpu_seconds_total: Some(cpu),
             memory_usage_bytes: Some(805_306_368),
             memory_limit_bytes: Some(2_147_483_648),

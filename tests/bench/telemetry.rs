@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use agentplane_admin_client::{AdminClient, RuntimeHistoryRequest};
 use agentplane_api::edge;
+use agentplane_domain::sandbox::SandboxId;
 use agentplane_domain::session::{EnvironmentMode, NewSession};
 use agentplane_domain::telemetry::{
     AllocationId, AllocationRecord, AllocationState, ComputeStart, EnvironmentId, RuntimeSample,
@@ -172,12 +173,12 @@ async fn main() -> anyhow::Result<()> {
             updated_at: session.created_at,
         };
         store.allocations().create(&allocation).await?;
-        let sandbox = format!("sbx-{i}");
+        let sandbox = SandboxId::from_random(random_bytes()?);
         store.allocations().activate(&project, &id, &sandbox, None, None, edge::now()).await?;
         store
             .telemetry()
             .put_sandbox_counters(&SandboxCounters {
-                sandbox_id: sandbox,
+                sandbox_id: sandbox.to_string(),
                 cpu_seconds_total: Some(i as f64),
                 memory_usage_bytes: Some(1 << 28),
                 memory_limit_bytes: Some(1 << 30),

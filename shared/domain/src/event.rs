@@ -1,36 +1,49 @@
 //! The session event log: append-only, one gapless sequence per session. Clients must ignore
-//! event types they do not know (new ones appear in later releases).
+//! event types they do not know (new ones appear in later releases), and so does this release:
+//! a type it does not know reads as [`EventType::Unknown`] and its data as
+//! [`EventPayload::Unknown`], never as a failed page.
+
+pub mod payload;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::{SessionId, Timestamp};
 
+pub use payload::EventPayload;
+
 /// Largest `data` kept as is; larger data is cut down and marked `_truncated: true`.
 pub const MAX_DATA_BYTES: usize = 16 * 1024;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// An event's `type`, serialized as its name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
 pub enum EventType {
-    #[serde(rename = "turn.started")]
     TurnStarted,
-    #[serde(rename = "message.user")]
     UserMessage,
-    #[serde(rename = "message.assistant")]
     AssistantMessage,
-    #[serde(rename = "tool.call")]
     ToolCall,
-    #[serde(rename = "tool.result")]
     ToolResult,
-    #[serde(rename = "usage")]
     Usage,
-    #[serde(rename = "turn.ended")]
     TurnEnded,
-    #[serde(rename = "error")]
     Error,
+    /// A type written by a later release, kept by name.
+    Unknown(String),
 }
 
 impl EventType {
-    pub fn as_str(self) -> &'static str {
+    const KNOWN: [Self; 8] = [
+        Self::TurnStarted,
+        Self::UserMessage,
+        Self::AssistantMessage,
+        Self::ToolCall,
+        Self::ToolResult,
+        Self::Usage,
+        Self::TurnEnded,
+        Self::Error,
+    ];
+
+    pub fn as_str(&self) -> &str {
         match self {
             Self::TurnStarted => "turn.started",
             Self::UserMessage => "message.user",
@@ -40,6 +53,22 @@ impl EventType {
             Self::Usage => "usage",
             Self::TurnEnded => "turn.ended",
             Self::Error => "error",
+            Self::Unknown(name) => name,
+        }
+    }
+}
+
+impl From<String> for EventType {
+    fn from(name: String) -> Self {
+        Self::KNOWN.into_iter().find(|known| known.as_str() == name).unwrap_or(Self::Unknown(name))
+    }
+}
+
+impl From<EventType> for String {
+    fn from(kind: EventType) -> Self {
+        match kind {
+            EventType::Unknown(name) => name,
+            known => known.as_str().to_owned(),
         }
     }
 }
@@ -56,6 +85,13 @@ pub struct Event {
     pub created_at: Timestamp,
 }
 
+impl Event {
+    /// The typed payload (an unknown type or shape reads as [`EventPayload::Unknown`]).
+    pub fn payload(&self) -> EventPayload {
+        EventPayload::from_parts(&self.kind, &self.data)
+    }
+}
+
 /// An event about to be appended (the log assigns `seq`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
@@ -67,6 +103,11 @@ pub struct NewEvent {
 impl NewEvent {
     pub fn new(kind: EventType, turn_id: Option<String>, data: Value) -> Self {
         Self { kind, turn_id, data: bound_data(data) }
+    }
+
+    /// An event of a typed payload (its data bounded like any other).
+    pub fn from_payload(payload: &EventPayload, turn_id: Option<String>) -> Self {
+        Self::new(payload.kind(), turn_id, payload.data())
     }
 }
 
@@ -124,6 +165,31 @@ pub fn bound_data(data: Value) -> Value {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn an_event_of_a_type_this_release_does_not_know_reads_and_serializes_back_unchanged() {
+        let stored = json!({
+            "session_id": SessionId::from_random([5; 16]), "seq": 7, "type": "approval.requested",
+            "turn_id": "turn_1", "data": {"action_id": "act_1"}, "created_at": 1_767_225_600_000_i64,
+        });
+        let event: Event = serde_json::from_value(stored.clone()).unwrap();
+        assert_eq!(event.kind, EventType::Unknown("approval.requested".into()));
+        assert_eq!(event.kind.as_str(), "approval.requested");
+        assert!(
+            matches!(event.payload(), EventPayload::Unknown { kind, .. } if kind == "approval.requested")
+        );
+        assert_eq!(serde_json::to_value(&event).unwrap(), stored);
+    }
+
+    #[test]
+    fn known_event_types_keep_their_names() {
+        for kind in EventType::KNOWN {
+            let name = serde_json::to_value(&kind).unwrap();
+            assert_eq!(name, json!(kind.as_str()));
+            assert_eq!(serde_json::from_value::<EventType>(name).unwrap(), kind);
+        }
+        assert_eq!(EventType::from("tool.call".to_owned()), EventType::ToolCall);
+    }
 
     #[test]
     fn small_data_is_kept_as_is() {

@@ -3,6 +3,7 @@
 //! they are cheap to test exhaustively.
 
 pub mod agent;
+pub mod allocation;
 pub mod api_key;
 pub mod error;
 pub mod event;

@@ -3,8 +3,9 @@
 
 use agentplane_domain::event::{Event, NewEvent};
 use agentplane_domain::{SessionId, Timestamp};
-use agentplane_store::{Store, StoreError};
 use tokio::sync::broadcast;
+
+use crate::ports::{EventLog, PortError};
 
 /// Days events are kept (`AGENT_SESSION_EVENT_RETENTION_DAYS`, default 30).
 pub fn retention_days_from_env() -> i64 {
@@ -23,26 +24,26 @@ impl EventBus {
         Self { news, retention_days }
     }
 
-    pub async fn append(
+    pub async fn append<L: EventLog>(
         &self,
-        store: &Store,
+        log: &L,
         session: &SessionId,
         events: Vec<NewEvent>,
         now: Timestamp,
-    ) -> Result<Vec<Event>, StoreError> {
-        self.append_from(store, session, events, now, None).await
+    ) -> Result<Vec<Event>, PortError> {
+        self.append_from(log, session, events, now, None).await
     }
 
     /// `append` with a starting hint (see `EventLog::append`).
-    pub async fn append_from(
+    pub async fn append_from<L: EventLog>(
         &self,
-        store: &Store,
+        log: &L,
         session: &SessionId,
         events: Vec<NewEvent>,
         now: Timestamp,
         from: Option<u64>,
-    ) -> Result<Vec<Event>, StoreError> {
-        let appended = store.events().append(session, events, now, self.retention_days, from).await?;
+    ) -> Result<Vec<Event>, PortError> {
+        let appended = log.append_events(session, events, now, self.retention_days, from).await?;
         // Nobody listening is fine.
         let _ = self.news.send(*session);
         Ok(appended)

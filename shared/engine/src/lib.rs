@@ -2,9 +2,13 @@
 //! synchronous Responses route and (later) the background runner share it.
 
 pub mod bus;
+pub mod compute;
 pub mod conversation;
 pub mod model;
+pub mod node_report;
+pub mod ports;
 pub mod runtime;
+pub mod store_adapter;
 pub mod tools;
 pub mod turn;
 
@@ -13,31 +17,34 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentplane_domain::Timestamp;
 use agentplane_domain::pricing::PriceTable;
-use agentplane_store::Store;
 
 pub use bus::EventBus;
 pub use model::{ModelClient, ModelConfig};
+pub use store_adapter::Engine;
 pub use tools::ToolRegistry;
 pub use turn::{TurnError, TurnOutcome, TurnRequest};
 
+/// The engine over its ports: `S` keeps sessions and their event logs (see [`ports`]), `M` is
+/// the model. [`Engine`] is the deployed one (DynamoDB, an OpenAI-compatible endpoint).
 #[derive(Debug, Clone)]
-pub struct Engine {
-    pub store: Store,
-    pub model: ModelClient,
+pub struct TurnEngine<S, M> {
+    pub store: S,
+    pub model: M,
     pub tools: Arc<ToolRegistry>,
     pub prices: Arc<PriceTable>,
     pub bus: EventBus,
 }
 
-impl Engine {
-    pub fn new(store: Store, model: ModelConfig, prices: PriceTable, bus: EventBus) -> Self {
-        Self {
-            store,
-            model: ModelClient::new(model),
-            tools: Arc::new(ToolRegistry::builtin()),
-            prices: Arc::new(prices),
-            bus,
-        }
+impl<S> TurnEngine<S, ModelClient> {
+    pub fn new(store: S, model: ModelConfig, prices: PriceTable, bus: EventBus) -> Self {
+        Self::with_model(store, ModelClient::new(model), prices, bus)
+    }
+}
+
+impl<S, M> TurnEngine<S, M> {
+    /// An engine over any model (the built-in tools).
+    pub fn with_model(store: S, model: M, prices: PriceTable, bus: EventBus) -> Self {
+        Self { store, model, tools: Arc::new(ToolRegistry::builtin()), prices: Arc::new(prices), bus }
     }
 
     fn now(&self) -> Timestamp {

@@ -243,3 +243,15 @@ impl ModelClient {
         })
     }
 }
+
+impl crate::ports::ChatModel for ModelClient {
+    async fn complete(
+        &self,
+        model: &str,
+        messages: &[ChatMessage],
+        tools: &[ToolDefinition],
+        deadline: tokio::time::Instant,
+    ) -> Result<ModelReply, ModelError> {
+        ModelClient::complete(self, model, messages, tools, deadline).await
+    }
+}

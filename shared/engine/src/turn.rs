@@ -2,22 +2,30 @@
 //! is written to the event log as it happens. The session is held (`running`) for the whole
 //! turn and always released, whatever ends it. A turn whose session is deleted stops at its
 //! next step: the session is checked before every model call and every append, and usage is
-//! added only to a live session (a conditional write), so nothing more is recorded for it.
+//! added only to a live session (a conditional write), so nothing more is recorded for it. The
+//! same check stops a turn that lost its hold (another turn took the session over after this
+//! one's hold ran out): it writes nothing more, and leaves the session to its new holder.
+//!
+//! The loop runs over the engine's ports ([`crate::ports`]): any session store and event log,
+//! any model.
 
 use agentplane_domain::agent::{Channel, VersionedConfig};
-use agentplane_domain::event::{EventType, NewEvent};
+use agentplane_domain::event::payload::{
+    MessageText, ToolCall, ToolResult, TurnEnded, TurnFailure, TurnStarted, TurnUsage, UsageRecorded,
+};
+use agentplane_domain::event::{EventPayload, NewEvent};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::pricing::Usage;
 use agentplane_domain::session::StopReason;
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
-use agentplane_store::StoreError;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use thiserror::Error;
 use tokio::time::Instant;
 
-use crate::Engine;
+use crate::TurnEngine;
 use crate::conversation::conversation;
 use crate::model::{ChatMessage, ModelError};
+use crate::ports::{ChatModel, EventLog, PortError as StoreError, SessionTurns, TurnHold};
 
 #[derive(Debug, Clone)]
 pub struct TurnRequest {
@@ -65,10 +73,28 @@ enum Ending {
     Failed(String, String),
     /// The session was deleted while the turn ran: nothing more is written for it.
     SessionGone,
+    /// Another turn holds the session now: nothing more is written, the session is not released.
+    LeaseLost,
 }
 
-struct Turn<'a> {
-    engine: &'a Engine,
+/// Why the loop stopped before an ending of its own.
+enum Interrupt {
+    SessionGone,
+    LeaseLost,
+    Storage(StoreError),
+}
+
+impl From<StoreError> for Interrupt {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound => Self::SessionGone,
+            other => Self::Storage(other),
+        }
+    }
+}
+
+struct Turn<'a, S, M> {
+    engine: &'a TurnEngine<S, M>,
     request: &'a TurnRequest,
     turn_id: String,
     usage: Usage,
@@ -78,7 +104,7 @@ struct Turn<'a> {
     next_seq: Option<u64>,
 }
 
-impl Engine {
+impl<S: SessionTurns + EventLog, M: ChatModel> TurnEngine<S, M> {
     /// Runs a turn to its end. Call it from a spawned task: the turn must finish (and release
     /// the session) even when the caller goes away.
     pub async fn run_turn(&self, request: TurnRequest) -> Result<TurnOutcome, TurnError> {
@@ -91,7 +117,6 @@ impl Engine {
             now.plus_millis(i64::try_from(remaining.as_millis()).unwrap_or(i64::MAX / 2) + HOLD_GRACE_MS);
         match self
             .store
-            .sessions()
             .begin_turn(
                 &request.project_id,
                 &request.session_id,
@@ -119,8 +144,9 @@ impl Engine {
         };
         let ending = match turn.drive().await {
             Ok(ending) => ending,
-            Err(StoreError::NotFound) => Ending::SessionGone,
-            Err(err) => {
+            Err(Interrupt::SessionGone) => Ending::SessionGone,
+            Err(Interrupt::LeaseLost) => Ending::LeaseLost,
+            Err(Interrupt::Storage(err)) => {
                 tracing::error!(error = %err, "storage failed during a turn");
                 Ending::Failed("storage_unavailable".into(), "storage failed during the turn".into())
             }
@@ -129,24 +155,42 @@ impl Engine {
             tracing::info!(session = %request.session_id, "the session was deleted during its turn; the turn stopped");
             return Err(TurnError::SessionNotFound);
         }
+        if matches!(ending, Ending::LeaseLost) {
+            tracing::warn!(session = %request.session_id, "a turn lost its hold on the session; the turn stopped");
+            return Ok(turn.outcome(
+                StopReason::Error,
+                None,
+                Some((
+                    "turn_lease_lost".into(),
+                    "another turn took the session over; this turn stopped".into(),
+                )),
+            ));
+        }
         Ok(turn.finish(ending).await)
     }
 }
 
-impl Turn<'_> {
-    async fn log(&mut self, kind: EventType, data: Value) -> Result<(), StoreError> {
-        self.log_many(vec![(kind, data)]).await
+impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
+    async fn log(&mut self, payload: EventPayload) -> Result<(), Interrupt> {
+        self.log_many(vec![payload]).await
     }
 
-    /// `NotFound` once the session is deleted (or gone): the turn must stop.
-    async fn ensure_live(&self) -> Result<(), StoreError> {
-        self.engine.store.sessions().get(&self.request.project_id, &self.request.session_id).await.map(|_| ())
+    /// Stops the turn once the session is deleted (or gone) or another turn holds it.
+    async fn ensure_live(&self) -> Result<(), Interrupt> {
+        match self
+            .engine
+            .store
+            .turn_hold(&self.request.project_id, &self.request.session_id, &self.turn_id)
+            .await?
+        {
+            TurnHold::Held => Ok(()),
+            TurnHold::Lost => Err(Interrupt::LeaseLost),
+        }
     }
 
-    async fn log_many(&mut self, events: Vec<(EventType, Value)>) -> Result<(), StoreError> {
+    async fn log_many(&mut self, events: Vec<EventPayload>) -> Result<(), Interrupt> {
         self.ensure_live().await?;
-        let events =
-            events.into_iter().map(|(k, d)| NewEvent::new(k, Some(self.turn_id.clone()), d)).collect();
+        let events = events.iter().map(|p| NewEvent::from_payload(p, Some(self.turn_id.clone()))).collect();
         let appended = self
             .engine
             .bus
@@ -164,9 +208,9 @@ impl Turn<'_> {
         Ok(())
     }
 
-    async fn drive(&mut self) -> Result<Ending, StoreError> {
+    async fn drive(&mut self) -> Result<Ending, Interrupt> {
         let request = self.request;
-        let history = self.engine.store.events().all(&request.session_id).await?;
+        let history = self.engine.store.all_events(&request.session_id).await?;
         let mut messages = Vec::new();
         if !request.config.instructions.is_empty() {
             messages.push(ChatMessage::System { content: request.config.instructions.clone() });
@@ -174,14 +218,14 @@ impl Turn<'_> {
         messages.extend(conversation(&history));
         messages.push(ChatMessage::User { content: request.input.clone() });
         self.log_many(vec![
-            (
-                EventType::TurnStarted,
-                json!({
-                    "agent_id": request.agent_id, "channel": request.channel,
-                    "version": request.version, "model": request.config.model,
-                }),
-            ),
-            (EventType::UserMessage, json!({ "text": request.input })),
+            EventPayload::TurnStarted(TurnStarted {
+                agent_id: request.agent_id,
+                channel: request.channel,
+                version: request.version,
+                model: request.config.model.clone(),
+                extra: Map::new(),
+            }),
+            EventPayload::UserMessage(MessageText::new(request.input.clone())),
         ])
         .await?;
         let tools = self.engine.tools.definitions(&request.config.tools);
@@ -210,43 +254,42 @@ impl Turn<'_> {
             if cost.is_none() {
                 self.unpriced = self.unpriced + reply.usage;
             }
-            self.engine
-                .store
-                .sessions()
-                .add_usage(&request.project_id, &request.session_id, reply.usage, cost)
-                .await?;
-            self.log(
-                EventType::Usage,
-                json!({
-                    "step": step, "model": request.config.model,
-                    "input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens,
-                    "cost_usd": cost.unwrap_or(0.0), "priced": cost.is_some(),
-                }),
-            )
+            self.engine.store.add_usage(&request.project_id, &request.session_id, reply.usage, cost).await?;
+            self.log(EventPayload::Usage(UsageRecorded {
+                step,
+                model: request.config.model.clone(),
+                input_tokens: reply.usage.input_tokens,
+                output_tokens: reply.usage.output_tokens,
+                cost_usd: cost.unwrap_or(0.0),
+                priced: cost.is_some(),
+                extra: Map::new(),
+            }))
             .await?;
 
             if reply.tool_calls.is_empty() {
                 let text = reply.text.unwrap_or_default();
-                self.log(EventType::AssistantMessage, json!({ "text": text })).await?;
+                self.log(EventPayload::AssistantMessage(MessageText::new(text.clone()))).await?;
                 return Ok(Ending::Answer(text));
             }
 
             // All of the step's calls first (as the model asked for them), then each result.
-            let calls: Vec<(EventType, Value)> = reply
+            let calls: Vec<EventPayload> = reply
                 .tool_calls
                 .iter()
                 .enumerate()
                 .map(|(i, call)| {
                     let arguments: Value = serde_json::from_str(&call.function.arguments)
                         .unwrap_or(Value::String(call.function.arguments.clone()));
-                    let mut data = json!({
-                        "step": step, "call_id": call.id, "name": call.function.name,
-                        "arguments": arguments, "arguments_text": call.function.arguments,
-                    });
-                    if let (0, Some(text)) = (i, &reply.text) {
-                        data["assistant_text"] = json!(text);
-                    }
-                    (EventType::ToolCall, data)
+                    EventPayload::ToolCall(ToolCall {
+                        step,
+                        call_id: call.id.clone(),
+                        name: call.function.name.clone(),
+                        arguments,
+                        arguments_text: call.function.arguments.clone(),
+                        assistant_text: if i == 0 { reply.text.clone() } else { None },
+                        truncated: false,
+                        extra: Map::new(),
+                    })
                 })
                 .collect();
             self.log_many(calls).await?;
@@ -270,10 +313,15 @@ impl Turn<'_> {
                     Ok(value) => (value.clone(), false, value.to_string()),
                     Err(message) => (json!(message), true, format!("error: {message}")),
                 };
-                self.log(
-                    EventType::ToolResult,
-                    json!({ "step": step, "call_id": call.id, "name": call.function.name, "output": output, "is_error": is_error }),
-                )
+                self.log(EventPayload::ToolResult(ToolResult {
+                    step,
+                    call_id: call.id.clone(),
+                    name: call.function.name.clone(),
+                    output,
+                    is_error,
+                    truncated: false,
+                    extra: Map::new(),
+                }))
                 .await?;
                 messages.push(ChatMessage::Tool { tool_call_id: call.id.clone(), content });
             }
@@ -288,34 +336,55 @@ impl Turn<'_> {
             Ending::Answer(text) => (StopReason::EndTurn, Some(text), None, None),
             Ending::Limit(which) => (StopReason::Limit, None, None, Some(which)),
             Ending::Failed(code, message) => (StopReason::Error, None, Some((code, message)), None),
-            Ending::SessionGone => (StopReason::Cancelled, None, None, Some("session_deleted")),
+            Ending::SessionGone | Ending::LeaseLost => {
+                (StopReason::Cancelled, None, None, Some("session_deleted"))
+            }
         };
         if let Some((code, message)) = &error
-            && let Err(err) = self.log(EventType::Error, json!({ "code": code, "message": message })).await
+            && let Err(err) = self
+                .log(EventPayload::Error(TurnFailure {
+                    code: code.clone(),
+                    message: message.clone(),
+                    extra: Map::new(),
+                }))
+                .await
         {
-            tracing::error!(error = %err, "could not record a turn error");
+            err.trace("could not record a turn error");
         }
-        let ended = json!({
-            "stop_reason": stop_reason, "limit": detail,
-            "usage": { "input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
-                       "total_tokens": self.usage.total_tokens(),
-                       "unpriced_input_tokens": self.unpriced.input_tokens,
-                       "unpriced_output_tokens": self.unpriced.output_tokens },
-            "cost_usd": self.cost_usd,
+        let ended = EventPayload::TurnEnded(TurnEnded {
+            stop_reason,
+            limit: detail.map(str::to_owned),
+            usage: TurnUsage {
+                input_tokens: self.usage.input_tokens,
+                output_tokens: self.usage.output_tokens,
+                total_tokens: self.usage.total_tokens(),
+                unpriced_input_tokens: self.unpriced.input_tokens,
+                unpriced_output_tokens: self.unpriced.output_tokens,
+            },
+            cost_usd: self.cost_usd,
+            extra: Map::new(),
         });
-        if let Err(err) = self.log(EventType::TurnEnded, ended).await {
-            tracing::error!(error = %err, "could not record the end of a turn");
+        if let Err(err) = self.log(ended).await {
+            err.trace("could not record the end of a turn");
         }
         let now: Timestamp = self.engine.now();
         if let Err(err) = self
             .engine
             .store
-            .sessions()
             .end_turn(&self.request.project_id, &self.request.session_id, &self.turn_id, stop_reason, now)
             .await
         {
             tracing::error!(error = %err, "could not release the session after a turn");
         }
+        self.outcome(stop_reason, output_text, error)
+    }
+
+    fn outcome(
+        self,
+        stop_reason: StopReason,
+        output_text: Option<String>,
+        error: Option<(String, String)>,
+    ) -> TurnOutcome {
         TurnOutcome {
             turn_id: self.turn_id,
             stop_reason,
@@ -327,3 +396,16 @@ impl Turn<'_> {
         }
     }
 }
+
+impl Interrupt {
+    fn trace(&self, what: &str) {
+        match self {
+            Self::SessionGone => tracing::info!("{what}: the session was deleted"),
+            Self::LeaseLost => tracing::warn!("{what}: another turn holds the session"),
+            Self::Storage(err) => tracing::error!(error = %err, "{what}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

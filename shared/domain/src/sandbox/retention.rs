@@ -7,6 +7,8 @@ use std::collections::{BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::ProcessId;
+use super::command::Stream;
+use crate::Timestamp;
 
 pub const PROCESS_MAX_BYTES: u64 = 1024 * 1024;
 pub const PROCESS_MAX_CHUNKS: usize = 1024;
@@ -198,6 +200,25 @@ pub fn trim_batch(events: Vec<super::command::NodeEvent>) -> Vec<super::command:
         }
     }
     out
+}
+
+/// The retention index of a sandbox plus which report events it already includes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RetentionState {
+    pub index: RetentionIndex,
+    pub applied_connection: Option<String>,
+    pub applied_seq: u64,
+}
+
+/// One retained chunk of a process's output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredChunk {
+    pub seq: u64,
+    pub process: ProcessId,
+    pub stream: Stream,
+    pub at: Timestamp,
+    /// Base64, as it travels.
+    pub data: String,
 }
 
 #[cfg(test)]

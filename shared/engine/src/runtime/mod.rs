@@ -7,8 +7,8 @@ pub mod sources;
 
 use std::time::Duration;
 
+use crate::ports::SandboxCounterLog;
 use agentplane_domain::telemetry::SamplingInterval;
-use agentplane_store::Store;
 
 pub use sampler::{SamplerReport, sample_once};
 pub use sources::{LOCAL_PROVIDER, LocalUsageSource, ObservationSource, ObservationSources, SourceReading};
@@ -32,7 +32,7 @@ impl RuntimeTelemetry {
     /// periodic history), `AGENTPLANE_SAMPLE_TIMEOUT_MS` (provider read deadline, default 2000),
     /// `AGENTPLANE_SAMPLE_STALE_S` (counters older than this are not a current sample; default
     /// three intervals).
-    pub fn from_env(store: &Store) -> Self {
+    pub fn from_env<C: SandboxCounterLog + Clone + std::fmt::Debug + 'static>(store: &C) -> Self {
         let var = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
         let interval_s = var("AGENTPLANE_SAMPLING_INTERVAL_S")
             .and_then(|v| u32::try_from(v).ok())

@@ -3,6 +3,7 @@
 //! Samples are keyed by allocation and interval start, so a repeated pass in the same interval
 //! writes nothing twice. The sampler reads providers and records; it never changes compute.
 
+use crate::ports::{Allocation, LiveAllocations, PortError, SampleLog, SessionReader};
 use agentplane_domain::telemetry::observation::{ObservationError, needs_provider_read};
 use agentplane_domain::telemetry::observation_wire::LifecycleState;
 use agentplane_domain::telemetry::{
@@ -10,7 +11,6 @@ use agentplane_domain::telemetry::{
     TokenUsage, runtime_observation,
 };
 use agentplane_domain::{SessionId, Timestamp};
-use agentplane_store::{Allocation, Store, StoreError};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 
@@ -45,20 +45,20 @@ enum Outcome {
 /// One sampler pass at `now`: one listing of the live allocations, their Sessions' usage in
 /// batches, provider reads in batches where the source can batch (the local source reads 100
 /// sandboxes' counters a request), then the conditional sample writes, a bounded number at once.
-pub async fn sample_once(
-    store: &Store,
+pub async fn sample_once<S: LiveAllocations + SessionReader + SampleLog>(
+    store: &S,
     config: &RuntimeTelemetry,
     now: Timestamp,
-) -> Result<SamplerReport, StoreError> {
+) -> Result<SamplerReport, PortError> {
     let interval = config.interval.seconds();
     let seconds = now.unix_seconds();
     let interval_start = seconds - seconds.rem_euclid(interval);
-    let allocations = store.allocations().list_live().await?;
+    let allocations = store.live_allocations().await?;
     let mut report =
         SamplerReport { interval_start, allocations: allocations.len(), ..SamplerReport::default() };
     // The Sessions' measured usage, read in batches; a failed read leaves samples without it.
     let keys: Vec<_> = allocations.iter().map(|a| (a.project_id, a.session_id)).collect();
-    let sessions = match store.sessions().get_many(&keys).await {
+    let sessions = match store.sessions_by_id(&keys).await {
         Ok(sessions) => sessions,
         Err(err) => {
             tracing::warn!(error = %err, "reading session usage for runtime samples failed");
@@ -97,7 +97,7 @@ pub async fn sample_once(
         .map(|batch| async move {
             let rows: Vec<_> =
                 batch.iter().map(|(_, session, sample)| (*session, interval_start, sample.clone())).collect();
-            let results = store.telemetry().put_samples(&rows).await;
+            let results = store.put_samples(&rows).await;
             batch
                 .iter()
                 .zip(results)

@@ -9,10 +9,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::ports::{Allocation, SandboxCounterLog};
 use agentplane_domain::Timestamp;
 use agentplane_domain::telemetry::observation::ProviderSample;
 use agentplane_domain::telemetry::{ComputeStart, ProviderRead, SampleReadings, SandboxCounters};
-use agentplane_store::{Allocation, Store};
 
 /// The provider type of allocations served by Agentplane's own sandbox nodes.
 pub const LOCAL_PROVIDER: &str = "local";
@@ -183,18 +183,16 @@ impl ObservationSources {
 /// (the telemetry table's `SANDBOX#{id}`/`USAGE` record). Counters older than `stale_after` are
 /// not a current sample.
 #[derive(Debug, Clone)]
-pub struct LocalUsageSource {
-    store: Store,
+pub struct LocalUsageSource<C> {
+    store: C,
     stale_after: Duration,
 }
 
-impl LocalUsageSource {
-    pub fn new(store: Store, stale_after: Duration) -> Self {
+impl<C> LocalUsageSource<C> {
+    pub fn new(store: C, stale_after: Duration) -> Self {
         Self { store, stale_after }
     }
-}
 
-impl LocalUsageSource {
     /// The reading of counters read at `now`: stale ones are no current sample.
     fn current(&self, usage: Option<&SandboxCounters>, now: Timestamp) -> SourceReading {
         let Some(usage) = usage else { return SourceReading::without_sample(ProviderRead::Unavailable) };
@@ -206,14 +204,14 @@ impl LocalUsageSource {
     }
 }
 
-impl ObservationSource for LocalUsageSource {
+impl<C: SandboxCounterLog + fmt::Debug> ObservationSource for LocalUsageSource<C> {
     fn read<'a>(&'a self, allocation: &'a Allocation, now: Timestamp) -> ReadFuture<'a> {
         Box::pin(async move {
-            let Some(sandbox_id) = allocation.sandbox_id.as_deref() else {
+            let Some(sandbox_id) = allocation.sandbox() else {
                 return SourceReading::without_sample(ProviderRead::Unavailable);
             };
             // A failed read is "could not produce a current sample"; its detail stays here.
-            match self.store.telemetry().sandbox_counters(sandbox_id).await {
+            match self.store.sandbox_counters(sandbox_id).await {
                 Ok(usage) => self.current(usage.as_ref(), now),
                 Err(_) => SourceReading::without_sample(ProviderRead::Unavailable),
             }
@@ -223,8 +221,8 @@ impl ObservationSource for LocalUsageSource {
     /// One BatchGetItem for the counters of up to 100 sandboxes.
     fn read_many<'a>(&'a self, allocations: &'a [&'a Allocation], now: Timestamp) -> ReadManyFuture<'a> {
         Box::pin(async move {
-            let ids: Vec<&str> = allocations.iter().filter_map(|a| a.sandbox_id.as_deref()).collect();
-            let counters = match self.store.telemetry().sandbox_counters_many(&ids).await {
+            let ids: Vec<&str> = allocations.iter().filter_map(|a| a.sandbox()).collect();
+            let counters = match self.store.sandbox_counters_many(&ids).await {
                 Ok(counters) => counters,
                 Err(_) => {
                     return allocations
@@ -235,7 +233,7 @@ impl ObservationSource for LocalUsageSource {
             };
             allocations
                 .iter()
-                .map(|a| self.current(a.sandbox_id.as_deref().and_then(|id| counters.get(id)), now))
+                .map(|a| self.current(a.sandbox().and_then(|id| counters.get(id)), now))
                 .collect()
         })
     }

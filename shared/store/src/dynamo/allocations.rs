@@ -9,8 +9,9 @@
 use std::collections::HashMap;
 
 use agentplane_domain::page::created_sort_key;
+use agentplane_domain::sandbox::SandboxId;
 use agentplane_domain::telemetry::observation_wire::LifecycleState;
-use agentplane_domain::telemetry::{AllocationRecord, AllocationState, DeviceId, EnvironmentId};
+use agentplane_domain::telemetry::{AllocationState, DeviceId};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::SdkError;
@@ -23,19 +24,7 @@ use super::{batch_get_as, conditional, get_as, put_new, query_all, s};
 use crate::resources::BY_CREATED;
 use crate::{Store, StoreError};
 
-/// Core's record of one Session's managed allocation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Allocation {
-    pub project_id: ProjectId,
-    pub session_id: SessionId,
-    pub environment_id: EnvironmentId,
-    #[serde(flatten)]
-    pub record: AllocationRecord,
-    /// The sandbox running the allocation's compute, once bound.
-    #[serde(default)]
-    pub sandbox_id: Option<String>,
-    pub updated_at: Timestamp,
-}
+pub use agentplane_domain::allocation::Allocation;
 
 #[derive(Serialize, Deserialize)]
 struct AllocationItem {
@@ -108,8 +97,8 @@ impl<'a> Allocations<'a> {
         &self,
         project: &ProjectId,
         session: &SessionId,
-        sandbox_id: &str,
-        replacing: Option<&str>,
+        sandbox_id: &SandboxId,
+        replacing: Option<&SandboxId>,
         device_id: Option<DeviceId>,
         now: Timestamp,
     ) -> Result<Allocation, StoreError> {
@@ -132,12 +121,12 @@ impl<'a> Allocations<'a> {
             .expression_attribute_values(":cleanup", state_value(AllocationState::CleanupPending)?)
             .expression_attribute_values(":released", state_value(AllocationState::Released)?)
             .expression_attribute_values(":running", state_value(AllocationState::Running)?)
-            .expression_attribute_values(":sandbox", s(sandbox_id))
+            .expression_attribute_values(":sandbox", s(sandbox_id.as_str()))
             .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
             .return_values(ReturnValue::AllNew);
         let mut sets = "SET #st = :running, sandbox_id = :sandbox, updated_at = :now".to_owned();
         request = match replacing {
-            Some(old) => request.expression_attribute_values(":replacing", s(old)),
+            Some(old) => request.expression_attribute_values(":replacing", s(old.as_str())),
             None => request.expression_attribute_values(":null", s("NULL")),
         };
         if let Some(device) = device_id {

@@ -107,7 +107,7 @@ impl<'a> EventLog<'a> {
                     pk: session_pk(session),
                     sk: next,
                     session_id: *session,
-                    kind: event.kind,
+                    kind: event.kind.clone(),
                     turn_id: event.turn_id.clone(),
                     data: data.clone(),
                     created_at: now,
@@ -188,5 +188,57 @@ impl<'a> EventLog<'a> {
                 return Ok(out);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentplane_domain::event::EventPayload;
+    use std::collections::HashMap;
+
+    fn stored(kind: &str, data: &str) -> HashMap<String, AttributeValue> {
+        let n = |v: &str| AttributeValue::N(v.to_owned());
+        HashMap::from([
+            ("PK".to_owned(), s("SESSION#x")),
+            ("SK".to_owned(), n("3")),
+            ("session_id".to_owned(), s(SessionId::from_random([4; 16]).to_string())),
+            ("type".to_owned(), s(kind)),
+            ("data".to_owned(), s(data)),
+            ("created_at".to_owned(), n("1000")),
+            ("expires_at".to_owned(), n("2000")),
+        ])
+    }
+
+    #[test]
+    fn an_event_type_written_by_a_newer_release_reads_without_failing_and_is_stored_back_unchanged() {
+        let raw = stored("approval.requested", r#"{"action_id":"act_1"}"#);
+        let item: EventItem = serde_dynamo::from_item(raw.clone()).unwrap();
+        let event = item.into_event();
+        assert_eq!(event.kind, EventType::Unknown("approval.requested".into()));
+        assert!(
+            matches!(event.payload(), EventPayload::Unknown { kind, .. } if kind == "approval.requested")
+        );
+        assert_eq!(event.data["action_id"], "act_1");
+        let again: HashMap<String, AttributeValue> = serde_dynamo::to_item(EventItem {
+            pk: "SESSION#x".into(),
+            sk: event.seq,
+            session_id: event.session_id,
+            kind: event.kind,
+            turn_id: None,
+            data: event.data.to_string(),
+            created_at: event.created_at,
+            expires_at: 2000,
+        })
+        .unwrap();
+        assert_eq!(again.get("type"), raw.get("type"));
+    }
+
+    #[test]
+    fn a_known_event_type_reads_typed() {
+        let item: EventItem = serde_dynamo::from_item(stored("message.user", r#"{"text":"hi"}"#)).unwrap();
+        let event = item.into_event();
+        assert_eq!(event.kind, EventType::UserMessage);
+        assert!(matches!(event.payload(), EventPayload::UserMessage(m) if m.text == "hi"));
     }
 }

@@ -12,8 +12,7 @@
 //! recomputes the same sequence numbers and overwrites the same keys.
 
 use agentplane_domain::Timestamp;
-use agentplane_domain::sandbox::command::Stream;
-use agentplane_domain::sandbox::retention::{ChunkMeta, RetentionIndex};
+use agentplane_domain::sandbox::retention::ChunkMeta;
 use agentplane_domain::sandbox::{ProcessId, ProcessRecord, ProcessState, SandboxId};
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, PutRequest, WriteRequest};
 use serde::{Deserialize, Serialize};
@@ -46,13 +45,7 @@ struct ProcessItem {
     record: ProcessRecord,
 }
 
-/// The retention index plus which report events it already includes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RetentionState {
-    pub index: RetentionIndex,
-    pub applied_connection: Option<String>,
-    pub applied_seq: u64,
-}
+pub use agentplane_domain::sandbox::retention::{RetentionState, StoredChunk};
 
 #[derive(Serialize, Deserialize)]
 struct IndexItem {
@@ -72,17 +65,6 @@ pub struct OutputPage {
     pub has_more: bool,
     /// Chunks past their retention were left out (the table had not removed them yet).
     pub expired: bool,
-}
-
-/// One retained chunk of output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredChunk {
-    pub seq: u64,
-    pub process: ProcessId,
-    pub stream: Stream,
-    pub at: Timestamp,
-    /// Base64, as it travels.
-    pub data: String,
 }
 
 #[derive(Serialize, Deserialize)]

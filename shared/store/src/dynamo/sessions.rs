@@ -302,6 +302,17 @@ impl Sessions<'_> {
         }
     }
 
+    /// The id of the turn holding the live session (`None` when none holds it); a strongly
+    /// consistent read, so a turn that was taken over or settled learns it at once.
+    pub async fn turn_holder(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+    ) -> Result<Option<String>, StoreError> {
+        let item = self.raw(project, id).await?;
+        Ok(item.get("current_turn_id").and_then(|v| v.as_s().ok()).cloned())
+    }
+
     /// Ends the turn that holds the session: back to idle with its stop reason. Only the
     /// holder can end it.
     pub async fn end_turn(

@@ -1,0 +1,274 @@
+//! The ports the engine drives: narrow traits named for what a use case needs, so the turn loop,
+//! the event bus and the sampler never name a storage backend. `store_adapter` implements them
+//! over DynamoDB (`agentplane_store::Store`); unit tests implement them in memory.
+//!
+//! Every port answers [`PortError`] (the storage error the surfaces already map to responses):
+//! `NotFound` when the thing is gone, `Conflict` when a write's condition did not hold.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+
+use agentplane_domain::agent::Channel;
+use agentplane_domain::event::{Event, NewEvent};
+use agentplane_domain::ids::AgentId;
+use agentplane_domain::pricing::Usage;
+use agentplane_domain::sandbox::request::CreateSandbox;
+use agentplane_domain::sandbox::retention::ChunkMeta;
+use agentplane_domain::sandbox::{Lifecycle, ProcessId, ProcessRecord, Sandbox, SandboxId};
+use agentplane_domain::session::{Session, StopReason};
+use agentplane_domain::telemetry::{RuntimeSample, SandboxCounters};
+use agentplane_domain::{ProjectId, SessionId, Timestamp};
+use tokio::time::Instant;
+
+use crate::model::{ChatMessage, ModelError, ModelReply, ToolDefinition};
+
+pub use agentplane_domain::allocation::Allocation;
+pub use agentplane_domain::sandbox::retention::{RetentionState, StoredChunk};
+/// What a port call can end in (see the module docs).
+pub type PortError = agentplane_store::StoreError;
+
+/// Who holds a session's turn, as the turn loop checks before each step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnHold {
+    /// The asking turn still holds the session.
+    Held,
+    /// Another turn holds it, or the hold was settled as dead: the asking turn lost its lease.
+    Lost,
+}
+
+/// The session's turn state: one turn at a time, held until a deadline, usage added as it goes.
+pub trait SessionTurns: Send + Sync {
+    /// Marks the session running for `turn_id` until `hold_until` (only when idle, or when the
+    /// holder is past its hold). `Conflict`: a live turn holds it; `NotFound`: no live session.
+    #[allow(clippy::too_many_arguments)]
+    fn begin_turn(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        turn_id: &str,
+        agent: &AgentId,
+        channel: Channel,
+        now: Timestamp,
+        hold_until: Timestamp,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Whether `turn_id` still holds the live session; `NotFound` once the session is deleted.
+    fn turn_hold(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        turn_id: &str,
+    ) -> impl Future<Output = Result<TurnHold, PortError>> + Send;
+
+    /// Adds one model call's usage (`cost_usd: None`: unpriced); `NotFound` for a deleted session.
+    fn add_usage(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        usage: Usage,
+        cost_usd: Option<f64>,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Releases the session (idle, with `stop_reason`); only the holder can. `Conflict` when
+    /// `turn_id` no longer holds it.
+    fn end_turn(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        turn_id: &str,
+        stop_reason: StopReason,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+}
+
+/// The session event log: append-only, gapless per session.
+pub trait EventLog: Send + Sync {
+    /// Appends `events` in order, each with the next free sequence number; `from` is a start
+    /// hint (one past a number this log handed out), `None` reads the current end first.
+    fn append_events(
+        &self,
+        session: &SessionId,
+        events: Vec<NewEvent>,
+        now: Timestamp,
+        retention_days: i64,
+        from: Option<u64>,
+    ) -> impl Future<Output = Result<Vec<Event>, PortError>> + Send;
+
+    /// The whole log, oldest first.
+    fn all_events(&self, session: &SessionId) -> impl Future<Output = Result<Vec<Event>, PortError>> + Send;
+}
+
+/// The model behind an agent.
+pub trait ChatModel: Send + Sync {
+    /// One completion of `messages` with `tools` offered, finished before `deadline`.
+    fn complete(
+        &self,
+        model: &str,
+        messages: &[ChatMessage],
+        tools: &[ToolDefinition],
+        deadline: Instant,
+    ) -> impl Future<Output = Result<ModelReply, ModelError>> + Send;
+}
+
+/// The managed allocations that are not stopped (what the sampler walks).
+pub trait LiveAllocations: Send + Sync {
+    fn live_allocations(&self) -> impl Future<Output = Result<Vec<Allocation>, PortError>> + Send;
+}
+
+/// Many live sessions at once, by id (deleted and missing ones left out).
+pub trait SessionReader: Send + Sync {
+    fn sessions_by_id(
+        &self,
+        keys: &[(ProjectId, SessionId)],
+    ) -> impl Future<Output = Result<HashMap<SessionId, Session>, PortError>> + Send;
+}
+
+/// Runtime samples, written once per allocation and interval.
+pub trait SampleLog: Send + Sync {
+    /// One result per sample, in order: `Ok(true)` written, `Ok(false)` already there.
+    fn put_samples(
+        &self,
+        samples: &[(SessionId, i64, RuntimeSample)],
+    ) -> impl Future<Output = Vec<Result<bool, PortError>>> + Send;
+}
+
+/// The latest counters sandbox nodes reported for their sandboxes.
+pub trait SandboxCounterLog: Send + Sync {
+    fn sandbox_counters(
+        &self,
+        sandbox_id: &str,
+    ) -> impl Future<Output = Result<Option<SandboxCounters>, PortError>> + Send;
+
+    /// Sandboxes without counters are left out.
+    fn sandbox_counters_many(
+        &self,
+        sandbox_ids: &[&str],
+    ) -> impl Future<Output = Result<HashMap<String, SandboxCounters>, PortError>> + Send;
+}
+
+/// Sandbox records, as compute placement and node reports read and change them.
+pub trait SandboxRecords: Send + Sync {
+    /// A sandbox of any project.
+    fn sandbox(&self, id: &SandboxId) -> impl Future<Output = Result<Sandbox, PortError>> + Send;
+
+    /// Moves the sandbox from `from` to `to` (conditional on `from`: `Conflict` otherwise).
+    fn transition_sandbox(
+        &self,
+        sandbox: &Sandbox,
+        from: &Lifecycle,
+        to: &Lifecycle,
+    ) -> impl Future<Output = Result<Sandbox, PortError>> + Send;
+
+    /// Records what the node reports about the sandbox's isolation.
+    fn set_isolation(
+        &self,
+        id: &SandboxId,
+        isolation: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+}
+
+/// Binding a Session's allocation to the sandbox running its compute.
+pub trait AllocationBinding: Send + Sync {
+    /// Binds the allocation to `sandbox_id` and marks it running; `replacing` is the sandbox it
+    /// must still be bound to (`None`: none yet). `NotFound` without an allocation; `Conflict`
+    /// when it is stopped or bound to another sandbox.
+    fn activate_allocation(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        sandbox_id: &SandboxId,
+        replacing: Option<&SandboxId>,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Allocation, PortError>> + Send;
+}
+
+/// The compute sandboxes run on: a node is picked and asked to start or end one.
+pub trait Compute: Send + Sync {
+    /// Why a launch failed (shown in logs only).
+    type Error: std::fmt::Display + Send;
+
+    /// Starts a sandbox for `project` (for a Session's managed compute when `session` is set).
+    fn launch(
+        &self,
+        project: ProjectId,
+        new: CreateSandbox,
+        session: Option<SessionId>,
+    ) -> impl Future<Output = Result<Sandbox, Self::Error>> + Send;
+
+    /// Ends the sandbox (recorded killed, its node told); failures are the node's to settle.
+    fn end(&self, sandbox: &Sandbox) -> impl Future<Output = ()> + Send;
+}
+
+/// The observed processes of sandboxes, their retained output and its retention index.
+pub trait ProcessObservations: Send + Sync {
+    /// The sandbox's retention index and its version (for [`ProcessObservations::save_index`]).
+    fn load_index(
+        &self,
+        sandbox: &SandboxId,
+    ) -> impl Future<Output = Result<(RetentionState, u64), PortError>> + Send;
+
+    /// Saves the index, conditionally on `version` (`Conflict` when another writer saved first).
+    fn save_index(
+        &self,
+        sandbox: &SandboxId,
+        state: &RetentionState,
+        version: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    fn processes(
+        &self,
+        sandbox: &SandboxId,
+    ) -> impl Future<Output = Result<Vec<ProcessRecord>, PortError>> + Send;
+
+    /// Records a started process; `Conflict` when it is recorded already.
+    fn put_process(
+        &self,
+        sandbox: &SandboxId,
+        record: &ProcessRecord,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Records a process seen live; an older record of the pid that no longer runs is replaced
+    /// and returned.
+    fn put_seen_process(
+        &self,
+        sandbox: &SandboxId,
+        record: &ProcessRecord,
+    ) -> impl Future<Output = Result<Option<ProcessRecord>, PortError>> + Send;
+
+    fn record_exit(
+        &self,
+        sandbox: &SandboxId,
+        id: ProcessId,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        at: Timestamp,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Marks the sandbox's running processes as having an observation gap.
+    fn mark_gap(&self, sandbox: &SandboxId) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    fn set_truncated(
+        &self,
+        sandbox: &SandboxId,
+        id: ProcessId,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    fn delete_process(
+        &self,
+        sandbox: &SandboxId,
+        id: ProcessId,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    fn put_chunks(
+        &self,
+        sandbox: &SandboxId,
+        chunks: Vec<StoredChunk>,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    fn delete_chunks(
+        &self,
+        sandbox: &SandboxId,
+        chunks: &[ChunkMeta],
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+}

@@ -1,0 +1,226 @@
+//! The engine's ports over DynamoDB: each call delegates to the store's adapter of that entity.
+//! This is the one module of the engine that names `agentplane_store::Store`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use agentplane_domain::agent::Channel;
+use agentplane_domain::event::{Event, NewEvent};
+use agentplane_domain::ids::AgentId;
+use agentplane_domain::pricing::Usage;
+use agentplane_domain::sandbox::retention::ChunkMeta;
+use agentplane_domain::sandbox::{Lifecycle, ProcessId, ProcessRecord, Sandbox, SandboxId};
+use agentplane_domain::session::{Session, StopReason};
+use agentplane_domain::telemetry::{RuntimeSample, SandboxCounters};
+use agentplane_domain::{ProjectId, SessionId, Timestamp};
+use agentplane_store::Store;
+
+use crate::ports::{
+    Allocation, AllocationBinding, EventLog, LiveAllocations, PortError, ProcessObservations, RetentionState,
+    SampleLog, SandboxCounterLog, SandboxRecords, SessionReader, SessionTurns, StoredChunk, TurnHold,
+};
+
+/// The engine as deployed: sessions and events in DynamoDB, an OpenAI-compatible model.
+pub type Engine = crate::TurnEngine<Store, crate::ModelClient>;
+
+impl SessionTurns for Store {
+    async fn begin_turn(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        turn_id: &str,
+        agent: &AgentId,
+        channel: Channel,
+        now: Timestamp,
+        hold_until: Timestamp,
+    ) -> Result<(), PortError> {
+        self.sessions()
+            .begin_turn(project, session, turn_id, agent, channel, now, hold_until)
+            .await
+            .map(|_| ())
+    }
+
+    async fn turn_hold(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        turn_id: &str,
+    ) -> Result<TurnHold, PortError> {
+        let holder = self.sessions().turn_holder(project, session).await?;
+        Ok(if holder.as_deref() == Some(turn_id) { TurnHold::Held } else { TurnHold::Lost })
+    }
+
+    async fn add_usage(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        usage: Usage,
+        cost_usd: Option<f64>,
+    ) -> Result<(), PortError> {
+        self.sessions().add_usage(project, session, usage, cost_usd).await
+    }
+
+    async fn end_turn(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        turn_id: &str,
+        stop_reason: StopReason,
+        now: Timestamp,
+    ) -> Result<(), PortError> {
+        self.sessions().end_turn(project, session, turn_id, stop_reason, now).await
+    }
+}
+
+impl EventLog for Store {
+    async fn append_events(
+        &self,
+        session: &SessionId,
+        events: Vec<NewEvent>,
+        now: Timestamp,
+        retention_days: i64,
+        from: Option<u64>,
+    ) -> Result<Vec<Event>, PortError> {
+        self.events().append(session, events, now, retention_days, from).await
+    }
+
+    async fn all_events(&self, session: &SessionId) -> Result<Vec<Event>, PortError> {
+        self.events().all(session).await
+    }
+}
+
+impl LiveAllocations for Store {
+    async fn live_allocations(&self) -> Result<Vec<Allocation>, PortError> {
+        self.allocations().list_live().await
+    }
+}
+
+impl SessionReader for Store {
+    async fn sessions_by_id(
+        &self,
+        keys: &[(ProjectId, SessionId)],
+    ) -> Result<HashMap<SessionId, Session>, PortError> {
+        self.sessions().get_many(keys).await
+    }
+}
+
+impl SampleLog for Store {
+    async fn put_samples(&self, samples: &[(SessionId, i64, RuntimeSample)]) -> Vec<Result<bool, PortError>> {
+        self.telemetry().put_samples(samples).await
+    }
+}
+
+impl SandboxCounterLog for Store {
+    async fn sandbox_counters(&self, sandbox_id: &str) -> Result<Option<SandboxCounters>, PortError> {
+        self.telemetry().sandbox_counters(sandbox_id).await
+    }
+
+    async fn sandbox_counters_many(
+        &self,
+        sandbox_ids: &[&str],
+    ) -> Result<HashMap<String, SandboxCounters>, PortError> {
+        self.telemetry().sandbox_counters_many(sandbox_ids).await
+    }
+}
+
+impl SandboxRecords for Store {
+    async fn sandbox(&self, id: &SandboxId) -> Result<Sandbox, PortError> {
+        self.sandboxes().get_any(id).await
+    }
+
+    async fn transition_sandbox(
+        &self,
+        sandbox: &Sandbox,
+        from: &Lifecycle,
+        to: &Lifecycle,
+    ) -> Result<Sandbox, PortError> {
+        self.sandboxes().transition(sandbox, from, to).await
+    }
+
+    async fn set_isolation(
+        &self,
+        id: &SandboxId,
+        isolation: &BTreeMap<String, String>,
+    ) -> Result<(), PortError> {
+        self.sandboxes().set_isolation(id, isolation).await
+    }
+}
+
+impl AllocationBinding for Store {
+    async fn activate_allocation(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        sandbox_id: &SandboxId,
+        replacing: Option<&SandboxId>,
+        now: Timestamp,
+    ) -> Result<Allocation, PortError> {
+        self.allocations().activate(project, session, sandbox_id, replacing, None, now).await
+    }
+}
+
+impl ProcessObservations for Store {
+    async fn load_index(&self, sandbox: &SandboxId) -> Result<(RetentionState, u64), PortError> {
+        self.observations().load_index(sandbox).await
+    }
+
+    async fn save_index(
+        &self,
+        sandbox: &SandboxId,
+        state: &RetentionState,
+        version: u64,
+    ) -> Result<(), PortError> {
+        self.observations().save_index(sandbox, state, version).await
+    }
+
+    async fn processes(&self, sandbox: &SandboxId) -> Result<Vec<ProcessRecord>, PortError> {
+        self.observations().processes(sandbox).await
+    }
+
+    async fn put_process(&self, sandbox: &SandboxId, record: &ProcessRecord) -> Result<(), PortError> {
+        self.observations().put_process(sandbox, record).await
+    }
+
+    async fn put_seen_process(
+        &self,
+        sandbox: &SandboxId,
+        record: &ProcessRecord,
+    ) -> Result<Option<ProcessRecord>, PortError> {
+        self.observations().put_seen_process(sandbox, record).await
+    }
+
+    async fn record_exit(
+        &self,
+        sandbox: &SandboxId,
+        id: ProcessId,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        at: Timestamp,
+    ) -> Result<(), PortError> {
+        self.observations().record_exit(sandbox, id, exit_code, signal, at).await
+    }
+
+    async fn mark_gap(&self, sandbox: &SandboxId) -> Result<(), PortError> {
+        self.observations().mark_gap(sandbox).await
+    }
+
+    async fn set_truncated(&self, sandbox: &SandboxId, id: ProcessId) -> Result<(), PortError> {
+        self.observations().set_truncated(sandbox, id).await
+    }
+
+    async fn delete_process(&self, sandbox: &SandboxId, id: ProcessId) -> Result<(), PortError> {
+        self.observations().delete_process(sandbox, id).await
+    }
+
+    async fn put_chunks(
+        &self,
+        sandbox: &SandboxId,
+        chunks: Vec<StoredChunk>,
+        now: Timestamp,
+    ) -> Result<(), PortError> {
+        self.observations().put_chunks(sandbox, chunks, now).await
+    }
+
+    async fn delete_chunks(&self, sandbox: &SandboxId, chunks: &[ChunkMeta]) -> Result<(), PortError> {
+        self.observations().delete_chunks(sandbox, chunks).await
+    }
+}
