@@ -1,11 +1,13 @@
 //! Adapters from Agentplane's domain to DynamoDB, plus the one definition of every table, bucket
-//! and queue (provisioning and infra/ are checked against it). `Store` holds only the DynamoDB
-//! client: the S3 and SQS clients are built only by provisioning (provision.rs), which no Lambda
-//! function calls.
+//! and queue (provisioning and infra/ are checked against it). `Store` holds the DynamoDB client,
+//! and an S3 client only when asked (`with_objects`: the functions that run turns, for large
+//! transcripts, objects.rs). The SQS client is built only by provisioning (provision.rs), which
+//! no Lambda function calls.
 
 pub mod aws;
 pub mod dynamo;
 pub mod error;
+pub mod objects;
 pub mod provision;
 pub mod resources;
 
@@ -19,20 +21,36 @@ pub use dynamo::projects::Projects;
 pub use dynamo::sandboxes::Sandboxes;
 pub use dynamo::sessions::Sessions;
 pub use dynamo::telemetry::Telemetry;
+pub use dynamo::transcripts::{StoredTranscript, Transcripts};
 pub use error::StoreError;
+pub use objects::Objects;
 pub use resources::ResourceNames;
 
-/// The client and names every adapter shares; cheap to clone. Only DynamoDB: a Lambda function
-/// builds no client it never uses (S3 and SQS are provisioning's).
+/// The clients and names every adapter shares; cheap to clone. DynamoDB, and S3 only for the
+/// functions that run turns: a Lambda function builds no client it never uses (SQS is
+/// provisioning's).
 #[derive(Clone, Debug)]
 pub struct Store {
     pub dynamo: aws_sdk_dynamodb::Client,
     pub names: ResourceNames,
+    /// The files bucket, for transcripts past the item limit; `None` in functions that run no
+    /// turn.
+    pub objects: Option<Objects>,
 }
 
 impl Store {
     pub fn new(sdk: &aws_config::SdkConfig, names: ResourceNames) -> Self {
-        Self { dynamo: aws_sdk_dynamodb::Client::new(sdk), names }
+        Self { dynamo: aws_sdk_dynamodb::Client::new(sdk), names, objects: None }
+    }
+
+    /// The same store with the S3 client of the files bucket (the functions that run turns).
+    pub fn with_objects(mut self, sdk: &aws_config::SdkConfig) -> Self {
+        self.objects = Some(Objects::new(sdk, self.names.files_bucket.clone()));
+        self
+    }
+
+    pub fn transcripts(&self) -> Transcripts<'_> {
+        Transcripts::new(self)
     }
 
     pub fn projects(&self) -> Projects<'_> {

@@ -12,6 +12,7 @@ pub mod projects;
 pub mod sandboxes;
 pub mod sessions;
 pub mod telemetry;
+pub mod transcripts;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;

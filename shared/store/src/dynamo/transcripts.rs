@@ -1,0 +1,154 @@
+//! Session transcripts: the model's conversation of a session, kept whole (never rebuilt from
+//! the event log, whose events are cut at 16 KB and expire). One item per session in the main
+//! table, `PROJECT#{pid}` / `SESSION#{id}#TRANSCRIPT`, with a version every write advances
+//! (conditionally, so two writers never interleave). A body past [`INLINE_TRANSCRIPT_BYTES`]
+//! goes to S3 (`transcripts/{project}/{session}/{version}-{writer}.json` in the files bucket) and the
+//! item points at it. The item has no TTL: it lives as long as the session item.
+
+use agentplane_domain::{ProjectId, SessionId};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+
+use super::keys::project_pk;
+use super::{conditional, s};
+use crate::{Store, StoreError};
+
+/// The largest body kept in the DynamoDB item (the item limit is 400 KB; the margin covers the
+/// keys and attributes, and bytes of multi-byte characters are what count).
+pub const INLINE_TRANSCRIPT_BYTES: usize = 300 * 1024;
+
+pub fn transcript_sk(session: &SessionId) -> String {
+    format!("SESSION#{session}#TRANSCRIPT")
+}
+
+/// Where a transcript body of `version` written by `writer` lives in S3 (the writer keeps two
+/// writers of one version off each other's object).
+pub fn transcript_object_key(project: &ProjectId, session: &SessionId, version: u64, writer: &str) -> String {
+    format!("transcripts/{project}/{session}/{version:012}-{writer}.json")
+}
+
+/// A stored transcript: its body (JSON, the engine's to read) and its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredTranscript {
+    pub body: String,
+    pub version: u64,
+}
+
+pub struct Transcripts<'a> {
+    store: &'a Store,
+}
+
+impl<'a> Transcripts<'a> {
+    pub fn new(store: &'a Store) -> Self {
+        Self { store }
+    }
+
+    fn objects(&self) -> Result<&crate::Objects, StoreError> {
+        self.store
+            .objects
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("this function has no access to transcript objects"))
+    }
+
+    /// The session's transcript, `None` when it has none yet.
+    pub async fn load(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+    ) -> Result<Option<StoredTranscript>, StoreError> {
+        let Some(item) = super::get_item(
+            self.store,
+            &self.store.names.main_table,
+            project_pk(project),
+            transcript_sk(session),
+        )
+        .await?
+        else {
+            return Ok(None);
+        };
+        let version = match item.get("version") {
+            Some(AttributeValue::N(n)) => {
+                n.parse::<u64>().map_err(|_| StoreError::Corrupt("transcript version".into()))?
+            }
+            _ => return Err(StoreError::Corrupt("transcript without a version".into())),
+        };
+        let body = match (item.get("body"), item.get("object")) {
+            (Some(AttributeValue::S(body)), _) => body.clone(),
+            (_, Some(AttributeValue::S(key))) => {
+                let bytes = self.objects()?.get(key).await.map_err(|e| match e {
+                    StoreError::NotFound => {
+                        StoreError::Corrupt(format!("transcript object {key} is missing"))
+                    }
+                    other => other,
+                })?;
+                String::from_utf8(bytes)
+                    .map_err(|_| StoreError::Corrupt("transcript object is not UTF-8".into()))?
+            }
+            _ => return Err(StoreError::Corrupt("transcript without a body".into())),
+        };
+        Ok(Some(StoredTranscript { body, version }))
+    }
+
+    /// Replaces the transcript written at `expected` (0: none yet) with `body`; returns the new
+    /// version. `Conflict` when another writer saved first: nothing of this write remains.
+    /// `writer` names the writer uniquely (a turn id).
+    pub async fn save(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        body: &str,
+        expected: u64,
+        writer: &str,
+    ) -> Result<u64, StoreError> {
+        let version = expected + 1;
+        let object = if body.len() > INLINE_TRANSCRIPT_BYTES {
+            let key = transcript_object_key(project, session, version, writer);
+            self.objects()?.put(&key, body.as_bytes().to_vec()).await?;
+            Some(key)
+        } else {
+            None
+        };
+        let mut put = self
+            .store
+            .dynamo
+            .put_item()
+            .table_name(&self.store.names.main_table)
+            .item("PK", s(project_pk(project)))
+            .item("SK", s(transcript_sk(session)))
+            .item("version", AttributeValue::N(version.to_string()))
+            .item("bytes", AttributeValue::N(body.len().to_string()))
+            .return_values(ReturnValue::AllOld);
+        put = match &object {
+            Some(key) => put.item("object", s(key.clone())),
+            None => put.item("body", s(body)),
+        };
+        put = if expected == 0 {
+            put.condition_expression("attribute_not_exists(PK)")
+        } else {
+            put.condition_expression("version = :expected")
+                .expression_attribute_values(":expected", AttributeValue::N(expected.to_string()))
+        };
+        let result =
+            put.send().await.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
+        match result {
+            Ok(out) => {
+                // The body this write replaced, when it was an object, is no longer read.
+                if let Some(AttributeValue::S(old)) = out.attributes.as_ref().and_then(|a| a.get("object"))
+                    && object.as_ref() != Some(old)
+                    && let Err(err) = self.objects()?.delete(old).await
+                {
+                    tracing::warn!(error = %err, "could not delete a replaced transcript object");
+                }
+                Ok(version)
+            }
+            Err(err) => {
+                if let Some(key) = &object
+                    && matches!(err, StoreError::Conflict)
+                    && let Err(e) = self.objects()?.delete(key).await
+                {
+                    tracing::warn!(error = %e, "could not delete a transcript object that lost its write");
+                }
+                Err(err)
+            }
+        }
+    }
+}
