@@ -3,13 +3,13 @@
 
 pub mod bus;
 pub mod compute;
-pub mod conversation;
 pub mod model;
 pub mod node_report;
 pub mod ports;
 pub mod runtime;
 pub mod store_adapter;
 pub mod tools;
+pub mod transcript;
 pub mod turn;
 
 use std::sync::Arc;
@@ -24,7 +24,8 @@ pub use store_adapter::Engine;
 pub use tools::ToolRegistry;
 pub use turn::{TurnError, TurnOutcome, TurnRequest};
 
-/// The engine over its ports: `S` keeps sessions and their event logs (see [`ports`]), `M` is
+/// The engine over its ports: `S` keeps sessions, their transcripts and event logs (see
+/// [`ports`]), `M` is
 /// the model. [`Engine`] is the deployed one (DynamoDB, an OpenAI-compatible endpoint).
 #[derive(Debug, Clone)]
 pub struct TurnEngine<S, M> {

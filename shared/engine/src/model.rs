@@ -38,7 +38,7 @@ impl ModelConfig {
 }
 
 /// One message of the conversation in Chat Completions form.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
 pub enum ChatMessage {
     System {
@@ -48,9 +48,9 @@ pub enum ChatMessage {
         content: String,
     },
     Assistant {
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         content: Option<String>,
-        #[serde(skip_serializing_if = "Vec::is_empty")]
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<WireToolCall>,
     },
     Tool {

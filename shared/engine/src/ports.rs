@@ -24,6 +24,7 @@ use crate::model::{ChatMessage, ModelError, ModelReply, ToolDefinition};
 
 pub use agentplane_domain::allocation::Allocation;
 pub use agentplane_domain::sandbox::retention::{RetentionState, StoredChunk};
+pub use agentplane_store::StoredTranscript;
 /// What a port call can end in (see the module docs).
 pub type PortError = agentplane_store::StoreError;
 
@@ -93,9 +94,29 @@ pub trait EventLog: Send + Sync {
         retention_days: i64,
         from: Option<u64>,
     ) -> impl Future<Output = Result<Vec<Event>, PortError>> + Send;
+}
 
-    /// The whole log, oldest first.
-    fn all_events(&self, session: &SessionId) -> impl Future<Output = Result<Vec<Event>, PortError>> + Send;
+/// The session transcript: the model's conversation kept whole, as its own state (the event log
+/// is never read back to build a model request). The body is the engine's JSON
+/// ([`crate::transcript`]); every save advances the version, conditionally.
+pub trait TranscriptStore: Send + Sync {
+    /// The session's transcript and its version; `None` when it has none yet.
+    fn load_transcript(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+    ) -> impl Future<Output = Result<Option<StoredTranscript>, PortError>> + Send;
+
+    /// Replaces the transcript saved at `expected` (0: none yet); returns the new version.
+    /// `Conflict` when another writer saved first. `writer` names the writer uniquely.
+    fn save_transcript(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        body: &str,
+        expected: u64,
+        writer: &str,
+    ) -> impl Future<Output = Result<u64, PortError>> + Send;
 }
 
 /// The model behind an agent.

@@ -16,10 +16,12 @@ use agentplane_store::Store;
 
 use crate::ports::{
     Allocation, AllocationBinding, EventLog, LiveAllocations, PortError, ProcessObservations, RetentionState,
-    SampleLog, SandboxCounterLog, SandboxRecords, SessionReader, SessionTurns, StoredChunk, TurnHold,
+    SampleLog, SandboxCounterLog, SandboxRecords, SessionReader, SessionTurns, StoredChunk, StoredTranscript,
+    TranscriptStore, TurnHold,
 };
 
-/// The engine as deployed: sessions and events in DynamoDB, an OpenAI-compatible model.
+/// The engine as deployed: sessions, transcripts and events in DynamoDB (large transcripts in
+/// S3), an OpenAI-compatible model.
 pub type Engine = crate::TurnEngine<Store, crate::ModelClient>;
 
 impl SessionTurns for Store {
@@ -82,9 +84,26 @@ impl EventLog for Store {
     ) -> Result<Vec<Event>, PortError> {
         self.events().append(session, events, now, retention_days, from).await
     }
+}
 
-    async fn all_events(&self, session: &SessionId) -> Result<Vec<Event>, PortError> {
-        self.events().all(session).await
+impl TranscriptStore for Store {
+    async fn load_transcript(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+    ) -> Result<Option<StoredTranscript>, PortError> {
+        self.transcripts().load(project, session).await
+    }
+
+    async fn save_transcript(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        body: &str,
+        expected: u64,
+        writer: &str,
+    ) -> Result<u64, PortError> {
+        self.transcripts().save(project, session, body, expected, writer).await
     }
 }
 

@@ -6,8 +6,11 @@
 //! same check stops a turn that lost its hold (another turn took the session over after this
 //! one's hold ran out): it writes nothing more, and leaves the session to its new holder.
 //!
-//! The loop runs over the engine's ports ([`crate::ports`]): any session store and event log,
-//! any model.
+//! The model's conversation is the session transcript ([`crate::transcript`]), read whole at
+//! the start of the turn and saved at the end of every step; the event log is only written.
+//!
+//! The loop runs over the engine's ports ([`crate::ports`]): any session store, transcript store
+//! and event log, any model.
 
 use agentplane_domain::agent::{Channel, VersionedConfig};
 use agentplane_domain::event::payload::{
@@ -23,9 +26,8 @@ use thiserror::Error;
 use tokio::time::Instant;
 
 use crate::TurnEngine;
-use crate::conversation::conversation;
 use crate::model::{ChatMessage, ModelError};
-use crate::ports::{ChatModel, EventLog, PortError as StoreError, SessionTurns, TurnHold};
+use crate::ports::{ChatModel, EventLog, PortError as StoreError, SessionTurns, TranscriptStore, TurnHold};
 
 #[derive(Debug, Clone)]
 pub struct TurnRequest {
@@ -104,7 +106,7 @@ struct Turn<'a, S, M> {
     next_seq: Option<u64>,
 }
 
-impl<S: SessionTurns + EventLog, M: ChatModel> TurnEngine<S, M> {
+impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> TurnEngine<S, M> {
     /// Runs a turn to its end. Call it from a spawned task: the turn must finish (and release
     /// the session) even when the caller goes away.
     pub async fn run_turn(&self, request: TurnRequest) -> Result<TurnOutcome, TurnError> {
@@ -170,7 +172,7 @@ impl<S: SessionTurns + EventLog, M: ChatModel> TurnEngine<S, M> {
     }
 }
 
-impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
+impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> Turn<'_, S, M> {
     async fn log(&mut self, payload: EventPayload) -> Result<(), Interrupt> {
         self.log_many(vec![payload]).await
     }
@@ -210,12 +212,14 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
 
     async fn drive(&mut self) -> Result<Ending, Interrupt> {
         let request = self.request;
-        let history = self.engine.store.all_events(&request.session_id).await?;
+        let (history, mut version) = self.load_transcript().await?;
         let mut messages = Vec::new();
         if !request.config.instructions.is_empty() {
             messages.push(ChatMessage::System { content: request.config.instructions.clone() });
         }
-        messages.extend(conversation(&history));
+        // The transcript is what follows the instructions.
+        let start = messages.len();
+        messages.extend(history);
         messages.push(ChatMessage::User { content: request.input.clone() });
         self.log_many(vec![
             EventPayload::TurnStarted(TurnStarted {
@@ -269,6 +273,8 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
             if reply.tool_calls.is_empty() {
                 let text = reply.text.unwrap_or_default();
                 self.log(EventPayload::AssistantMessage(MessageText::new(text.clone()))).await?;
+                messages.push(ChatMessage::Assistant { content: Some(text.clone()), tool_calls: Vec::new() });
+                self.save_transcript(&messages[start..], &mut version).await?;
                 return Ok(Ending::Answer(text));
             }
 
@@ -325,8 +331,44 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
                 .await?;
                 messages.push(ChatMessage::Tool { tool_call_id: call.id.clone(), content });
             }
+            self.save_transcript(&messages[start..], &mut version).await?;
         }
         Ok(Ending::Limit("max_steps"))
+    }
+
+    /// The session's transcript and its version (a session without one starts empty: 0).
+    async fn load_transcript(&self) -> Result<(Vec<ChatMessage>, u64), Interrupt> {
+        let stored =
+            self.engine.store.load_transcript(&self.request.project_id, &self.request.session_id).await?;
+        match stored {
+            Some(stored) => Ok((crate::transcript::decode(&stored.body)?, stored.version)),
+            None => Ok((Vec::new(), 0)),
+        }
+    }
+
+    /// Saves the conversation at the end of a step, over the version this turn read or last
+    /// wrote. Another writer in between means this turn no longer holds the session.
+    async fn save_transcript(&self, messages: &[ChatMessage], version: &mut u64) -> Result<(), Interrupt> {
+        let body = crate::transcript::encode(messages)?;
+        match self
+            .engine
+            .store
+            .save_transcript(
+                &self.request.project_id,
+                &self.request.session_id,
+                &body,
+                *version,
+                &self.turn_id,
+            )
+            .await
+        {
+            Ok(saved) => {
+                *version = saved;
+                Ok(())
+            }
+            Err(StoreError::Conflict) => Err(Interrupt::LeaseLost),
+            Err(err) => Err(err.into()),
+        }
     }
 
     /// Records the end and releases the session; storage failures here are logged, never

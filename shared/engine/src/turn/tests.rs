@@ -16,7 +16,9 @@ use tokio::time::Instant;
 
 use super::{TurnError, TurnRequest};
 use crate::model::{ChatMessage, ModelError, ModelReply, ToolDefinition, WireFunction, WireToolCall};
-use crate::ports::{ChatModel, EventLog, PortError, SessionTurns, TurnHold};
+use crate::ports::{
+    ChatModel, EventLog, PortError, SessionTurns, StoredTranscript, TranscriptStore, TurnHold,
+};
 use crate::{EventBus, TurnEngine};
 
 #[derive(Debug, Default)]
@@ -33,6 +35,7 @@ struct FakeSession {
 struct State {
     sessions: HashMap<SessionId, FakeSession>,
     events: HashMap<SessionId, Vec<Event>>,
+    transcripts: HashMap<SessionId, (String, u64)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -155,9 +158,36 @@ impl EventLog for FakeStore {
         }
         Ok(out)
     }
+}
 
-    async fn all_events(&self, session: &SessionId) -> Result<Vec<Event>, PortError> {
-        Ok(self.state().events.get(session).cloned().unwrap_or_default())
+impl TranscriptStore for FakeStore {
+    async fn load_transcript(
+        &self,
+        _project: &ProjectId,
+        session: &SessionId,
+    ) -> Result<Option<StoredTranscript>, PortError> {
+        Ok(self
+            .state()
+            .transcripts
+            .get(session)
+            .map(|(body, version)| StoredTranscript { body: body.clone(), version: *version }))
+    }
+
+    async fn save_transcript(
+        &self,
+        _project: &ProjectId,
+        session: &SessionId,
+        body: &str,
+        expected: u64,
+        _writer: &str,
+    ) -> Result<u64, PortError> {
+        let mut state = self.state();
+        let current = state.transcripts.get(session).map_or(0, |(_, v)| *v);
+        if current != expected {
+            return Err(PortError::Conflict);
+        }
+        state.transcripts.insert(*session, (body.to_owned(), expected + 1));
+        Ok(expected + 1)
     }
 }
 
@@ -397,4 +427,41 @@ async fn a_session_held_by_a_live_turn_is_busy() {
     assert!(matches!(result, Err(TurnError::Busy)), "{result:?}");
     assert!(h.store.event_types(h.session).is_empty());
     assert!(h.requests().is_empty());
+}
+
+#[tokio::test]
+async fn the_next_turn_reads_the_transcript_not_the_event_log() {
+    let h = Harness::new(vec![tool_call("echo", &json!({"text": "hi"})), text("first"), text("second")]);
+    let outcome = h.engine.run_turn(h.request(&["echo"])).await;
+    assert!(outcome.is_ok());
+    // The log is what clients read: emptying it takes nothing from the model's view.
+    h.store.state().events.clear();
+    let outcome = h.engine.run_turn(h.request(&[])).await;
+    assert!(outcome.is_ok());
+    let requests = h.requests();
+    assert_eq!(requests.len(), 3);
+    let third = &requests[2];
+    // instructions, hello, the call, its result, "first", hello again.
+    assert_eq!(third.len(), 6, "{third:?}");
+    assert!(matches!(&third[2], ChatMessage::Assistant { tool_calls, .. } if tool_calls.len() == 1));
+    assert!(matches!(&third[3], ChatMessage::Tool { tool_call_id, .. } if tool_call_id == "call_1"));
+    assert!(matches!(&third[4], ChatMessage::Assistant { content: Some(c), .. } if c == "first"));
+    // Saved at the end of each step: the tool step, then each answer.
+    let version = h.store.state().transcripts.get(&h.session).map(|(_, v)| *v);
+    assert_eq!(version, Some(3));
+}
+
+#[tokio::test]
+async fn a_transcript_saved_by_another_writer_mid_turn_stops_this_turn() {
+    // Another writer saves while the model thinks (the hold was taken over).
+    let step: Step = Box::new(|store: &FakeStore| {
+        let session = SessionId::from_random([7; 16]);
+        store.state().transcripts.insert(session, ("{\"messages\": []}".into(), 9));
+        Ok(ModelReply { text: Some("late".into()), tool_calls: Vec::new(), usage: usage(1, 1) })
+    });
+    let h = Harness::new(vec![step]);
+    let outcome = h.engine.run_turn(h.request(&[])).await.map(|o| o.error.map(|e| e.0));
+    assert_eq!(outcome.ok().flatten().as_deref(), Some("turn_lease_lost"));
+    let version = h.store.state().transcripts.get(&h.session).map(|(_, v)| *v);
+    assert_eq!(version, Some(9), "the other writer's transcript stays");
 }
