@@ -287,7 +287,8 @@ fn granted(function: &Value) -> BTreeSet<(String, Access)> {
         let (kind, body) = policy.as_mapping().and_then(|m| m.iter().next()).expect("a SAM policy template");
         let access = match str_of(kind).as_str() {
             "DynamoDBReadPolicy" | "AWSSecretsManagerGetSecretValuePolicy" => Access::Read,
-            "DynamoDBCrudPolicy" => Access::Write,
+            "DynamoDBCrudPolicy" | "S3CrudPolicy" => Access::Write,
+            "S3ReadPolicy" => Access::Read,
             other => panic!("unexpected policy {other}"),
         };
         let mut names = BTreeSet::new();
@@ -375,7 +376,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// A Lambda function builds only the clients it uses: nothing it is built from names S3, SQS or
-/// provisioning, except `provision.rs` itself (which only the local gateway and tests call).
+/// provisioning, except `provision.rs` itself (which only the local gateway and tests call) and
+/// `objects.rs`, the S3 client of transcripts, which only the turn routes build (below).
 #[test]
 fn no_function_builds_s3_or_sqs_clients_or_provisions() {
     const FORBIDDEN: [&str; 5] = ["aws_sdk_s3", "aws_sdk_sqs", "provision::", "Provisioner", "s3_client"];
@@ -394,12 +396,44 @@ fn no_function_builds_s3_or_sqs_clients_or_provisions() {
         }
         rust_files(&dir.join("src"), &mut files);
     }
-    files.retain(|f| *f != provisioning);
+    let objects = root().join("shared/store/src/objects.rs");
+    let text = std::fs::read_to_string(&objects).expect("objects.rs");
+    assert!(!text.contains("aws_sdk_sqs") && !text.contains("provision::"), "objects.rs is S3 only");
+    files.retain(|f| *f != provisioning && *f != objects);
     assert!(files.len() > 50, "only {} sources found", files.len());
     for file in files {
         let text = std::fs::read_to_string(&file).expect("source");
         for token in FORBIDDEN {
             assert!(!text.contains(token), "{} names {token}", file.display());
+        }
+    }
+}
+
+/// S3 enters exactly the functions that run turns (transcripts past the item limit): only they
+/// are granted the files bucket, so only they build the S3 client (`lambda::serve` builds it
+/// from the grants), and the template gives it to them alone (checked above, per function).
+#[test]
+fn only_the_turn_routes_touch_s3() {
+    let with_s3: std::collections::HashSet<Route> =
+        Route::ALL.iter().copied().filter(|r| grants::uses_objects(r.grants())).collect();
+    let turns: std::collections::HashSet<Route> =
+        Route::ALL.iter().copied().filter(|r| r.runs_turns()).collect();
+    assert_eq!(turns.len(), 3, "{turns:?}");
+    assert_eq!(with_s3, turns);
+    for job in Job::ALL {
+        assert!(!grants::uses_objects(grants::job(*job)), "{job:?}");
+    }
+    let lambda = std::fs::read_to_string(root().join("shared/api/src/lambda.rs")).expect("lambda.rs");
+    assert!(lambda.contains("App::from_env(crate::grants::uses_objects(route.grants()))"));
+    for (_, dir) in lambda_crates() {
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("source");
+            if text.contains(".with_objects(") {
+                assert!(file.ends_with("shared/api/src/app.rs"), "{} builds the S3 client", file.display());
+                assert!(text.contains("if objects {"), "app.rs builds S3 only when asked");
+            }
         }
     }
 }

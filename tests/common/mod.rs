@@ -63,7 +63,7 @@ pub async fn fresh_store() -> anyhow::Result<Store> {
     let sdk = agentplane_store::aws::emulator_sdk_config(&endpoint()).await;
     let names = ResourceNames::with_prefix(&unique_prefix());
     provision::provision(&sdk, &names).await.context("provisioning test resources")?;
-    Ok(Store::new(&sdk, names))
+    Ok(Store::new(&sdk, names).with_objects(&sdk))
 }
 
 pub struct TestApp {

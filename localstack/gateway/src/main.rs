@@ -35,7 +35,7 @@ async fn main() -> anyhow::Result<()> {
             "provisioning resources at {endpoint} (is LocalStack running? bash localstack/emulator.sh start)"
         )
     })?;
-    let store = Store::new(&sdk, names);
+    let store = Store::new(&sdk, names).with_objects(&sdk);
     let timeouts = agentplane_local::server::HttpTimeouts::from_env()?;
     let core_key = core_key()?;
     let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;

@@ -96,9 +96,14 @@ impl App {
     /// From the environment, as Lambda and the local gateway run it. The Core key comes from
     /// `AGENTPLANE_CORE_KEY`, or from the Secrets Manager secret named by
     /// `AGENTPLANE_CORE_KEY_SECRET_ID` (the deployed stack's way: never a literal in the template).
-    pub async fn from_env() -> anyhow::Result<Self> {
+    /// `objects`: whether to build the S3 client (transcripts past the item limit); only the
+    /// functions that run turns do ([`crate::grants::uses_objects`]).
+    pub async fn from_env(objects: bool) -> anyhow::Result<Self> {
         let sdk = agentplane_store::aws::sdk_config_from_env().await;
-        let store = Store::new(&sdk, ResourceNames::from_env());
+        let mut store = Store::new(&sdk, ResourceNames::from_env());
+        if objects {
+            store = store.with_objects(&sdk);
+        }
         let core_key =
             match (std::env::var("AGENTPLANE_CORE_KEY"), std::env::var("AGENTPLANE_CORE_KEY_SECRET_ID")) {
                 (Ok(key), _) => {

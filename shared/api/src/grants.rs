@@ -39,6 +39,9 @@ pub const EVENTS_R: Grant = read("EventsTable");
 pub const EVENTS_W: Grant = write("EventsTable");
 pub const TELEMETRY_R: Grant = read("TelemetryTable");
 pub const TELEMETRY_W: Grant = write("TelemetryTable");
+/// The files bucket, written by the functions that run turns: transcripts past the DynamoDB
+/// item limit (`transcripts/…`). The one S3 grant of any function.
+pub const FILES_W: Grant = write("FilesBucket");
 /// Secrets are only ever read.
 pub const CORE_KEY: Grant = read("CoreKeySecret");
 pub const MODEL_KEY: Grant = read("ModelApiKeySecret");
@@ -51,6 +54,11 @@ pub fn job(job: Job) -> &'static [Grant] {
         // Reads allocations and nodes; writes sandboxes, node commands and allocations.
         Job::Placer => &[MAIN_W],
     }
+}
+
+/// Whether a function of `grants` builds an S3 client (only those granted the files bucket).
+pub fn uses_objects(grants: &[Grant]) -> bool {
+    grants.iter().any(|g| g.resource == FILES_W.resource)
 }
 
 /// The resources of `grants`, without their access.

@@ -194,17 +194,17 @@ impl Route {
                 routes!(client::agents::handlers::versions)
             }),
             ClientResponsesCreate => {
-                decl("client-responses-create", &[MAIN_W, EVENTS_W, MODEL_KEY], Turn, || {
+                decl("client-responses-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY], Turn, || {
                     routes!(client::responses::handlers::create_draft)
                 })
             }
             ClientAgentResponsesCreate => {
-                decl("client-agent-responses-create", &[MAIN_W, EVENTS_W, MODEL_KEY], Turn, || {
+                decl("client-agent-responses-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY], Turn, || {
                     routes!(client::responses::handlers::create_published)
                 })
             }
             ClientSessionMessagesCreate => {
-                decl("client-session-messages-create", &[MAIN_W, EVENTS_W, MODEL_KEY], Turn, || {
+                decl("client-session-messages-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY], Turn, || {
                     routes!(client::responses::handlers::session_message)
                 })
             }
