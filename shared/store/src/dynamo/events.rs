@@ -174,7 +174,7 @@ impl<'a> EventLog<'a> {
         Ok(Page { items, has_more })
     }
 
-    /// The whole log, oldest first (to rebuild a conversation).
+    /// The whole log, oldest first (never read to build a model request: see transcripts.rs).
     pub async fn all(&self, session: &SessionId) -> Result<Vec<Event>, StoreError> {
         let mut out = Vec::new();
         let mut after = 0;
