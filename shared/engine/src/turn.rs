@@ -5,6 +5,8 @@
 //! added only to a live session (a conditional write), so nothing more is recorded for it. The
 //! same check stops a turn that lost its hold (another turn took the session over after this
 //! one's hold ran out): it writes nothing more, and leaves the session to its new holder.
+//! The same read tells the turn that it was cancelled (`POST …/sessions/{id}/cancel`, from any
+//! process): it then makes no further model call and ends with `cancelled`.
 //!
 //! The loop runs over the engine's ports ([`crate::ports`]): any session store and event log,
 //! any model.
@@ -75,6 +77,8 @@ enum Ending {
     SessionGone,
     /// Another turn holds the session now: nothing more is written, the session is not released.
     LeaseLost,
+    /// A cancel was recorded for this turn: it ends with `cancelled`.
+    Cancelled,
 }
 
 /// Why the loop stopped before an ending of its own.
@@ -102,6 +106,8 @@ struct Turn<'a, S, M> {
     unpriced: Usage,
     /// Where the next append starts: one past the last event this turn wrote.
     next_seq: Option<u64>,
+    /// A cancel was seen by the last check of the hold: the loop stops at the next decision.
+    cancelled: bool,
 }
 
 impl<S: SessionTurns + EventLog, M: ChatModel> TurnEngine<S, M> {
@@ -141,6 +147,7 @@ impl<S: SessionTurns + EventLog, M: ChatModel> TurnEngine<S, M> {
             cost_usd: 0.0,
             unpriced: Usage::default(),
             next_seq: None,
+            cancelled: false,
         };
         let ending = match turn.drive().await {
             Ok(ending) => ending,
@@ -175,8 +182,9 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
         self.log_many(vec![payload]).await
     }
 
-    /// Stops the turn once the session is deleted (or gone) or another turn holds it.
-    async fn ensure_live(&self) -> Result<(), Interrupt> {
+    /// Stops the turn once the session is deleted (or gone) or another turn holds it; notes a
+    /// recorded cancel (the turn still holds the session, and ends it with `cancelled`).
+    async fn ensure_live(&mut self) -> Result<(), Interrupt> {
         match self
             .engine
             .store
@@ -184,6 +192,10 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
             .await?
         {
             TurnHold::Held => Ok(()),
+            TurnHold::Cancelled => {
+                self.cancelled = true;
+                Ok(())
+            }
             TurnHold::Lost => Err(Interrupt::LeaseLost),
         }
     }
@@ -235,6 +247,9 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
                 return Ok(Ending::Limit("timeout"));
             }
             self.ensure_live().await?;
+            if self.cancelled {
+                return Ok(Ending::Cancelled);
+            }
             let reply = match self
                 .engine
                 .model
@@ -265,6 +280,10 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
                 extra: Map::new(),
             }))
             .await?;
+            // A cancel that came while the model worked: the spend is recorded, the reply unused.
+            if self.cancelled {
+                return Ok(Ending::Cancelled);
+            }
 
             if reply.tool_calls.is_empty() {
                 let text = reply.text.unwrap_or_default();
@@ -335,6 +354,7 @@ impl<S: SessionTurns + EventLog, M: ChatModel> Turn<'_, S, M> {
         let (stop_reason, output_text, error, detail) = match ending {
             Ending::Answer(text) => (StopReason::EndTurn, Some(text), None, None),
             Ending::Limit(which) => (StopReason::Limit, None, None, Some(which)),
+            Ending::Cancelled => (StopReason::Cancelled, None, None, None),
             Ending::Failed(code, message) => (StopReason::Error, None, Some((code, message)), None),
             Ending::SessionGone | Ending::LeaseLost => {
                 (StopReason::Cancelled, None, None, Some("session_deleted"))

@@ -17,7 +17,7 @@ pub use dynamo::nodes::Nodes;
 pub use dynamo::observations::Observations;
 pub use dynamo::projects::Projects;
 pub use dynamo::sandboxes::Sandboxes;
-pub use dynamo::sessions::Sessions;
+pub use dynamo::sessions::{Sessions, TurnHolder};
 pub use dynamo::telemetry::Telemetry;
 pub use error::StoreError;
 pub use resources::ResourceNames;
