@@ -325,7 +325,9 @@ impl Sessions<'_> {
     /// Records a cancel for the turn holding the session (it stops at its next step and
     /// releases the session with `cancelled`). Only while a live turn holds it (`running`, its
     /// hold not run out at `now`): otherwise `Conflict`, and `NotFound` without a live session.
-    /// Recording it again for the same turn changes nothing.
+    /// Recording it again for the same turn changes nothing. A paused turn (`requires_action`,
+    /// once pauses exist) is cancelled by this same mark: its status joins the condition, and
+    /// the continuation that claims the paused turn reads the mark as its hold check does.
     pub async fn cancel_turn(
         &self,
         project: &ProjectId,
