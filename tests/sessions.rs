@@ -103,6 +103,7 @@ async fn every_sessions_route_refuses_missing_invalid_and_revoked_keys() -> R {
         (Method::GET, path.clone()),
         (Method::PATCH, path.clone()),
         (Method::DELETE, path.clone()),
+        (Method::POST, format!("{path}/cancel")),
     ];
     let unknown_key = format!("cpeer_{}", "A".repeat(43));
     let check = |status: StatusCode, body: &Value| {

@@ -61,6 +61,7 @@ pub enum Route {
     ClientSessionsGet,
     ClientSessionsUpdate,
     ClientSessionsDelete,
+    ClientSessionsCancel,
     ClientAgentsCreate,
     ClientAgentsList,
     ClientAgentsGet,
@@ -106,6 +107,7 @@ impl Route {
         Route::ClientSessionsGet,
         Route::ClientSessionsUpdate,
         Route::ClientSessionsDelete,
+        Route::ClientSessionsCancel,
         Route::ClientAgentsCreate,
         Route::ClientAgentsList,
         Route::ClientAgentsGet,
@@ -174,6 +176,9 @@ impl Route {
             }),
             ClientSessionsDelete => decl("client-sessions-delete", &[MAIN_W], Buffered, || {
                 routes!(client::sessions::handlers::delete)
+            }),
+            ClientSessionsCancel => decl("client-sessions-cancel", &[MAIN_W], Buffered, || {
+                routes!(client::sessions::handlers::cancel)
             }),
             ClientAgentsCreate => decl("client-agents-create", &[MAIN_W], Buffered, || {
                 routes!(client::agents::handlers::create)

@@ -35,6 +35,9 @@ pub enum TurnHold {
     Held,
     /// Another turn holds it, or the hold was settled as dead: the asking turn lost its lease.
     Lost,
+    /// The asking turn still holds the session, and a cancel was recorded for it: it stops at
+    /// this step and releases the session with `cancelled`.
+    Cancelled,
 }
 
 /// The session's turn state: one turn at a time, held until a deadline, usage added as it goes.
@@ -53,7 +56,8 @@ pub trait SessionTurns: Send + Sync {
         hold_until: Timestamp,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
 
-    /// Whether `turn_id` still holds the live session; `NotFound` once the session is deleted.
+    /// Whether `turn_id` still holds the live session (and whether it was cancelled), in one
+    /// read; `NotFound` once the session is deleted.
     fn turn_hold(
         &self,
         project: &ProjectId,

@@ -48,7 +48,11 @@ impl SessionTurns for Store {
         turn_id: &str,
     ) -> Result<TurnHold, PortError> {
         let holder = self.sessions().turn_holder(project, session).await?;
-        Ok(if holder.as_deref() == Some(turn_id) { TurnHold::Held } else { TurnHold::Lost })
+        Ok(match holder.turn_id.as_deref() == Some(turn_id) {
+            false => TurnHold::Lost,
+            true if holder.cancel_requested => TurnHold::Cancelled,
+            true => TurnHold::Held,
+        })
     }
 
     async fn add_usage(

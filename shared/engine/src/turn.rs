@@ -5,6 +5,8 @@
 //! added only to a live session (a conditional write), so nothing more is recorded for it. The
 //! same check stops a turn that lost its hold (another turn took the session over after this
 //! one's hold ran out): it writes nothing more, and leaves the session to its new holder.
+//! The same read tells the turn that it was cancelled (`POST …/sessions/{id}/cancel`, from any
+//! process): it then makes no further model call and ends with `cancelled`.
 //!
 //! The model's conversation is the session transcript ([`crate::transcript`]), read whole at
 //! the start of the turn and saved at the end of every step; the event log is only written.
@@ -77,6 +79,8 @@ enum Ending {
     SessionGone,
     /// Another turn holds the session now: nothing more is written, the session is not released.
     LeaseLost,
+    /// A cancel was recorded for this turn: it ends with `cancelled`.
+    Cancelled,
 }
 
 /// Why the loop stopped before an ending of its own.
@@ -104,6 +108,8 @@ struct Turn<'a, S, M> {
     unpriced: Usage,
     /// Where the next append starts: one past the last event this turn wrote.
     next_seq: Option<u64>,
+    /// A cancel was seen by the last check of the hold: the loop stops at the next decision.
+    cancelled: bool,
 }
 
 impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> TurnEngine<S, M> {
@@ -143,6 +149,7 @@ impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> TurnEngine<S, M
             cost_usd: 0.0,
             unpriced: Usage::default(),
             next_seq: None,
+            cancelled: false,
         };
         let ending = match turn.drive().await {
             Ok(ending) => ending,
@@ -177,8 +184,9 @@ impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> Turn<'_, S, M> 
         self.log_many(vec![payload]).await
     }
 
-    /// Stops the turn once the session is deleted (or gone) or another turn holds it.
-    async fn ensure_live(&self) -> Result<(), Interrupt> {
+    /// Stops the turn once the session is deleted (or gone) or another turn holds it; notes a
+    /// recorded cancel (the turn still holds the session, and ends it with `cancelled`).
+    async fn ensure_live(&mut self) -> Result<(), Interrupt> {
         match self
             .engine
             .store
@@ -186,6 +194,10 @@ impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> Turn<'_, S, M> 
             .await?
         {
             TurnHold::Held => Ok(()),
+            TurnHold::Cancelled => {
+                self.cancelled = true;
+                Ok(())
+            }
             TurnHold::Lost => Err(Interrupt::LeaseLost),
         }
     }
@@ -239,6 +251,9 @@ impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> Turn<'_, S, M> 
                 return Ok(Ending::Limit("timeout"));
             }
             self.ensure_live().await?;
+            if self.cancelled {
+                return Ok(Ending::Cancelled);
+            }
             let reply = match self
                 .engine
                 .model
@@ -269,6 +284,10 @@ impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> Turn<'_, S, M> 
                 extra: Map::new(),
             }))
             .await?;
+            // A cancel that came while the model worked: the spend is recorded, the reply unused.
+            if self.cancelled {
+                return Ok(Ending::Cancelled);
+            }
 
             if reply.tool_calls.is_empty() {
                 let text = reply.text.unwrap_or_default();
@@ -377,6 +396,7 @@ impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> Turn<'_, S, M> 
         let (stop_reason, output_text, error, detail) = match ending {
             Ending::Answer(text) => (StopReason::EndTurn, Some(text), None, None),
             Ending::Limit(which) => (StopReason::Limit, None, None, Some(which)),
+            Ending::Cancelled => (StopReason::Cancelled, None, None, None),
             Ending::Failed(code, message) => (StopReason::Error, None, Some((code, message)), None),
             Ending::SessionGone | Ending::LeaseLost => {
                 (StopReason::Cancelled, None, None, Some("session_deleted"))

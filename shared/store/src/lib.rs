@@ -19,7 +19,7 @@ pub use dynamo::nodes::Nodes;
 pub use dynamo::observations::Observations;
 pub use dynamo::projects::Projects;
 pub use dynamo::sandboxes::Sandboxes;
-pub use dynamo::sessions::Sessions;
+pub use dynamo::sessions::{Sessions, TurnHolder};
 pub use dynamo::telemetry::Telemetry;
 pub use dynamo::transcripts::{StoredTranscript, Transcripts};
 pub use error::StoreError;

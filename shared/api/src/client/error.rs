@@ -29,6 +29,9 @@ pub enum ClientError {
     /// 409 `session_busy`, naming the session when known.
     #[error("a turn is already running in this session")]
     SessionBusy { session_id: Option<String> },
+    /// 409 `nothing_to_cancel`, with the session's `runtime_status`.
+    #[error("no turn is running in this session")]
+    NothingToCancel { runtime_status: agentplane_domain::session::RuntimeStatus },
     /// 409 `agent_not_published`.
     #[error("the agent has no published version")]
     AgentNotPublished,
@@ -98,6 +101,13 @@ impl ClientError {
                     None => error,
                 }
             }
+            Self::NothingToCancel { runtime_status } => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "nothing_to_cancel",
+                "no turn is running in this session; there is nothing to cancel",
+            )
+            .with("runtime_status", serde_json::to_value(runtime_status).unwrap_or_default()),
             Self::AgentNotPublished => ApiError::new(
                 StatusCode::CONFLICT,
                 "conflict_error",
@@ -218,6 +228,14 @@ mod tests {
             (ClientError::AgentNotPublished, StatusCode::CONFLICT, "conflict_error", "agent_not_published"),
             (ClientError::ConcurrentUpdate, StatusCode::CONFLICT, "conflict_error", "concurrent_update"),
             (
+                ClientError::NothingToCancel {
+                    runtime_status: agentplane_domain::session::RuntimeStatus::Idle,
+                },
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "nothing_to_cancel",
+            ),
+            (
                 ClientError::Body(BodyError::TooLarge),
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "invalid_request_error",
@@ -270,6 +288,10 @@ mod tests {
     fn extra_fields_and_messages() {
         let busy = ClientError::SessionBusy { session_id: Some("ses_1".into()) }.to_api_error();
         assert_eq!(serde_json::Value::Object(busy.extra), json!({"session_id": "ses_1"}));
+        let idle =
+            ClientError::NothingToCancel { runtime_status: agentplane_domain::session::RuntimeStatus::Idle }
+                .to_api_error();
+        assert_eq!(serde_json::Value::Object(idle.extra), json!({"runtime_status": "idle"}));
         let invalid = ClientError::Validation(ValidationError::new("input", "bad")).to_api_error();
         assert_eq!(serde_json::Value::Object(invalid.extra), json!({"param": "input"}));
         let legacy = ClientError::LegacyAgentNotFound("agt_x".into()).to_api_error();

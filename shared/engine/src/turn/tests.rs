@@ -29,6 +29,14 @@ struct FakeSession {
     stop_reason: Option<StopReason>,
     usage: Usage,
     cost_usd: f64,
+    /// The turn a cancel was recorded for (as `POST …/cancel` records it on the holder).
+    cancelled_turn: Option<String>,
+}
+
+impl FakeSession {
+    fn cancel(&mut self) {
+        self.cancelled_turn = self.holder.clone();
+    }
 }
 
 #[derive(Debug, Default)]
@@ -36,6 +44,8 @@ struct State {
     sessions: HashMap<SessionId, FakeSession>,
     events: HashMap<SessionId, Vec<Event>>,
     transcripts: HashMap<SessionId, (String, u64)>,
+    /// Records a cancel right after an event of this type is appended (between two checks).
+    cancel_after: Option<EventType>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -95,7 +105,11 @@ impl SessionTurns for FakeStore {
     ) -> Result<TurnHold, PortError> {
         let state = self.state();
         let session = state.sessions.get(session).filter(|s| !s.deleted).ok_or(PortError::NotFound)?;
-        Ok(if session.holder.as_deref() == Some(turn_id) { TurnHold::Held } else { TurnHold::Lost })
+        Ok(match session.holder.as_deref() == Some(turn_id) {
+            false => TurnHold::Lost,
+            true if session.cancelled_turn.as_deref() == Some(turn_id) => TurnHold::Cancelled,
+            true => TurnHold::Held,
+        })
     }
 
     async fn add_usage(
@@ -127,6 +141,7 @@ impl SessionTurns for FakeStore {
         }
         session.holder = None;
         session.hold_until = None;
+        session.cancelled_turn = None;
         session.stop_reason = Some(stop_reason);
         Ok(())
     }
@@ -142,6 +157,7 @@ impl EventLog for FakeStore {
         _from: Option<u64>,
     ) -> Result<Vec<Event>, PortError> {
         let mut state = self.state();
+        let cancel_after = state.cancel_after.clone();
         let log = state.events.entry(*session).or_default();
         let mut out = Vec::new();
         for event in events {
@@ -155,6 +171,11 @@ impl EventLog for FakeStore {
             };
             log.push(event.clone());
             out.push(event);
+        }
+        if out.iter().any(|e| Some(&e.kind) == cancel_after.as_ref())
+            && let Some(s) = state.sessions.get_mut(session)
+        {
+            s.cancel();
         }
         Ok(out)
     }
@@ -464,4 +485,58 @@ async fn a_transcript_saved_by_another_writer_mid_turn_stops_this_turn() {
     assert_eq!(outcome.ok().flatten().as_deref(), Some("turn_lease_lost"));
     let version = h.store.state().transcripts.get(&h.session).map(|(_, v)| *v);
     assert_eq!(version, Some(9), "the other writer's transcript stays");
+}
+
+#[tokio::test]
+async fn a_cancel_between_steps_stops_the_turn_with_no_further_model_call() {
+    let h = Harness::new(vec![tool_call("add", &json!({"a": 1, "b": 2})), text("never asked")]);
+    // The cancel lands after the tool's result, before the next step asks the model again.
+    h.store.state().cancel_after = Some(EventType::ToolResult);
+    let outcome = h.engine.run_turn(h.request(&["add"])).await.unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::Cancelled);
+    assert_eq!(outcome.output_text, None);
+    assert_eq!(outcome.error, None);
+    assert_eq!(outcome.usage, usage(20, 2));
+    assert_eq!(h.requests().len(), 1);
+    assert_eq!(
+        h.store.event_types(h.session),
+        ["turn.started", "message.user", "usage", "tool.call", "tool.result", "turn.ended"]
+    );
+    let ended = h.store.event(h.session, &EventType::TurnEnded).unwrap();
+    assert_eq!(ended["stop_reason"], "cancelled");
+    // Released, cancelled, and the cancel does not outlive the turn.
+    assert_eq!(h.session(|s| s.holder.clone()), None);
+    assert_eq!(h.session(|s| s.stop_reason), Some(StopReason::Cancelled));
+    assert_eq!(h.session(|s| s.cancelled_turn.clone()), None);
+    assert_eq!(h.session(|s| s.usage), usage(20, 2));
+}
+
+#[tokio::test]
+async fn a_cancel_during_a_model_call_records_its_spend_but_not_its_reply() {
+    let session = SessionId::from_random([7; 16]);
+    let cancel_then_answer: Step = Box::new(move |store: &FakeStore| {
+        store.with_session(session, FakeSession::cancel);
+        tool_call("add", &json!({"a": 1, "b": 2}))(store)
+    });
+    let h = Harness::new(vec![cancel_then_answer, text("never asked")]);
+    let outcome = h.engine.run_turn(h.request(&["add"])).await.unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::Cancelled);
+    assert_eq!(h.requests().len(), 1);
+    // The call is paid for; its tool call is neither recorded nor run.
+    assert_eq!(h.store.event_types(h.session), ["turn.started", "message.user", "usage", "turn.ended"]);
+    assert_eq!(h.session(|s| s.usage), usage(20, 2));
+    assert_eq!(h.session(|s| s.stop_reason), Some(StopReason::Cancelled));
+    assert_eq!(h.session(|s| s.holder.clone()), None);
+}
+
+#[tokio::test]
+async fn a_cancel_after_the_answer_leaves_one_final_state_the_answer() {
+    let h = Harness::new(vec![text("done")]);
+    h.store.state().cancel_after = Some(EventType::AssistantMessage);
+    let outcome = h.engine.run_turn(h.request(&[])).await.unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
+    assert_eq!(outcome.output_text.as_deref(), Some("done"));
+    assert_eq!(h.store.event(h.session, &EventType::TurnEnded).unwrap()["stop_reason"], "end_turn");
+    assert_eq!(h.session(|s| s.stop_reason), Some(StopReason::EndTurn));
+    assert_eq!(h.session(|s| (s.holder.clone(), s.cancelled_turn.clone())), (None, None));
 }

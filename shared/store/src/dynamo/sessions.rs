@@ -47,6 +47,15 @@ struct SessionLocator {
     project_id: ProjectId,
 }
 
+/// Who holds a session's turn, read in one strongly consistent read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnHolder {
+    /// The holding turn (`None`: no turn holds the session).
+    pub turn_id: Option<String>,
+    /// A cancel was recorded for the holding turn.
+    pub cancel_requested: bool,
+}
+
 pub struct Sessions<'a> {
     store: &'a Store,
 }
@@ -302,15 +311,58 @@ impl Sessions<'_> {
         }
     }
 
-    /// The id of the turn holding the live session (`None` when none holds it); a strongly
-    /// consistent read, so a turn that was taken over or settled learns it at once.
-    pub async fn turn_holder(
+    /// The id of the turn holding the live session (`None` when none holds it), and whether a
+    /// cancel was recorded for that turn; a strongly consistent read, so a turn that was taken
+    /// over, settled or cancelled learns it at once.
+    pub async fn turn_holder(&self, project: &ProjectId, id: &SessionId) -> Result<TurnHolder, StoreError> {
+        let item = self.raw(project, id).await?;
+        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+        let turn_id = text("current_turn_id");
+        let cancel_requested = turn_id.is_some() && text("cancelled_turn_id") == turn_id;
+        Ok(TurnHolder { turn_id, cancel_requested })
+    }
+
+    /// Records a cancel for the turn holding the session (it stops at its next step and
+    /// releases the session with `cancelled`). Only while a live turn holds it (`running`, its
+    /// hold not run out at `now`): otherwise `Conflict`, and `NotFound` without a live session.
+    /// Recording it again for the same turn changes nothing. A paused turn (`requires_action`,
+    /// once pauses exist) is cancelled by this same mark: its status joins the condition, and
+    /// the continuation that claims the paused turn reads the mark as its hold check does.
+    pub async fn cancel_turn(
         &self,
         project: &ProjectId,
         id: &SessionId,
-    ) -> Result<Option<String>, StoreError> {
-        let item = self.raw(project, id).await?;
-        Ok(item.get("current_turn_id").and_then(|v| v.as_s().ok()).cloned())
+        now: Timestamp,
+    ) -> Result<Session, StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(session_sk(id)))
+            .condition_expression(format!(
+                "{LIVE} AND runtime_status = :running AND attribute_exists(current_turn_id) \
+                 AND turn_held_until >= :now"
+            ))
+            .update_expression("SET cancelled_turn_id = current_turn_id")
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let item: SessionItem = serde_dynamo::from_item(out.attributes.unwrap_or_default())?;
+                Ok(item.session)
+            }
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
+                // Tell "nothing to cancel" from "gone".
+                self.get(project, id).await?;
+                Err(StoreError::Conflict)
+            }
+            Err(err) => Err(backend(err)),
+        }
     }
 
     /// Ends the turn that holds the session: back to idle with its stop reason. Only the
@@ -331,7 +383,8 @@ impl Sessions<'_> {
             .key("SK", s(session_sk(id)))
             .condition_expression("current_turn_id = :turn")
             .update_expression(
-                "SET runtime_status = :idle, stop_reason = :reason, updated_at = :now REMOVE current_turn_id",
+                "SET runtime_status = :idle, stop_reason = :reason, updated_at = :now \
+                 REMOVE current_turn_id, cancelled_turn_id",
             )
             .expression_attribute_values(":turn", s(turn_id))
             .expression_attribute_values(":idle", s("idle"))
@@ -362,7 +415,7 @@ impl Sessions<'_> {
             .condition_expression(format!("{LIVE} AND runtime_status = :running AND turn_held_until < :now"))
             .update_expression(
                 "SET runtime_status = :idle, stop_reason = :reason, updated_at = :now \
-                 REMOVE current_turn_id, turn_held_until",
+                 REMOVE current_turn_id, turn_held_until, cancelled_turn_id",
             )
             .expression_attribute_values(":running", s("running"))
             .expression_attribute_values(":idle", s("idle"))

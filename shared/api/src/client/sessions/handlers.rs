@@ -183,3 +183,49 @@ pub async fn delete(
         .or_not_found(ClientError::SessionNotFound)?;
     Ok(Json(SessionDeleted { id, object: "session.deleted", deleted: true }))
 }
+
+/// Cancel the turn running in a session.
+///
+/// The cancel is recorded on the session at once and answered with the session (still
+/// `running`); the turn, wherever it runs, sees it at its next step: it makes no further model
+/// call, writes `turn.ended` with `stop_reason: cancelled` and releases the session (`idle`,
+/// `stop_reason: cancelled`); the Responses call that started it answers `status: incomplete`.
+/// Cancelling again before the turn stops changes nothing; a turn that ends on its own first
+/// keeps its own ending.
+#[utoipa::path(
+    post,
+    path = "/api/client/v1/sessions/{session_id}/cancel",
+    tag = "client",
+    operation_id = "client-sessions-cancel",
+    params(("session_id" = String, Path, description = "The session's id.")),
+    responses(
+        (status = 200, description = "The cancel is recorded; the session as it is now (the turn stops at its next step).", body = SessionBody),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
+        (status = 409, description = "No turn is running in the session (`nothing_to_cancel`, with its `runtime_status`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
+)]
+pub async fn cancel(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path(id): Path<String>,
+) -> Result<Json<SessionBody>, ClientError> {
+    let id = session_id(&id)?;
+    let now = edge::now();
+    let sessions = app.store.sessions();
+    match sessions.cancel_turn(&auth.project_id, &id, now).await {
+        Ok(session) => Ok(Json(SessionBody::from(&session.settled(now)))),
+        Err(agentplane_store::StoreError::Conflict) => {
+            let session =
+                sessions.get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
+            if session.holder_died(now) {
+                // A write records what reads already show: the dead turn ended in error.
+                sessions.settle_dead_turn(&auth.project_id, &id, now).await?;
+            }
+            Err(ClientError::NothingToCancel { runtime_status: session.settled(now).runtime_status })
+        }
+        Err(agentplane_store::StoreError::NotFound) => Err(ClientError::SessionNotFound),
+        Err(err) => Err(ClientError::Storage(err)),
+    }
+}

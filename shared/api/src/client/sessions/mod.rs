@@ -6,4 +6,4 @@ pub(crate) mod handlers;
 mod runtime;
 pub mod wire;
 
-pub use handlers::{create, delete, get, list, update};
+pub use handlers::{cancel, create, delete, get, list, update};
