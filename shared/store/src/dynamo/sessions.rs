@@ -297,18 +297,12 @@ impl Sessions<'_> {
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
-        match result {
-            Ok(out) => {
-                let item: SessionItem = serde_dynamo::from_item(out.attributes.unwrap_or_default())?;
-                Ok(item.session)
-            }
-            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
-                // Tell "busy" from "gone".
-                self.get(project, id).await?;
-                Err(StoreError::Conflict)
-            }
-            Err(err) => Err(backend(err)),
+        let started = updated_session(result);
+        if matches!(started, Err(StoreError::Conflict)) {
+            // Tell "busy" from "gone".
+            self.get(project, id).await?;
         }
+        started
     }
 
     /// The id of the turn holding the live session (`None` when none holds it), and whether a
@@ -324,7 +318,8 @@ impl Sessions<'_> {
 
     /// Records a cancel for the turn holding the session (it stops at its next step and
     /// releases the session with `cancelled`). Only while a live turn holds it (`running`, its
-    /// hold not run out at `now`): otherwise `Conflict`, and `NotFound` without a live session.
+    /// hold not run out at `now`): otherwise `Conflict`, also when the session is gone — the
+    /// caller reads the session to tell which (and needs it to answer anyway).
     /// Recording it again for the same turn changes nothing. A paused turn (`requires_action`,
     /// once pauses exist) is cancelled by this same mark: its status joins the condition, and
     /// the continuation that claims the paused turn reads the mark as its hold check does.
@@ -351,18 +346,7 @@ impl Sessions<'_> {
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
-        match result {
-            Ok(out) => {
-                let item: SessionItem = serde_dynamo::from_item(out.attributes.unwrap_or_default())?;
-                Ok(item.session)
-            }
-            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
-                // Tell "nothing to cancel" from "gone".
-                self.get(project, id).await?;
-                Err(StoreError::Conflict)
-            }
-            Err(err) => Err(backend(err)),
-        }
+        updated_session(result)
     }
 
     /// Ends the turn that holds the session: back to idle with its stop reason. Only the
@@ -473,4 +457,19 @@ impl Sessions<'_> {
             })?;
         Ok(())
     }
+}
+
+/// The session an `ALL_NEW` update answered; a failed condition is `Conflict`.
+fn updated_session(
+    result: Result<
+        aws_sdk_dynamodb::operation::update_item::UpdateItemOutput,
+        aws_sdk_dynamodb::error::SdkError<
+            aws_sdk_dynamodb::operation::update_item::UpdateItemError,
+            aws_sdk_dynamodb::config::http::HttpResponse,
+        >,
+    >,
+) -> Result<Session, StoreError> {
+    let out = result.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+    let item: SessionItem = serde_dynamo::from_item(out.attributes.unwrap_or_default())?;
+    Ok(item.session)
 }

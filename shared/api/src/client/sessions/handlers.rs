@@ -148,10 +148,7 @@ pub async fn update(
         .update(&auth.project_id, &id, patch, now)
         .await
         .or_not_found(ClientError::SessionNotFound)?;
-    if session.holder_died(now) {
-        // A write records what reads already show: the dead turn ended in error.
-        app.store.sessions().settle_dead_turn(&auth.project_id, &id, now).await?;
-    }
+    record_dead_turn(&app, &auth.project_id, &session, now).await?;
     Ok(Json(SessionBody::from(&session.settled(now))))
 }
 
@@ -217,15 +214,27 @@ pub async fn cancel(
     match sessions.cancel_turn(&auth.project_id, &id, now).await {
         Ok(session) => Ok(Json(SessionBody::from(&session.settled(now)))),
         Err(agentplane_store::StoreError::Conflict) => {
+            // No live turn to cancel, or no session at all: the session tells which.
             let session =
                 sessions.get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
-            if session.holder_died(now) {
-                // A write records what reads already show: the dead turn ended in error.
-                sessions.settle_dead_turn(&auth.project_id, &id, now).await?;
-            }
+            record_dead_turn(&app, &auth.project_id, &session, now).await?;
             Err(ClientError::NothingToCancel { runtime_status: session.settled(now).runtime_status })
         }
         Err(agentplane_store::StoreError::NotFound) => Err(ClientError::SessionNotFound),
         Err(err) => Err(ClientError::Storage(err)),
     }
+}
+
+/// A write records what reads already show: a turn whose holder died past its hold ended in
+/// error.
+async fn record_dead_turn(
+    app: &App,
+    project: &agentplane_domain::ProjectId,
+    session: &agentplane_domain::session::Session,
+    now: agentplane_domain::Timestamp,
+) -> Result<(), ClientError> {
+    if session.holder_died(now) {
+        app.store.sessions().settle_dead_turn(project, &session.id, now).await?;
+    }
+    Ok(())
 }
