@@ -75,13 +75,84 @@ pub struct HumanInTheLoop {
     pub tool_approvals: Vec<String>,
     /// Minutes an action waits for an answer; `0` = never expires.
     pub approval_timeout_minutes: u32,
+    /// Whether the model is offered the `ask_user` tool (a question pauses the turn).
     pub questions_enabled: bool,
+    /// Tools that run in the caller's page: the model calls them, the turn pauses, the caller
+    /// runs the tool and answers its `output`.
+    pub client_tools: Vec<ClientTool>,
 }
 
 impl Default for HumanInTheLoop {
     fn default() -> Self {
-        Self { tool_approvals: Vec::new(), approval_timeout_minutes: 1440, questions_enabled: false }
+        Self {
+            tool_approvals: Vec::new(),
+            approval_timeout_minutes: 1440,
+            questions_enabled: false,
+            client_tools: Vec::new(),
+        }
     }
+}
+
+/// The most client tools an agent declares.
+pub const MAX_CLIENT_TOOLS: usize = 32;
+
+/// A tool declared by the agent and run by the caller: a name, what it does, and its arguments
+/// as a JSON schema (an object), offered to the model as is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "empty_schema")]
+    pub parameters: Value,
+}
+
+fn empty_schema() -> Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+/// Client tool names: 1–64 of `a-z A-Z 0-9 _ -` (what model APIs accept), distinct, and not
+/// `ask_user`; parameters an object.
+fn check_human_in_the_loop(hitl: &HumanInTheLoop) -> Result<(), ValidationError> {
+    if hitl.client_tools.len() > MAX_CLIENT_TOOLS {
+        return Err(ValidationError::new(
+            "config.humanInTheLoop.client_tools",
+            format!("at most {MAX_CLIENT_TOOLS} client tools"),
+        ));
+    }
+    for (i, tool) in hitl.client_tools.iter().enumerate() {
+        let param = format!("config.humanInTheLoop.client_tools[{i}]");
+        let valid_name = (1..=64).contains(&tool.name.len())
+            && tool.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid_name {
+            return Err(ValidationError::new(
+                format!("{param}.name"),
+                "a client tool's name is 1-64 letters, digits, `_` or `-`",
+            ));
+        }
+        if tool.name == crate::action::ASK_USER_TOOL
+            || hitl.client_tools[..i].iter().any(|t| t.name == tool.name)
+        {
+            return Err(ValidationError::new(
+                format!("{param}.name"),
+                format!("the client tool name `{}` is taken", tool.name),
+            ));
+        }
+        if tool.description.chars().count() > 1024 {
+            return Err(ValidationError::new(
+                format!("{param}.description"),
+                "a client tool's description may be at most 1024 characters",
+            ));
+        }
+        if !tool.parameters.is_object() {
+            return Err(ValidationError::new(
+                format!("{param}.parameters"),
+                "`parameters` must be a JSON schema object",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What a published version freezes.
@@ -287,6 +358,7 @@ pub fn new_agent(
         attachments: section(&Attachments::default(), config, "attachments")?.unwrap_or_default(),
         human_in_the_loop: section(&HumanInTheLoop::default(), config, "humanInTheLoop")?.unwrap_or_default(),
     };
+    check_human_in_the_loop(&draft.human_in_the_loop)?;
     Ok(Agent {
         id,
         project_id,
@@ -337,6 +409,7 @@ pub fn patch_agent(
         agent.draft.attachments = attachments;
     }
     if let Some(hitl) = section(&agent.draft.human_in_the_loop, config, "humanInTheLoop")? {
+        check_human_in_the_loop(&hitl)?;
         agent.draft.human_in_the_loop = hitl;
     }
     agent.updated_at = now;

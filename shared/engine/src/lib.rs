@@ -3,6 +3,7 @@
 
 pub mod bus;
 pub mod compute;
+pub mod continuation;
 pub mod model;
 pub mod node_report;
 pub mod ports;

@@ -9,8 +9,10 @@ pub mod dynamo;
 pub mod error;
 pub mod objects;
 pub mod provision;
+pub mod queue;
 pub mod resources;
 
+pub use dynamo::actions::Actions;
 pub use dynamo::agents::Agents;
 pub use dynamo::allocations::{Allocation, Allocations};
 pub use dynamo::api_keys::ApiKeys;
@@ -24,6 +26,7 @@ pub use dynamo::telemetry::Telemetry;
 pub use dynamo::transcripts::{StoredTranscript, Transcripts};
 pub use error::StoreError;
 pub use objects::Objects;
+pub use queue::RunsQueue;
 pub use resources::ResourceNames;
 
 /// The clients and names every adapter shares; cheap to clone. DynamoDB, and S3 only for the
@@ -36,17 +39,28 @@ pub struct Store {
     /// The files bucket, for transcripts past the item limit; `None` in functions that run no
     /// turn.
     pub objects: Option<Objects>,
+    /// The `runs` queue, for the functions that continue turns; `None` elsewhere.
+    pub runs: Option<RunsQueue>,
 }
 
 impl Store {
     pub fn new(sdk: &aws_config::SdkConfig, names: ResourceNames) -> Self {
-        Self { dynamo: aws_sdk_dynamodb::Client::new(sdk), names, objects: None }
+        Self { dynamo: aws_sdk_dynamodb::Client::new(sdk), names, objects: None, runs: None }
     }
 
     /// The same store with the S3 client of the files bucket (the functions that run turns).
     pub fn with_objects(mut self, sdk: &aws_config::SdkConfig) -> Self {
         self.objects = Some(Objects::new(sdk, self.names.files_bucket.clone()));
         self
+    }
+
+    /// The `runs` queue; `Unavailable` in a function that was not given it.
+    pub fn runs_queue(&self) -> Result<&RunsQueue, StoreError> {
+        self.runs.as_ref().ok_or_else(|| StoreError::unavailable("this function has no access to the runs queue"))
+    }
+
+    pub fn actions(&self) -> Actions<'_> {
+        Actions::new(self)
     }
 
     pub fn transcripts(&self) -> Transcripts<'_> {

@@ -1,5 +1,6 @@
 //! DynamoDB adapters, one module per entity: its keys, its item mapping and its queries.
 
+pub mod actions;
 pub mod agents;
 pub mod allocations;
 pub mod api_keys;

@@ -88,6 +88,27 @@ pub struct HumanInTheLoopInput {
     approval_timeout_minutes: Option<u32>,
     #[schema(nullable = false)]
     questions_enabled: Option<bool>,
+    /// Replaces the whole list when given.
+    #[schema(nullable = false)]
+    client_tools: Option<Vec<ClientToolBody>>,
+}
+
+/// A tool the caller runs in its own page: the model calls it, the turn pauses with a
+/// `client_tool` action, and the caller answers the action with the tool's `output`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = ClientTool)]
+pub struct ClientToolBody {
+    /// 1-64 letters, digits, `_` or `-`; not `ask_user`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    pub name: String,
+    #[serde(default)]
+    #[schema(max_length = 1024)]
+    pub description: String,
+    /// The arguments as a JSON schema object, offered to the model as is.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub parameters: Option<serde_json::Value>,
 }
 
 /// An agent's settings in a request. A section that is absent or `null` is left as it is.
@@ -201,7 +222,9 @@ pub struct HumanInTheLoopBody {
     pub tool_approvals: Vec<String>,
     /// Minutes an action waits for an answer; `0` = never expires.
     pub approval_timeout_minutes: u32,
+    /// Whether the model may ask the user a question (the `ask_user` tool).
     pub questions_enabled: bool,
+    pub client_tools: Vec<ClientToolBody>,
 }
 
 impl From<&HumanInTheLoop> for HumanInTheLoopBody {
@@ -210,6 +233,15 @@ impl From<&HumanInTheLoop> for HumanInTheLoopBody {
             tool_approvals: h.tool_approvals.clone(),
             approval_timeout_minutes: h.approval_timeout_minutes,
             questions_enabled: h.questions_enabled,
+            client_tools: h
+                .client_tools
+                .iter()
+                .map(|t| ClientToolBody {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    parameters: Some(t.parameters.clone()),
+                })
+                .collect(),
         }
     }
 }

