@@ -143,7 +143,10 @@ pub enum Answer {
 impl Answer {
     /// Reads an answer body for an action of `kind`: approval `{decision, reason?}`, question
     /// `{answers}`, client tool `{output}`. Fields of another type are refused by name.
-    pub fn from_body(kind: ActionType, body: &serde_json::Map<String, Value>) -> Result<Self, ValidationError> {
+    pub fn from_body(
+        kind: ActionType,
+        body: &serde_json::Map<String, Value>,
+    ) -> Result<Self, ValidationError> {
         let allowed: &[&str] = match kind {
             ActionType::Approval => &["decision", "reason"],
             ActionType::Question => &["answers"],
@@ -274,12 +277,11 @@ impl Action {
     /// once the turn continues) reads as expired.
     pub fn resolution(&self) -> Resolution {
         match (&self.status, &self.answer) {
-            (ActionStatus::Resolved, Some(Answer::Approval { decision: Decision::Approve, .. })) => Resolution::Run,
+            (ActionStatus::Resolved, Some(Answer::Approval { decision: Decision::Approve, .. })) => {
+                Resolution::Run
+            }
             (ActionStatus::Resolved, Some(Answer::Approval { decision: Decision::Deny, reason })) => {
-                Resolution::Result {
-                    output: json!({"denied": true, "reason": reason}),
-                    is_error: true,
-                }
+                Resolution::Result { output: json!({"denied": true, "reason": reason}), is_error: true }
             }
             (ActionStatus::Resolved, Some(Answer::Question { answers })) => {
                 Resolution::Result { output: json!({"answers": answers}), is_error: false }
@@ -300,7 +302,12 @@ impl Action {
 
     /// Settles a pending action at `now` (the state machine's one move; storage makes it
     /// conditional). `Err` carries the status it already has.
-    pub fn settle(&mut self, status: ActionStatus, answer: Option<Answer>, now: Timestamp) -> Result<(), ActionStatus> {
+    pub fn settle(
+        &mut self,
+        status: ActionStatus,
+        answer: Option<Answer>,
+        now: Timestamp,
+    ) -> Result<(), ActionStatus> {
         if self.status != ActionStatus::Pending {
             return Err(self.status);
         }
@@ -347,10 +354,13 @@ mod tests {
             Answer::from_body(ActionType::Approval, &body(json!({"decision": "deny", "reason": "no"}))),
             Ok(Answer::Approval { decision: Decision::Deny, reason: Some("no".into()) })
         );
-        let param = |kind, v| Answer::from_body(kind, &body(v)).err().map(|e| e.param);
+        let param = |kind, v| Answer::from_body(kind, &body(v)).err().and_then(|e| e.param);
         assert_eq!(param(ActionType::Approval, json!({})).as_deref(), Some("decision"));
         assert_eq!(param(ActionType::Approval, json!({"decision": "maybe"})).as_deref(), Some("decision"));
-        assert_eq!(param(ActionType::Approval, json!({"decision": "approve", "output": 1})).as_deref(), Some("output"));
+        assert_eq!(
+            param(ActionType::Approval, json!({"decision": "approve", "output": 1})).as_deref(),
+            Some("output")
+        );
         assert_eq!(param(ActionType::Question, json!({"decision": "approve"})).as_deref(), Some("decision"));
         assert_eq!(param(ActionType::Question, json!({})).as_deref(), Some("answers"));
         assert_eq!(param(ActionType::ClientTool, json!({})).as_deref(), Some("output"));
@@ -386,19 +396,22 @@ mod tests {
         };
         assert_eq!(action.expires_at, Some(Timestamp::from_unix_millis(1_000 + 86_400_000)));
         assert_eq!(expires_at(now, 0), None);
-        assert_eq!(action.resolution(), Resolution::Result {
-            output: json!({"expired": true, "message": "nobody answered before the action expired"}),
-            is_error: true
-        });
+        assert_eq!(
+            action.resolution(),
+            Resolution::Result {
+                output: json!({"expired": true, "message": "nobody answered before the action expired"}),
+                is_error: true
+            }
+        );
         let approve = Answer::Approval { decision: Decision::Approve, reason: None };
         assert_eq!(action.settle(ActionStatus::Resolved, Some(approve.clone()), now), Ok(()));
         assert_eq!(action.resolution(), Resolution::Run);
         assert_eq!(action.settle(ActionStatus::Expired, None, now), Err(ActionStatus::Resolved));
         action.answer = Some(Answer::Approval { decision: Decision::Deny, reason: Some("not now".into()) });
-        assert_eq!(action.resolution(), Resolution::Result {
-            output: json!({"denied": true, "reason": "not now"}),
-            is_error: true
-        });
+        assert_eq!(
+            action.resolution(),
+            Resolution::Result { output: json!({"denied": true, "reason": "not now"}), is_error: true }
+        );
     }
 
     #[test]

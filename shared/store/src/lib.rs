@@ -56,7 +56,9 @@ impl Store {
 
     /// The `runs` queue; `Unavailable` in a function that was not given it.
     pub fn runs_queue(&self) -> Result<&RunsQueue, StoreError> {
-        self.runs.as_ref().ok_or_else(|| StoreError::unavailable("this function has no access to the runs queue"))
+        self.runs
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("this function has no access to the runs queue"))
     }
 
     pub fn actions(&self) -> Actions<'_> {

@@ -108,7 +108,11 @@ impl Actions<'_> {
     }
 
     /// Every pending action of the session (strongly consistent), oldest first.
-    pub async fn pending(&self, _project: &ProjectId, _session: &SessionId) -> Result<Vec<Action>, StoreError> {
+    pub async fn pending(
+        &self,
+        _project: &ProjectId,
+        _session: &SessionId,
+    ) -> Result<Vec<Action>, StoreError> {
         Ok(Vec::new())
     }
 
