@@ -27,12 +27,14 @@ pub enum EventType {
     Usage,
     TurnEnded,
     Error,
+    /// A turn paused for an action (one event per action).
+    ActionRequired,
     /// A type written by a later release, kept by name.
     Unknown(String),
 }
 
 impl EventType {
-    const KNOWN: [Self; 8] = [
+    const KNOWN: [Self; 9] = [
         Self::TurnStarted,
         Self::UserMessage,
         Self::AssistantMessage,
@@ -41,6 +43,7 @@ impl EventType {
         Self::Usage,
         Self::TurnEnded,
         Self::Error,
+        Self::ActionRequired,
     ];
 
     pub fn as_str(&self) -> &str {
@@ -53,6 +56,7 @@ impl EventType {
             Self::Usage => "usage",
             Self::TurnEnded => "turn.ended",
             Self::Error => "error",
+            Self::ActionRequired => "action.required",
             Self::Unknown(name) => name,
         }
     }

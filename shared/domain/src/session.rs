@@ -117,6 +117,10 @@ pub struct Session {
     /// adds) the turn's process died.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_held_until: Option<Timestamp>,
+    /// The highest event sequence number a turn of this session wrote: where the next turn's
+    /// appends start (a hint; other writers may have appended since).
+    #[serde(default)]
+    pub last_event_seq: u64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -171,6 +175,7 @@ impl NewSession {
             unpriced_input_tokens: 0,
             unpriced_output_tokens: 0,
             turn_held_until: None,
+            last_event_seq: 0,
             created_at: now,
             updated_at: now,
         }

@@ -49,6 +49,16 @@ impl EventBus {
         Ok(appended)
     }
 
+    /// Tells live readers that `session` has news (after a write of events elsewhere).
+    pub fn notify(&self, session: &SessionId) {
+        let _ = self.news.send(*session);
+    }
+
+    /// Days events are kept.
+    pub fn retention_days(&self) -> i64 {
+        self.retention_days
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<SessionId> {
         self.news.subscribe()
     }

@@ -35,7 +35,11 @@ impl crate::Engine {
     /// Claims the paused turn `continuation` names (a conditional write on its saved state's
     /// version) and runs it on. A storage failure is an `Err`: the message is retried.
     pub async fn continue_turn(&self, continuation: &Continuation) -> Result<Continued, StoreError> {
-        let _ = continuation;
-        Ok(Continued::Stale)
+        match self.continue_paused(continuation).await {
+            Ok(Some(outcome)) => Ok(Continued::Ran(outcome)),
+            Ok(None) | Err(crate::TurnError::SessionNotFound) => Ok(Continued::Stale),
+            Err(crate::TurnError::Busy | crate::TurnError::ActionsPending(_)) => Ok(Continued::Stale),
+            Err(crate::TurnError::Storage(err)) => Err(err),
+        }
     }
 }

@@ -23,7 +23,7 @@ pub use bus::EventBus;
 pub use model::{ModelClient, ModelConfig};
 pub use store_adapter::Engine;
 pub use tools::ToolRegistry;
-pub use turn::{TurnError, TurnOutcome, TurnRequest};
+pub use turn::{TurnContext, TurnError, TurnOutcome, TurnRequest};
 
 /// The engine over its ports: `S` keeps sessions, their transcripts and event logs (see
 /// [`ports`]), `M` is
@@ -72,6 +72,18 @@ pub fn prices_from_env() -> Result<PriceTable, String> {
         }
         Err(_) => Ok(PriceTable::default()),
     }
+}
+
+/// `N` random bytes (ids that must not collide: action ids).
+pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut buf = [0u8; N];
+    if getrandom::fill(&mut buf).is_err() {
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (nanos >> ((i % 16) * 8)) as u8;
+        }
+    }
+    buf
 }
 
 /// `N` random bytes as lowercase hex.

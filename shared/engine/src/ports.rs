@@ -8,9 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
-use agentplane_domain::agent::Channel;
+use agentplane_domain::action::{Action, ActionId, Continuation};
 use agentplane_domain::event::{Event, NewEvent};
-use agentplane_domain::ids::AgentId;
 use agentplane_domain::pricing::Usage;
 use agentplane_domain::sandbox::request::CreateSandbox;
 use agentplane_domain::sandbox::retention::ChunkMeta;
@@ -25,6 +24,9 @@ use crate::model::{ChatMessage, ModelError, ModelReply, ToolDefinition};
 pub use agentplane_domain::allocation::Allocation;
 pub use agentplane_domain::sandbox::retention::{RetentionState, StoredChunk};
 pub use agentplane_store::StoredTranscript;
+pub use agentplane_store::dynamo::turns::{
+    Committed, Refused, SessionMove, StepCommit, TranscriptWrite, TurnStart, TurnWriteError,
+};
 /// What a port call can end in (see the module docs).
 pub type PortError = agentplane_store::StoreError;
 
@@ -40,21 +42,23 @@ pub enum TurnHold {
     Cancelled,
 }
 
-/// The session's turn state: one turn at a time, held until a deadline, usage added as it goes.
-pub trait SessionTurns: Send + Sync {
-    /// Marks the session running for `turn_id` until `hold_until` (only when idle, or when the
-    /// holder is past its hold). `Conflict`: a live turn holds it; `NotFound`: no live session.
-    #[allow(clippy::too_many_arguments)]
-    fn begin_turn(
+/// Everything a turn reads and writes of its session: one turn at a time, held until a
+/// deadline; each step written at once (events, usage, state, transcript, actions); paused turns
+/// claimed once by their continuation.
+pub trait TurnStore: Send + Sync {
+    /// Holds the session for a new turn (idle, or its holder died) and appends its first
+    /// events, over the transcript version the caller read. Refused: `Busy`, `Paused`, `Gone`,
+    /// `TranscriptMoved` (read it again).
+    fn begin(&self, start: &TurnStart<'_>)
+    -> impl Future<Output = Result<Vec<Event>, TurnWriteError>> + Send;
+
+    /// One step, all or nothing, while the turn holds the session (and, unless
+    /// `despite_cancel`, has no cancel recorded). Refused: `NotHeld` (read [`TurnStore::turn_hold`]
+    /// for why), `TranscriptMoved`.
+    fn commit(
         &self,
-        project: &ProjectId,
-        session: &SessionId,
-        turn_id: &str,
-        agent: &AgentId,
-        channel: Channel,
-        now: Timestamp,
-        hold_until: Timestamp,
-    ) -> impl Future<Output = Result<(), PortError>> + Send;
+        commit: &StepCommit<'_>,
+    ) -> impl Future<Output = Result<Committed, TurnWriteError>> + Send;
 
     /// Whether `turn_id` still holds the live session (and whether it was cancelled), in one
     /// read; `NotFound` once the session is deleted.
@@ -65,7 +69,8 @@ pub trait SessionTurns: Send + Sync {
         turn_id: &str,
     ) -> impl Future<Output = Result<TurnHold, PortError>> + Send;
 
-    /// Adds one model call's usage (`cost_usd: None`: unpriced); `NotFound` for a deleted session.
+    /// Adds one model call's usage outside a step (a turn that lost its hold still paid for
+    /// its call); `NotFound` for a deleted session.
     fn add_usage(
         &self,
         project: &ProjectId,
@@ -74,16 +79,60 @@ pub trait SessionTurns: Send + Sync {
         cost_usd: Option<f64>,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
 
-    /// Releases the session (idle, with `stop_reason`); only the holder can. `Conflict` when
-    /// `turn_id` no longer holds it.
-    fn end_turn(
+    /// The session's transcript and its version; `None` when it has none yet.
+    fn load_transcript(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+    ) -> impl Future<Output = Result<Option<StoredTranscript>, PortError>> + Send;
+
+    /// Claims the turn paused at `version` (`requires_action` → `running` until `hold_until`);
+    /// `None` when this claim is not the one (claimed already, cancelled, or gone).
+    fn claim(
+        &self,
+        continuation: &Continuation,
+        now: Timestamp,
+        hold_until: Timestamp,
+    ) -> impl Future<Output = Result<Option<Session>, PortError>> + Send;
+
+    /// Actions of a session by id.
+    fn actions(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        ids: &[ActionId],
+    ) -> impl Future<Output = Result<Vec<Action>, PortError>> + Send;
+
+    /// Every pending action of a session.
+    fn pending_actions(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+    ) -> impl Future<Output = Result<Vec<Action>, PortError>> + Send;
+
+    /// Cancels the pending actions of `turn_id` (each only if still pending); the ones it did.
+    fn cancel_actions(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        turn_id: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Vec<Action>, PortError>> + Send;
+
+    /// Ends the paused turn `turn_id` from outside (idle, `stop_reason`) with `events`, in one
+    /// write; refused `NotHeld` when it is not paused any more.
+    #[allow(clippy::too_many_arguments)]
+    fn end_paused(
         &self,
         project: &ProjectId,
         session: &SessionId,
         turn_id: &str,
         stop_reason: StopReason,
+        events: &[NewEvent],
+        from_seq: u64,
         now: Timestamp,
-    ) -> impl Future<Output = Result<(), PortError>> + Send;
+        retention_days: i64,
+    ) -> impl Future<Output = Result<Vec<Event>, TurnWriteError>> + Send;
 }
 
 /// The session event log: append-only, gapless per session.
@@ -98,29 +147,6 @@ pub trait EventLog: Send + Sync {
         retention_days: i64,
         from: Option<u64>,
     ) -> impl Future<Output = Result<Vec<Event>, PortError>> + Send;
-}
-
-/// The session transcript: the model's conversation kept whole, as its own state (the event log
-/// is never read back to build a model request). The body is the engine's JSON
-/// ([`crate::transcript`]); every save advances the version, conditionally.
-pub trait TranscriptStore: Send + Sync {
-    /// The session's transcript and its version; `None` when it has none yet.
-    fn load_transcript(
-        &self,
-        project: &ProjectId,
-        session: &SessionId,
-    ) -> impl Future<Output = Result<Option<StoredTranscript>, PortError>> + Send;
-
-    /// Replaces the transcript saved at `expected` (0: none yet); returns the new version.
-    /// `Conflict` when another writer saved first. `writer` names the writer uniquely.
-    fn save_transcript(
-        &self,
-        project: &ProjectId,
-        session: &SessionId,
-        body: &str,
-        expected: u64,
-        writer: &str,
-    ) -> impl Future<Output = Result<u64, PortError>> + Send;
 }
 
 /// The model behind an agent.

@@ -3,9 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use agentplane_domain::agent::Channel;
+use agentplane_domain::action::{Action, ActionId, ActionStatus, Continuation};
 use agentplane_domain::event::{Event, NewEvent};
-use agentplane_domain::ids::AgentId;
 use agentplane_domain::pricing::Usage;
 use agentplane_domain::sandbox::retention::ChunkMeta;
 use agentplane_domain::sandbox::{Lifecycle, ProcessId, ProcessRecord, Sandbox, SandboxId};
@@ -15,30 +14,22 @@ use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use agentplane_store::Store;
 
 use crate::ports::{
-    Allocation, AllocationBinding, EventLog, LiveAllocations, PortError, ProcessObservations, RetentionState,
-    SampleLog, SandboxCounterLog, SandboxRecords, SessionReader, SessionTurns, StoredChunk, StoredTranscript,
-    TranscriptStore, TurnHold,
+    Allocation, AllocationBinding, Committed, EventLog, LiveAllocations, PortError, ProcessObservations,
+    RetentionState, SampleLog, SandboxCounterLog, SandboxRecords, SessionReader, StepCommit, StoredChunk,
+    StoredTranscript, TurnHold, TurnStart, TurnStore, TurnWriteError,
 };
 
 /// The engine as deployed: sessions, transcripts and events in DynamoDB (large transcripts in
 /// S3), an OpenAI-compatible model.
 pub type Engine = crate::TurnEngine<Store, crate::ModelClient>;
 
-impl SessionTurns for Store {
-    async fn begin_turn(
-        &self,
-        project: &ProjectId,
-        session: &SessionId,
-        turn_id: &str,
-        agent: &AgentId,
-        channel: Channel,
-        now: Timestamp,
-        hold_until: Timestamp,
-    ) -> Result<(), PortError> {
-        self.sessions()
-            .begin_turn(project, session, turn_id, agent, channel, now, hold_until)
-            .await
-            .map(|_| ())
+impl TurnStore for Store {
+    async fn begin(&self, start: &TurnStart<'_>) -> Result<Vec<Event>, TurnWriteError> {
+        self.turns().begin(start).await
+    }
+
+    async fn commit(&self, commit: &StepCommit<'_>) -> Result<Committed, TurnWriteError> {
+        self.turns().commit(commit).await
     }
 
     async fn turn_hold(
@@ -65,15 +56,76 @@ impl SessionTurns for Store {
         self.sessions().add_usage(project, session, usage, cost_usd).await
     }
 
-    async fn end_turn(
+    async fn load_transcript(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+    ) -> Result<Option<StoredTranscript>, PortError> {
+        self.transcripts().load(project, session).await
+    }
+
+    async fn claim(
+        &self,
+        c: &Continuation,
+        now: Timestamp,
+        hold_until: Timestamp,
+    ) -> Result<Option<Session>, PortError> {
+        self.turns().claim(&c.project_id, &c.session_id, &c.turn_id, c.version, now, hold_until).await
+    }
+
+    async fn actions(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        ids: &[ActionId],
+    ) -> Result<Vec<Action>, PortError> {
+        self.turns().actions(project, session, ids).await
+    }
+
+    async fn pending_actions(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+    ) -> Result<Vec<Action>, PortError> {
+        self.actions().pending(project, session).await
+    }
+
+    async fn cancel_actions(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        turn_id: &str,
+        now: Timestamp,
+    ) -> Result<Vec<Action>, PortError> {
+        let mut cancelled = Vec::new();
+        for action in self.actions().pending(project, session).await? {
+            if action.turn_id != turn_id {
+                continue;
+            }
+            match self.actions().settle(&action, ActionStatus::Cancelled, None, now).await {
+                Ok(action) => cancelled.push(action),
+                // Answered or expired meanwhile: it keeps that ending.
+                Err(PortError::Conflict | PortError::NotFound) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(cancelled)
+    }
+
+    async fn end_paused(
         &self,
         project: &ProjectId,
         session: &SessionId,
         turn_id: &str,
         stop_reason: StopReason,
+        events: &[NewEvent],
+        from_seq: u64,
         now: Timestamp,
-    ) -> Result<(), PortError> {
-        self.sessions().end_turn(project, session, turn_id, stop_reason, now).await
+        retention_days: i64,
+    ) -> Result<Vec<Event>, TurnWriteError> {
+        self.turns()
+            .end_paused(project, session, turn_id, stop_reason, events, from_seq, now, retention_days)
+            .await
     }
 }
 
@@ -87,27 +139,6 @@ impl EventLog for Store {
         from: Option<u64>,
     ) -> Result<Vec<Event>, PortError> {
         self.events().append(session, events, now, retention_days, from).await
-    }
-}
-
-impl TranscriptStore for Store {
-    async fn load_transcript(
-        &self,
-        project: &ProjectId,
-        session: &SessionId,
-    ) -> Result<Option<StoredTranscript>, PortError> {
-        self.transcripts().load(project, session).await
-    }
-
-    async fn save_transcript(
-        &self,
-        project: &ProjectId,
-        session: &SessionId,
-        body: &str,
-        expected: u64,
-        writer: &str,
-    ) -> Result<u64, PortError> {
-        self.transcripts().save(project, session, body, expected, writer).await
     }
 }
 

@@ -1,35 +1,55 @@
-//! One turn: a user message and everything the agent does until it answers or stops. Every step
-//! is written to the event log as it happens. The session is held (`running`) for the whole
-//! turn and always released, whatever ends it. A turn whose session is deleted stops at its
-//! next step: the session is checked before every model call and every append, and usage is
-//! added only to a live session (a conditional write), so nothing more is recorded for it. The
-//! same check stops a turn that lost its hold (another turn took the session over after this
-//! one's hold ran out): it writes nothing more, and leaves the session to its new holder.
-//! The same read tells the turn that it was cancelled (`POST …/sessions/{id}/cancel`, from any
-//! process): it then makes no further model call and ends with `cancelled`.
+//! One turn: a user message and everything the agent does until it answers, stops or pauses.
 //!
-//! The model's conversation is the session transcript ([`crate::transcript`]), read whole at
-//! the start of the turn and saved at the end of every step; the event log is only written.
+//! Each step is one write ([`TurnStore::commit`]): its events, its usage, the session's state and
+//! the transcript together, so a plain turn (one model call) is two writes — begin and end —
+//! after the route's one read of the session and its transcript. Every commit holds only while
+//! this turn holds the session and no cancel was recorded for it; a refused commit tells the
+//! turn that the session was deleted (it stops and writes nothing more), that another turn took
+//! it over (it stops and leaves the session to its new holder), or that it was cancelled (it
+//! ends with `cancelled`, its last call's spend recorded, its reply unused). Before every model
+//! call after the first, one read checks the same.
 //!
-//! The loop runs over the engine's ports ([`crate::ports`]): any session store, transcript store
-//! and event log, any model.
+//! A step whose tool calls need a person (an approval, an `ask_user` question, a client tool)
+//! pauses the turn: the commit writes the actions, the transcript with the turn's saved state
+//! ([`PausedTurn`]) and `requires_action` on the session, at one transcript version. When the
+//! actions are settled, a continuation claims that version once ([`TurnEngine::continue_turn`])
+//! and the same turn carries on: each call's result (the tool's, or the answer, denial or
+//! expiry) goes to the model.
+//!
+//! The model's conversation is the session transcript ([`crate::transcript`]); the event log is
+//! only written.
 
+use agentplane_domain::action::{
+    ASK_USER_TOOL, Action, ActionId, ActionStatus, ActionType, Continuation, Resolution, question_of,
+};
 use agentplane_domain::agent::{Channel, VersionedConfig};
 use agentplane_domain::event::payload::{
-    MessageText, ToolCall, ToolResult, TurnEnded, TurnFailure, TurnStarted, TurnUsage, UsageRecorded,
+    ActionRequired, MessageText, ToolCall, ToolResult, TurnEnded, TurnFailure, TurnStarted, TurnUsage,
+    UsageRecorded,
 };
 use agentplane_domain::event::{EventPayload, NewEvent};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::pricing::Usage;
 use agentplane_domain::session::StopReason;
-use agentplane_domain::{ProjectId, SessionId, Timestamp};
+use agentplane_domain::{ProjectId, SessionId};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use thiserror::Error;
-use tokio::time::Instant;
+use tokio::time::{Duration, Instant};
 
 use crate::TurnEngine;
-use crate::model::{ChatMessage, ModelError};
-use crate::ports::{ChatModel, EventLog, PortError as StoreError, SessionTurns, TranscriptStore, TurnHold};
+use crate::model::{ChatMessage, ModelError, ToolDefinition, WireToolCall};
+use crate::ports::{
+    ChatModel, PortError as StoreError, Refused, SessionMove, StepCommit, StoredTranscript, TranscriptWrite,
+    TurnHold, TurnStart, TurnStore, TurnWriteError,
+};
+
+/// What the route read before the turn: where the session's event log ends and its transcript.
+#[derive(Debug, Clone, Default)]
+pub struct TurnContext {
+    pub last_event_seq: u64,
+    pub transcript: Option<StoredTranscript>,
+}
 
 #[derive(Debug, Clone)]
 pub struct TurnRequest {
@@ -42,6 +62,8 @@ pub struct TurnRequest {
     pub input: String,
     /// When the turn must stop (the synchronous timeout): it then ends with `limit`.
     pub deadline: Instant,
+    /// The session as the route read it; `None`: the turn reads it.
+    pub context: Option<TurnContext>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -55,12 +77,16 @@ pub struct TurnOutcome {
     pub unpriced: Usage,
     /// Why a turn ended in `error`: a stable code and a message safe to show.
     pub error: Option<(String, String)>,
+    /// The actions the turn waits for (`stop_reason: requires_action`).
+    pub actions: Vec<Action>,
 }
 
 #[derive(Debug, Error)]
 pub enum TurnError {
     #[error("another turn is running in this session")]
     Busy,
+    #[error("the session's turn waits for actions")]
+    ActionsPending(Vec<ActionId>),
     #[error("session not found")]
     SessionNotFound,
     #[error(transparent)]
@@ -69,24 +95,54 @@ pub enum TurnError {
 
 /// How long past its deadline a turn keeps its session before another turn may take it over.
 const HOLD_GRACE_MS: i64 = 60_000;
+/// The longest a continuation runs (Lambda's 15 minutes, less room for the bookkeeping).
+const CONTINUATION_CEILING: Duration = Duration::from_secs(14 * 60);
+
+/// A paused turn's saved state, kept with the transcript at the version the pause wrote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PausedTurn {
+    pub agent_id: AgentId,
+    pub channel: Channel,
+    pub version: Option<u32>,
+    pub config: VersionedConfig,
+    /// The step whose calls wait.
+    pub step: u32,
+    /// That step's calls in the model's order, with the action each waits for.
+    pub calls: Vec<PausedCall>,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    pub unpriced: Usage,
+    /// How long the turn may run once it carries on.
+    pub budget_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PausedCall {
+    pub call: WireToolCall,
+    pub action_id: Option<ActionId>,
+}
 
 /// How the loop ended, before bookkeeping.
 enum Ending {
-    Answer(String),
+    /// Answered; the ending is written.
+    Answered(String),
+    /// Paused for actions; written.
+    Paused(Vec<Action>),
     Limit(&'static str),
     Failed(String, String),
+    /// A cancel was recorded for this turn: it ends with `cancelled`.
+    Cancelled,
     /// The session was deleted while the turn ran: nothing more is written for it.
     SessionGone,
     /// Another turn holds the session now: nothing more is written, the session is not released.
     LeaseLost,
-    /// A cancel was recorded for this turn: it ends with `cancelled`.
-    Cancelled,
 }
 
 /// Why the loop stopped before an ending of its own.
 enum Interrupt {
     SessionGone,
     LeaseLost,
+    Cancelled,
     Storage(StoreError),
 }
 
@@ -99,141 +155,63 @@ impl From<StoreError> for Interrupt {
     }
 }
 
+/// The config and limits a turn runs with, from its request or its saved state.
+struct Plan {
+    project_id: ProjectId,
+    session_id: SessionId,
+    agent_id: AgentId,
+    channel: Channel,
+    version: Option<u32>,
+    config: VersionedConfig,
+    deadline: Instant,
+    budget: Duration,
+}
+
 struct Turn<'a, S, M> {
     engine: &'a TurnEngine<S, M>,
-    request: &'a TurnRequest,
+    plan: Plan,
     turn_id: String,
     usage: Usage,
     cost_usd: f64,
     unpriced: Usage,
+    /// A model call's usage not written yet (a refused commit): the ending writes it.
+    unrecorded: Option<(UsageRecorded, Usage, Option<f64>)>,
     /// Where the next append starts: one past the last event this turn wrote.
-    next_seq: Option<u64>,
-    /// A cancel was seen by the last check of the hold: the loop stops at the next decision.
-    cancelled: bool,
+    next_seq: u64,
+    /// The transcript version this turn holds, and the S3 object it lives in.
+    transcript_version: u64,
+    transcript_object: Option<String>,
+    messages: Vec<ChatMessage>,
+    /// `messages[start..]` is the transcript (the instructions come first, afresh each turn).
+    start: usize,
 }
 
-impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> TurnEngine<S, M> {
-    /// Runs a turn to its end. Call it from a spawned task: the turn must finish (and release
-    /// the session) even when the caller goes away.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2)
+}
+
+impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
+    /// Runs a turn to its end or its pause. Call it from a spawned task: the turn must finish
+    /// (and release the session) even when the caller goes away.
     pub async fn run_turn(&self, request: TurnRequest) -> Result<TurnOutcome, TurnError> {
         let turn_id = format!("turn_{}", crate::random_hex::<12>());
         let now = self.now();
+        let budget = request.deadline.saturating_duration_since(Instant::now());
         // The session is ours until the deadline plus a grace for the bookkeeping after it;
         // past that, a new turn may take it over from a holder that died.
-        let remaining = request.deadline.saturating_duration_since(Instant::now());
-        let hold_until =
-            now.plus_millis(i64::try_from(remaining.as_millis()).unwrap_or(i64::MAX / 2) + HOLD_GRACE_MS);
-        match self
-            .store
-            .begin_turn(
-                &request.project_id,
-                &request.session_id,
-                &turn_id,
-                &request.agent_id,
-                request.channel,
-                now,
-                hold_until,
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(StoreError::Conflict) => return Err(TurnError::Busy),
-            Err(StoreError::NotFound) => return Err(TurnError::SessionNotFound),
-            Err(other) => return Err(TurnError::Storage(other)),
-        }
-        let mut turn = Turn {
-            engine: self,
-            request: &request,
-            turn_id,
-            usage: Usage::default(),
-            cost_usd: 0.0,
-            unpriced: Usage::default(),
-            next_seq: None,
-            cancelled: false,
+        let hold_until = now.plus_millis(millis(budget) + HOLD_GRACE_MS);
+        let mut context = match request.context.clone() {
+            Some(context) => context,
+            None => TurnContext {
+                last_event_seq: 0,
+                transcript: self
+                    .store
+                    .load_transcript(&request.project_id, &request.session_id)
+                    .await
+                    .map_err(storage)?,
+            },
         };
-        let ending = match turn.drive().await {
-            Ok(ending) => ending,
-            Err(Interrupt::SessionGone) => Ending::SessionGone,
-            Err(Interrupt::LeaseLost) => Ending::LeaseLost,
-            Err(Interrupt::Storage(err)) => {
-                tracing::error!(error = %err, "storage failed during a turn");
-                Ending::Failed("storage_unavailable".into(), "storage failed during the turn".into())
-            }
-        };
-        if matches!(ending, Ending::SessionGone) {
-            tracing::info!(session = %request.session_id, "the session was deleted during its turn; the turn stopped");
-            return Err(TurnError::SessionNotFound);
-        }
-        if matches!(ending, Ending::LeaseLost) {
-            tracing::warn!(session = %request.session_id, "a turn lost its hold on the session; the turn stopped");
-            return Ok(turn.outcome(
-                StopReason::Error,
-                None,
-                Some((
-                    "turn_lease_lost".into(),
-                    "another turn took the session over; this turn stopped".into(),
-                )),
-            ));
-        }
-        Ok(turn.finish(ending).await)
-    }
-}
-
-impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> Turn<'_, S, M> {
-    async fn log(&mut self, payload: EventPayload) -> Result<(), Interrupt> {
-        self.log_many(vec![payload]).await
-    }
-
-    /// Stops the turn once the session is deleted (or gone) or another turn holds it; notes a
-    /// recorded cancel (the turn still holds the session, and ends it with `cancelled`).
-    async fn ensure_live(&mut self) -> Result<(), Interrupt> {
-        match self
-            .engine
-            .store
-            .turn_hold(&self.request.project_id, &self.request.session_id, &self.turn_id)
-            .await?
-        {
-            TurnHold::Held => Ok(()),
-            TurnHold::Cancelled => {
-                self.cancelled = true;
-                Ok(())
-            }
-            TurnHold::Lost => Err(Interrupt::LeaseLost),
-        }
-    }
-
-    async fn log_many(&mut self, events: Vec<EventPayload>) -> Result<(), Interrupt> {
-        self.ensure_live().await?;
-        let events = events.iter().map(|p| NewEvent::from_payload(p, Some(self.turn_id.clone()))).collect();
-        let appended = self
-            .engine
-            .bus
-            .append_from(
-                &self.engine.store,
-                &self.request.session_id,
-                events,
-                self.engine.now(),
-                self.next_seq,
-            )
-            .await?;
-        if let Some(last) = appended.last() {
-            self.next_seq = Some(last.seq + 1);
-        }
-        Ok(())
-    }
-
-    async fn drive(&mut self) -> Result<Ending, Interrupt> {
-        let request = self.request;
-        let (history, mut version) = self.load_transcript().await?;
-        let mut messages = Vec::new();
-        if !request.config.instructions.is_empty() {
-            messages.push(ChatMessage::System { content: request.config.instructions.clone() });
-        }
-        // The transcript is what follows the instructions.
-        let start = messages.len();
-        messages.extend(history);
-        messages.push(ChatMessage::User { content: request.input.clone() });
-        self.log_many(vec![
+        let first = [
             EventPayload::TurnStarted(TurnStarted {
                 agent_id: request.agent_id,
                 channel: request.channel,
@@ -242,203 +220,677 @@ impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> Turn<'_, S, M> 
                 extra: Map::new(),
             }),
             EventPayload::UserMessage(MessageText::new(request.input.clone())),
-        ])
-        .await?;
-        let tools = self.engine.tools.definitions(&request.config.tools);
+        ];
+        let events: Vec<NewEvent> =
+            first.iter().map(|p| NewEvent::from_payload(p, Some(turn_id.clone()))).collect();
+        // A transcript saved since the route read it is read again (a turn that just ended).
+        let mut attempts = 0;
+        let begun = loop {
+            let start = TurnStart {
+                project: &request.project_id,
+                session: &request.session_id,
+                turn_id: &turn_id,
+                agent: &request.agent_id,
+                channel: request.channel,
+                now,
+                hold_until,
+                events: &events,
+                retention_days: self.bus.retention_days(),
+                from_seq: context.last_event_seq + 1,
+                transcript_version: context.transcript.as_ref().map_or(0, |t| t.version),
+            };
+            match self.store.begin(&start).await {
+                Ok(begun) => break begun,
+                Err(TurnWriteError::Refused(Refused::TranscriptMoved)) if attempts < 3 => {
+                    attempts += 1;
+                    context.transcript = self
+                        .store
+                        .load_transcript(&request.project_id, &request.session_id)
+                        .await
+                        .map_err(storage)?;
+                }
+                Err(TurnWriteError::Refused(Refused::Paused)) => {
+                    let pending = self
+                        .store
+                        .pending_actions(&request.project_id, &request.session_id)
+                        .await
+                        .map_err(storage)?;
+                    return Err(TurnError::ActionsPending(pending.into_iter().map(|a| a.id).collect()));
+                }
+                Err(TurnWriteError::Refused(Refused::Gone)) => return Err(TurnError::SessionNotFound),
+                Err(TurnWriteError::Refused(_)) => return Err(TurnError::Busy),
+                Err(TurnWriteError::Store(err)) => return Err(storage(err)),
+            }
+        };
+        self.bus.notify(&request.session_id);
+        let history = match &context.transcript {
+            Some(stored) => crate::transcript::decode(&stored.body).map_err(storage)?,
+            None => Vec::new(),
+        };
+        let mut messages = Vec::new();
+        if !request.config.instructions.is_empty() {
+            messages.push(ChatMessage::System { content: request.config.instructions.clone() });
+        }
+        let start = messages.len();
+        messages.extend(history);
+        messages.push(ChatMessage::User { content: request.input.clone() });
+        let mut turn = Turn {
+            engine: self,
+            plan: Plan {
+                project_id: request.project_id,
+                session_id: request.session_id,
+                agent_id: request.agent_id,
+                channel: request.channel,
+                version: request.version,
+                config: request.config,
+                deadline: request.deadline,
+                budget,
+            },
+            turn_id,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            unpriced: Usage::default(),
+            unrecorded: None,
+            next_seq: begun.last().map_or(context.last_event_seq + 1, |e| e.seq + 1),
+            transcript_version: context.transcript.as_ref().map_or(0, |t| t.version),
+            transcript_object: context.transcript.and_then(|t| t.object),
+            messages,
+            start,
+        };
+        let ending = turn.drive(1, false).await;
+        turn.finish(ending).await
+    }
 
-        for step in 1..=request.config.max_steps {
-            if Instant::now() >= request.deadline {
+    /// Claims the paused turn `continuation` names and runs it on to its next end or pause.
+    /// `Ok(None)`: not this delivery's to run (claimed already, cancelled, or gone).
+    pub async fn continue_paused(
+        &self,
+        continuation: &Continuation,
+    ) -> Result<Option<TurnOutcome>, TurnError> {
+        let now = self.now();
+        // The hold is set from the saved budget once it is read; claim with the ceiling.
+        let hold_until = now.plus_millis(millis(CONTINUATION_CEILING) + HOLD_GRACE_MS);
+        let Some(session) = self.store.claim(continuation, now, hold_until).await.map_err(storage)? else {
+            return Ok(None);
+        };
+        let (project, session_id) = (continuation.project_id, continuation.session_id);
+        let stored = self.store.load_transcript(&project, &session_id).await.map_err(storage)?;
+        let paused = stored
+            .as_ref()
+            .filter(|t| t.version == continuation.version)
+            .and_then(|t| t.paused.as_deref())
+            .map(serde_json::from_str::<PausedTurn>);
+        let (stored, paused) = match (stored, paused) {
+            (Some(stored), Some(Ok(paused))) => (stored, paused),
+            _ => {
+                return Err(TurnError::Storage(StoreError::Corrupt(
+                    "a claimed paused turn has no saved state at its version".into(),
+                )));
+            }
+        };
+        let history = crate::transcript::decode(&stored.body).map_err(storage)?;
+        let budget = Duration::from_millis(paused.budget_ms).min(CONTINUATION_CEILING);
+        let mut messages = Vec::new();
+        if !paused.config.instructions.is_empty() {
+            messages.push(ChatMessage::System { content: paused.config.instructions.clone() });
+        }
+        let start = messages.len();
+        messages.extend(history);
+        let mut turn = Turn {
+            engine: self,
+            plan: Plan {
+                project_id: project,
+                session_id,
+                agent_id: paused.agent_id,
+                channel: paused.channel,
+                version: paused.version,
+                config: paused.config.clone(),
+                deadline: Instant::now() + budget,
+                budget,
+            },
+            turn_id: continuation.turn_id.clone(),
+            usage: paused.usage,
+            cost_usd: paused.cost_usd,
+            unpriced: paused.unpriced,
+            unrecorded: None,
+            next_seq: session.last_event_seq + 1,
+            transcript_version: stored.version,
+            transcript_object: stored.object,
+            messages,
+            start,
+        };
+        let ending = match turn.resume(&paused).await {
+            Ok(()) => turn.drive(paused.step + 1, false).await,
+            Err(interrupt) => Turn::<S, M>::ending_of(interrupt),
+        };
+        turn.finish(ending).await.map(Some)
+    }
+
+    /// Ends a paused turn of the session as `cancelled`: the session idle, its pending actions
+    /// `cancelled`, `turn.ended` in the log. `Ok(None)` when no turn is paused.
+    pub async fn cancel_paused(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        last_event_seq: u64,
+    ) -> Result<Option<Vec<Action>>, TurnError> {
+        let pending = self.store.pending_actions(project, session).await.map_err(storage)?;
+        let Some(turn_id) = pending.first().map(|a| a.turn_id.clone()) else {
+            return Ok(None);
+        };
+        let stored = self.store.load_transcript(project, session).await.map_err(storage)?;
+        let spent = stored
+            .and_then(|t| t.paused)
+            .and_then(|p| serde_json::from_str::<PausedTurn>(&p).ok())
+            .map(|p| (p.usage, p.unpriced, p.cost_usd))
+            .unwrap_or_default();
+        let ended = ended_event(StopReason::Cancelled, None, spent.0, spent.1, spent.2);
+        let events = [NewEvent::from_payload(&ended, Some(turn_id.clone()))];
+        let now = self.now();
+        match self
+            .store
+            .end_paused(
+                project,
+                session,
+                &turn_id,
+                StopReason::Cancelled,
+                &events,
+                last_event_seq + 1,
+                now,
+                self.bus.retention_days(),
+            )
+            .await
+        {
+            Ok(_) => self.bus.notify(session),
+            Err(TurnWriteError::Refused(_)) => return Ok(None),
+            Err(TurnWriteError::Store(err)) => return Err(storage(err)),
+        }
+        let cancelled = self.store.cancel_actions(project, session, &turn_id, now).await.map_err(storage)?;
+        Ok(Some(cancelled))
+    }
+}
+
+fn storage(err: StoreError) -> TurnError {
+    match err {
+        StoreError::NotFound => TurnError::SessionNotFound,
+        other => TurnError::Storage(other),
+    }
+}
+
+fn ended_event(
+    stop_reason: StopReason,
+    limit: Option<&str>,
+    usage: Usage,
+    unpriced: Usage,
+    cost_usd: f64,
+) -> EventPayload {
+    EventPayload::TurnEnded(TurnEnded {
+        stop_reason,
+        limit: limit.map(str::to_owned),
+        usage: TurnUsage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            total_tokens: usage.total_tokens(),
+            unpriced_input_tokens: unpriced.input_tokens,
+            unpriced_output_tokens: unpriced.output_tokens,
+        },
+        cost_usd,
+        extra: Map::new(),
+    })
+}
+
+/// What a step's commit writes besides its events.
+struct Write<'a> {
+    usage: Option<(Usage, Option<f64>)>,
+    save: bool,
+    paused: Option<&'a str>,
+    session_move: SessionMove,
+    actions: &'a [Action],
+    despite_cancel: bool,
+}
+
+impl Default for Write<'_> {
+    fn default() -> Self {
+        Self {
+            usage: None,
+            save: false,
+            paused: None,
+            session_move: SessionMove::Stay,
+            actions: &[],
+            despite_cancel: false,
+        }
+    }
+}
+
+impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
+    /// Writes one step; a refusal becomes the interrupt it means.
+    async fn commit(&mut self, events: &[EventPayload], write: Write<'_>) -> Result<(), Interrupt> {
+        let events: Vec<NewEvent> =
+            events.iter().map(|p| NewEvent::from_payload(p, Some(self.turn_id.clone()))).collect();
+        let body = match write.save {
+            true => Some(crate::transcript::encode(&self.messages[self.start..])?),
+            false => None,
+        };
+        let commit = StepCommit {
+            project: &self.plan.project_id,
+            session: &self.plan.session_id,
+            turn_id: &self.turn_id,
+            now: self.engine.now(),
+            events: &events,
+            retention_days: self.engine.bus.retention_days(),
+            from_seq: self.next_seq,
+            usage: write.usage,
+            transcript: body.as_deref().map(|body| TranscriptWrite {
+                body,
+                expected: self.transcript_version,
+                replaces: self.transcript_object.as_deref(),
+                paused: write.paused,
+            }),
+            session_move: write.session_move,
+            actions: write.actions,
+            despite_cancel: write.despite_cancel,
+        };
+        match self.engine.store.commit(&commit).await {
+            Ok(committed) => {
+                if let Some(last) = committed.events.last() {
+                    self.next_seq = last.seq + 1;
+                }
+                if let Some((version, object)) = committed.transcript {
+                    self.transcript_version = version;
+                    self.transcript_object = object;
+                }
+                if !committed.events.is_empty() {
+                    self.engine.bus.notify(&self.plan.session_id);
+                }
+                Ok(())
+            }
+            Err(TurnWriteError::Refused(Refused::NotHeld)) => Err(self.why_not_held().await),
+            Err(TurnWriteError::Refused(_)) => Err(Interrupt::LeaseLost),
+            Err(TurnWriteError::Store(err)) => Err(err.into()),
+        }
+    }
+
+    async fn why_not_held(&self) -> Interrupt {
+        match self.engine.store.turn_hold(&self.plan.project_id, &self.plan.session_id, &self.turn_id).await {
+            Ok(TurnHold::Cancelled) => Interrupt::Cancelled,
+            Ok(TurnHold::Held | TurnHold::Lost) => Interrupt::LeaseLost,
+            Err(err) => err.into(),
+        }
+    }
+
+    /// Stops the turn once the session is deleted or another turn holds it; a recorded cancel
+    /// stops it too.
+    async fn ensure_live(&self) -> Result<(), Interrupt> {
+        match self.engine.store.turn_hold(&self.plan.project_id, &self.plan.session_id, &self.turn_id).await?
+        {
+            TurnHold::Held => Ok(()),
+            TurnHold::Cancelled => Err(Interrupt::Cancelled),
+            TurnHold::Lost => Err(Interrupt::LeaseLost),
+        }
+    }
+
+    fn ending_of(interrupt: Interrupt) -> Ending {
+        match interrupt {
+            Interrupt::SessionGone => Ending::SessionGone,
+            Interrupt::LeaseLost => Ending::LeaseLost,
+            Interrupt::Cancelled => Ending::Cancelled,
+            Interrupt::Storage(err) => {
+                tracing::error!(error = %err, "storage failed during a turn");
+                Ending::Failed("storage_unavailable".into(), "storage failed during the turn".into())
+            }
+        }
+    }
+
+    /// The tools the model is offered: the agent's, `ask_user` when questions are on, and its
+    /// client tools.
+    fn tool_definitions(&self) -> Vec<ToolDefinition> {
+        let config = &self.plan.config;
+        let mut tools = self.engine.tools.definitions(&config.tools);
+        if config.human_in_the_loop.questions_enabled {
+            tools.push(ToolDefinition {
+                name: ASK_USER_TOOL.into(),
+                description: "Ask the user a question and wait for the answer.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"question": {"type": "string", "description": "What to ask."}},
+                    "required": ["question"],
+                }),
+            });
+        }
+        tools.extend(config.human_in_the_loop.client_tools.iter().map(|t| ToolDefinition {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            parameters: t.parameters.clone(),
+        }));
+        tools
+    }
+
+    /// The action a call waits for, if any.
+    fn action_type(&self, name: &str) -> Option<ActionType> {
+        let hitl = &self.plan.config.human_in_the_loop;
+        if name == ASK_USER_TOOL && hitl.questions_enabled {
+            Some(ActionType::Question)
+        } else if hitl.client_tools.iter().any(|t| t.name == name) {
+            Some(ActionType::ClientTool)
+        } else if hitl.tool_approvals.iter().any(|t| t == name)
+            && self.plan.config.tools.iter().any(|t| t == name)
+        {
+            Some(ActionType::Approval)
+        } else {
+            None
+        }
+    }
+
+    async fn drive(&mut self, from_step: u32, check_first: bool) -> Ending {
+        match self.steps(from_step, check_first).await {
+            Ok(ending) => ending,
+            Err(interrupt) => Self::ending_of(interrupt),
+        }
+    }
+
+    async fn steps(&mut self, from_step: u32, check_first: bool) -> Result<Ending, Interrupt> {
+        let tools = self.tool_definitions();
+        for step in from_step..=self.plan.config.max_steps {
+            if Instant::now() >= self.plan.deadline {
                 return Ok(Ending::Limit("timeout"));
             }
-            self.ensure_live().await?;
-            if self.cancelled {
-                return Ok(Ending::Cancelled);
+            // The step's commit checked the hold; a step after a tool round checks it again,
+            // so a cancel that came meanwhile costs no model call.
+            if step > from_step || check_first {
+                self.ensure_live().await?;
             }
             let reply = match self
                 .engine
                 .model
-                .complete(&request.config.model, &messages, &tools, request.deadline)
+                .complete(&self.plan.config.model, &self.messages, &tools, self.plan.deadline)
                 .await
             {
                 Ok(reply) => reply,
-                Err(ModelError::Timeout) if Instant::now() >= request.deadline => {
+                Err(ModelError::Timeout) if Instant::now() >= self.plan.deadline => {
                     return Ok(Ending::Limit("timeout"));
                 }
                 Err(err) => return Ok(Ending::Failed(err.code().into(), err.to_string())),
             };
             // A model without a price is recorded as unpriced, never as a $0 spend.
-            let cost = self.engine.prices.cost_usd(&request.config.model, reply.usage);
+            let cost = self.engine.prices.cost_usd(&self.plan.config.model, reply.usage);
             self.usage = self.usage + reply.usage;
             self.cost_usd += cost.unwrap_or(0.0);
             if cost.is_none() {
                 self.unpriced = self.unpriced + reply.usage;
             }
-            self.engine.store.add_usage(&request.project_id, &request.session_id, reply.usage, cost).await?;
-            self.log(EventPayload::Usage(UsageRecorded {
+            let recorded = UsageRecorded {
                 step,
-                model: request.config.model.clone(),
+                model: self.plan.config.model.clone(),
                 input_tokens: reply.usage.input_tokens,
                 output_tokens: reply.usage.output_tokens,
                 cost_usd: cost.unwrap_or(0.0),
                 priced: cost.is_some(),
                 extra: Map::new(),
-            }))
-            .await?;
-            // A cancel that came while the model worked: the spend is recorded, the reply unused.
-            if self.cancelled {
-                return Ok(Ending::Cancelled);
-            }
+            };
+            self.unrecorded = Some((recorded.clone(), reply.usage, cost));
+            let usage_event = EventPayload::Usage(recorded);
 
             if reply.tool_calls.is_empty() {
                 let text = reply.text.unwrap_or_default();
-                self.log(EventPayload::AssistantMessage(MessageText::new(text.clone()))).await?;
-                messages.push(ChatMessage::Assistant { content: Some(text.clone()), tool_calls: Vec::new() });
-                self.save_transcript(&messages[start..], &mut version).await?;
-                return Ok(Ending::Answer(text));
+                self.messages
+                    .push(ChatMessage::Assistant { content: Some(text.clone()), tool_calls: Vec::new() });
+                let ended = ended_event(StopReason::EndTurn, None, self.usage, self.unpriced, self.cost_usd);
+                let events =
+                    [usage_event, EventPayload::AssistantMessage(MessageText::new(text.clone())), ended];
+                let write = Write {
+                    usage: Some((reply.usage, cost)),
+                    save: true,
+                    session_move: SessionMove::End(StopReason::EndTurn),
+                    ..Write::default()
+                };
+                if let Err(interrupt) = self.commit(&events, write).await {
+                    // Not saved: the answer is not part of the conversation.
+                    self.messages.pop();
+                    return Err(interrupt);
+                }
+                self.unrecorded = None;
+                return Ok(Ending::Answered(text));
             }
 
             // All of the step's calls first (as the model asked for them), then each result.
-            let calls: Vec<EventPayload> = reply
-                .tool_calls
-                .iter()
-                .enumerate()
-                .map(|(i, call)| {
-                    let arguments: Value = serde_json::from_str(&call.function.arguments)
-                        .unwrap_or(Value::String(call.function.arguments.clone()));
-                    EventPayload::ToolCall(ToolCall {
-                        step,
-                        call_id: call.id.clone(),
-                        name: call.function.name.clone(),
-                        arguments,
-                        arguments_text: call.function.arguments.clone(),
-                        assistant_text: if i == 0 { reply.text.clone() } else { None },
-                        truncated: false,
-                        extra: Map::new(),
-                    })
-                })
-                .collect();
-            self.log_many(calls).await?;
-            messages.push(ChatMessage::Assistant {
-                content: reply.text.clone(),
-                tool_calls: reply.tool_calls.clone(),
-            });
-            for call in &reply.tool_calls {
-                let remaining = request.deadline.saturating_duration_since(Instant::now());
-                let outcome = tokio::time::timeout(
-                    remaining,
-                    self.engine.tools.call(
-                        &request.config.tools,
-                        &call.function.name,
-                        &call.function.arguments,
-                    ),
-                )
-                .await
-                .unwrap_or_else(|_| Err("the tool did not finish before the turn's deadline".into()));
-                let (output, is_error, content) = match outcome {
-                    Ok(value) => (value.clone(), false, value.to_string()),
-                    Err(message) => (json!(message), true, format!("error: {message}")),
-                };
-                self.log(EventPayload::ToolResult(ToolResult {
+            let mut events = vec![usage_event];
+            events.extend(reply.tool_calls.iter().enumerate().map(|(i, call)| {
+                EventPayload::ToolCall(ToolCall {
                     step,
                     call_id: call.id.clone(),
                     name: call.function.name.clone(),
-                    output,
-                    is_error,
+                    arguments: arguments_of(call),
+                    arguments_text: call.function.arguments.clone(),
+                    assistant_text: if i == 0 { reply.text.clone() } else { None },
                     truncated: false,
                     extra: Map::new(),
-                }))
-                .await?;
-                messages.push(ChatMessage::Tool { tool_call_id: call.id.clone(), content });
+                })
+            }));
+            self.messages.push(ChatMessage::Assistant {
+                content: reply.text.clone(),
+                tool_calls: reply.tool_calls.clone(),
+            });
+            let waits: Vec<(WireToolCall, Option<ActionType>)> =
+                reply.tool_calls.iter().map(|c| (c.clone(), self.action_type(&c.function.name))).collect();
+            if waits.iter().any(|(_, kind)| kind.is_some()) {
+                return self.pause(step, events, waits, (reply.usage, cost)).await;
             }
-            self.save_transcript(&messages[start..], &mut version).await?;
+            let written =
+                self.commit(&events, Write { usage: Some((reply.usage, cost)), ..Write::default() }).await;
+            if let Err(interrupt) = written {
+                self.messages.pop();
+                return Err(interrupt);
+            }
+            self.unrecorded = None;
+            let mut results = Vec::with_capacity(reply.tool_calls.len());
+            for call in &reply.tool_calls {
+                results.push(self.run_tool(step, call).await);
+            }
+            self.commit(&results, Write { save: true, ..Write::default() }).await?;
         }
         Ok(Ending::Limit("max_steps"))
     }
 
-    /// The session's transcript and its version (a session without one starts empty: 0).
-    async fn load_transcript(&self) -> Result<(Vec<ChatMessage>, u64), Interrupt> {
-        let stored =
-            self.engine.store.load_transcript(&self.request.project_id, &self.request.session_id).await?;
-        match stored {
-            Some(stored) => Ok((crate::transcript::decode(&stored.body)?, stored.version)),
-            None => Ok((Vec::new(), 0)),
-        }
-    }
-
-    /// Saves the conversation at the end of a step, over the version this turn read or last
-    /// wrote. Another writer in between means this turn no longer holds the session.
-    async fn save_transcript(&self, messages: &[ChatMessage], version: &mut u64) -> Result<(), Interrupt> {
-        let body = crate::transcript::encode(messages)?;
-        match self
-            .engine
-            .store
-            .save_transcript(
-                &self.request.project_id,
-                &self.request.session_id,
-                &body,
-                *version,
-                &self.turn_id,
-            )
-            .await
-        {
-            Ok(saved) => {
-                *version = saved;
-                Ok(())
-            }
-            Err(StoreError::Conflict) => Err(Interrupt::LeaseLost),
-            Err(err) => Err(err.into()),
-        }
-    }
-
-    /// Records the end and releases the session; storage failures here are logged, never
-    /// swallowed into a wrong answer.
-    async fn finish(mut self, ending: Ending) -> TurnOutcome {
-        let (stop_reason, output_text, error, detail) = match ending {
-            Ending::Answer(text) => (StopReason::EndTurn, Some(text), None, None),
-            Ending::Limit(which) => (StopReason::Limit, None, None, Some(which)),
-            Ending::Cancelled => (StopReason::Cancelled, None, None, None),
-            Ending::Failed(code, message) => (StopReason::Error, None, Some((code, message)), None),
-            Ending::SessionGone | Ending::LeaseLost => {
-                (StopReason::Cancelled, None, None, Some("session_deleted"))
-            }
+    /// Runs one call and returns its `tool.result`; the result joins the conversation.
+    async fn run_tool(&mut self, step: u32, call: &WireToolCall) -> EventPayload {
+        let remaining = self.plan.deadline.saturating_duration_since(Instant::now());
+        let outcome = tokio::time::timeout(
+            remaining,
+            self.engine.tools.call(&self.plan.config.tools, &call.function.name, &call.function.arguments),
+        )
+        .await
+        .unwrap_or_else(|_| Err("the tool did not finish before the turn's deadline".into()));
+        let (output, is_error) = match outcome {
+            Ok(value) => (value, false),
+            Err(message) => (json!(message), true),
         };
-        if let Some((code, message)) = &error
-            && let Err(err) = self
-                .log(EventPayload::Error(TurnFailure {
-                    code: code.clone(),
-                    message: message.clone(),
-                    extra: Map::new(),
-                }))
-                .await
-        {
-            err.trace("could not record a turn error");
-        }
-        let ended = EventPayload::TurnEnded(TurnEnded {
-            stop_reason,
-            limit: detail.map(str::to_owned),
-            usage: TurnUsage {
-                input_tokens: self.usage.input_tokens,
-                output_tokens: self.usage.output_tokens,
-                total_tokens: self.usage.total_tokens(),
-                unpriced_input_tokens: self.unpriced.input_tokens,
-                unpriced_output_tokens: self.unpriced.output_tokens,
-            },
-            cost_usd: self.cost_usd,
+        self.result_of(step, call, output, is_error)
+    }
+
+    /// A call's result: the event, and the tool message the model reads.
+    fn result_of(&mut self, step: u32, call: &WireToolCall, output: Value, is_error: bool) -> EventPayload {
+        let content = match (&output, is_error) {
+            (Value::String(message), true) => format!("error: {message}"),
+            (other, true) => format!("error: {other}"),
+            (other, false) => other.to_string(),
+        };
+        self.messages.push(ChatMessage::Tool { tool_call_id: call.id.clone(), content });
+        EventPayload::ToolResult(ToolResult {
+            step,
+            call_id: call.id.clone(),
+            name: call.function.name.clone(),
+            output,
+            is_error,
+            truncated: false,
             extra: Map::new(),
-        });
-        if let Err(err) = self.log(ended).await {
-            err.trace("could not record the end of a turn");
+        })
+    }
+
+    /// Pauses the turn for the step's calls that need a person: one write of the calls, the
+    /// actions, their `action.required` events, the transcript with the saved state, and
+    /// `requires_action` on the session.
+    async fn pause(
+        &mut self,
+        step: u32,
+        mut events: Vec<EventPayload>,
+        waits: Vec<(WireToolCall, Option<ActionType>)>,
+        spent: (Usage, Option<f64>),
+    ) -> Result<Ending, Interrupt> {
+        let now = self.engine.now();
+        let timeout = self.plan.config.human_in_the_loop.approval_timeout_minutes;
+        let mut actions = Vec::new();
+        let mut calls = Vec::new();
+        for (call, kind) in waits {
+            let action_id = kind.map(|kind| {
+                let args = arguments_of(&call);
+                let action = Action {
+                    id: ActionId::from_random(crate::random_bytes::<12>()),
+                    project_id: self.plan.project_id,
+                    session_id: self.plan.session_id,
+                    turn_id: self.turn_id.clone(),
+                    pause_version: self.transcript_version + 1,
+                    call_id: call.id.clone(),
+                    kind,
+                    status: ActionStatus::Pending,
+                    tool: call.function.name.clone(),
+                    question: (kind == ActionType::Question).then(|| question_of(&args)),
+                    args,
+                    answer: None,
+                    created_at: now,
+                    expires_at: agentplane_domain::action::expires_at(now, timeout),
+                    settled_at: None,
+                };
+                let id = action.id.clone();
+                actions.push(action);
+                id
+            });
+            calls.push(PausedCall { call, action_id });
         }
-        let now: Timestamp = self.engine.now();
-        if let Err(err) = self
-            .engine
-            .store
-            .end_turn(&self.request.project_id, &self.request.session_id, &self.turn_id, stop_reason, now)
-            .await
-        {
-            tracing::error!(error = %err, "could not release the session after a turn");
+        events.extend(actions.iter().map(|a| EventPayload::ActionRequired(ActionRequired::of(a))));
+        let state = PausedTurn {
+            agent_id: self.plan.agent_id,
+            channel: self.plan.channel,
+            version: self.plan.version,
+            config: self.plan.config.clone(),
+            step,
+            calls,
+            usage: self.usage,
+            cost_usd: self.cost_usd,
+            unpriced: self.unpriced,
+            budget_ms: u64::try_from(self.plan.budget.as_millis()).unwrap_or(u64::MAX),
+        };
+        let state = serde_json::to_string(&state)
+            .map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
+        let write = Write {
+            usage: Some(spent),
+            save: true,
+            paused: Some(&state),
+            session_move: SessionMove::Pause,
+            actions: &actions,
+            despite_cancel: false,
+        };
+        if let Err(interrupt) = self.commit(&events, write).await {
+            self.messages.pop();
+            return Err(interrupt);
         }
-        self.outcome(stop_reason, output_text, error)
+        self.unrecorded = None;
+        Ok(Ending::Paused(actions))
+    }
+
+    /// Carries a claimed turn on: each call of the paused step gets its result (the tool run
+    /// when it needed no person or was approved; the answer, the denial or the expiry
+    /// otherwise), written with the transcript at once.
+    async fn resume(&mut self, paused: &PausedTurn) -> Result<(), Interrupt> {
+        let ids: Vec<ActionId> = paused.calls.iter().filter_map(|c| c.action_id.clone()).collect();
+        let actions = self.engine.store.actions(&self.plan.project_id, &self.plan.session_id, &ids).await?;
+        let mut results = Vec::with_capacity(paused.calls.len());
+        for paused_call in &paused.calls {
+            let action = paused_call.action_id.as_ref().and_then(|id| actions.iter().find(|a| &a.id == id));
+            let resolution = match (&paused_call.action_id, action) {
+                (None, _) => Resolution::Run,
+                (Some(_), Some(action)) => action.resolution(),
+                (Some(_), None) => Resolution::Result {
+                    output: json!({"error": "the action was not found"}),
+                    is_error: true,
+                },
+            };
+            let result = match resolution {
+                Resolution::Run => self.run_tool(paused.step, &paused_call.call).await,
+                Resolution::Result { output, is_error } => {
+                    self.result_of(paused.step, &paused_call.call, output, is_error)
+                }
+            };
+            results.push(result);
+        }
+        self.commit(&results, Write { save: true, ..Write::default() }).await
+    }
+
+    /// Records the end and releases the session, unless the ending was written with its step.
+    async fn finish(mut self, ending: Ending) -> Result<TurnOutcome, TurnError> {
+        let (stop_reason, detail, error) = match ending {
+            Ending::Answered(text) => {
+                return Ok(self.outcome(StopReason::EndTurn, Some(text), None, Vec::new()));
+            }
+            Ending::Paused(actions) => {
+                return Ok(self.outcome(StopReason::RequiresAction, None, None, actions));
+            }
+            Ending::SessionGone => {
+                tracing::info!(session = %self.plan.session_id, "the session was deleted during its turn; the turn stopped");
+                return Err(TurnError::SessionNotFound);
+            }
+            Ending::LeaseLost => {
+                tracing::warn!(session = %self.plan.session_id, "a turn lost its hold on the session; the turn stopped");
+                // The call it made is paid for, on the session as long as it lives.
+                if let Some((_, usage, cost)) = self.unrecorded.take()
+                    && let Err(err) = self
+                        .engine
+                        .store
+                        .add_usage(&self.plan.project_id, &self.plan.session_id, usage, cost)
+                        .await
+                {
+                    tracing::warn!(error = %err, "could not record the spend of a turn that lost its hold");
+                }
+                let error = (
+                    "turn_lease_lost".to_owned(),
+                    "another turn took the session over; this turn stopped".to_owned(),
+                );
+                return Ok(self.outcome(StopReason::Error, None, Some(error), Vec::new()));
+            }
+            Ending::Limit(which) => (StopReason::Limit, Some(which), None),
+            Ending::Cancelled => (StopReason::Cancelled, None, None),
+            Ending::Failed(code, message) => (StopReason::Error, None, Some((code, message))),
+        };
+        let mut events = Vec::new();
+        let mut usage = None;
+        if let Some((recorded, spent, cost)) = self.unrecorded.take() {
+            events.push(EventPayload::Usage(recorded));
+            usage = Some((spent, cost));
+        }
+        if let Some((code, message)) = &error {
+            events.push(EventPayload::Error(TurnFailure {
+                code: code.clone(),
+                message: message.clone(),
+                extra: Map::new(),
+            }));
+        }
+        events.push(ended_event(stop_reason, detail, self.usage, self.unpriced, self.cost_usd));
+        let write = Write {
+            usage,
+            session_move: SessionMove::End(stop_reason),
+            despite_cancel: true,
+            ..Write::default()
+        };
+        match self.commit(&events, write).await {
+            Ok(()) => {}
+            Err(Interrupt::SessionGone) => return Err(TurnError::SessionNotFound),
+            Err(Interrupt::LeaseLost | Interrupt::Cancelled) => {
+                tracing::warn!("a turn could not record its end: another turn holds the session");
+            }
+            Err(Interrupt::Storage(err)) => {
+                tracing::error!(error = %err, "could not record the end of a turn")
+            }
+        }
+        Ok(self.outcome(stop_reason, None, error, Vec::new()))
     }
 
     fn outcome(
@@ -446,6 +898,7 @@ impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> Turn<'_, S, M> 
         stop_reason: StopReason,
         output_text: Option<String>,
         error: Option<(String, String)>,
+        actions: Vec<Action>,
     ) -> TurnOutcome {
         TurnOutcome {
             turn_id: self.turn_id,
@@ -455,18 +908,14 @@ impl<S: SessionTurns + EventLog + TranscriptStore, M: ChatModel> Turn<'_, S, M> 
             cost_usd: self.cost_usd,
             unpriced: self.unpriced,
             error,
+            actions,
         }
     }
 }
 
-impl Interrupt {
-    fn trace(&self, what: &str) {
-        match self {
-            Self::SessionGone => tracing::info!("{what}: the session was deleted"),
-            Self::LeaseLost => tracing::warn!("{what}: another turn holds the session"),
-            Self::Storage(err) => tracing::error!(error = %err, "{what}"),
-        }
-    }
+/// A call's arguments as JSON, or the model's text when it was not JSON.
+fn arguments_of(call: &WireToolCall) -> Value {
+    serde_json::from_str(&call.function.arguments).unwrap_or(Value::String(call.function.arguments.clone()))
 }
 
 #[cfg(test)]

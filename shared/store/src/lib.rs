@@ -61,6 +61,17 @@ impl Store {
             .ok_or_else(|| StoreError::unavailable("this function has no access to the runs queue"))
     }
 
+    /// The S3 client of transcript bodies; `Unavailable` in a function that runs no turn.
+    pub(crate) fn transcripts_objects(&self) -> Result<&Objects, StoreError> {
+        self.objects
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("this function has no access to transcript objects"))
+    }
+
+    pub fn turns(&self) -> dynamo::turns::TurnWrites<'_> {
+        dynamo::turns::TurnWrites::new(self)
+    }
+
     pub fn actions(&self) -> Actions<'_> {
         Actions::new(self)
     }

@@ -32,6 +32,9 @@ pub enum ClientError {
     /// 409 `nothing_to_cancel`, with the session's `runtime_status`.
     #[error("no turn is running in this session")]
     NothingToCancel { runtime_status: agentplane_domain::session::RuntimeStatus },
+    /// 409 `actions_pending`: the session's turn waits for these actions.
+    #[error("the session's turn waits for actions")]
+    ActionsPending { pending_action_ids: Vec<String> },
     /// 409 `agent_not_published`.
     #[error("the agent has no published version")]
     AgentNotPublished,
@@ -108,6 +111,13 @@ impl ClientError {
                 "no turn is running in this session; there is nothing to cancel",
             )
             .with("runtime_status", serde_json::to_value(runtime_status).unwrap_or_default()),
+            Self::ActionsPending { pending_action_ids } => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "actions_pending",
+                "the session's turn waits for actions; answer them (or cancel the turn) before sending a new message",
+            )
+            .with("pending_action_ids", serde_json::to_value(pending_action_ids).unwrap_or_default()),
             Self::AgentNotPublished => ApiError::new(
                 StatusCode::CONFLICT,
                 "conflict_error",
@@ -180,6 +190,9 @@ impl From<TurnError> for ClientError {
     fn from(err: TurnError) -> Self {
         match err {
             TurnError::Busy => Self::SessionBusy { session_id: None },
+            TurnError::ActionsPending(ids) => {
+                Self::ActionsPending { pending_action_ids: ids.iter().map(ToString::to_string).collect() }
+            }
             TurnError::SessionNotFound => Self::SessionNotFound,
             TurnError::Storage(err) => Self::Storage(err),
         }
@@ -226,6 +239,12 @@ mod tests {
                 "session_busy",
             ),
             (ClientError::AgentNotPublished, StatusCode::CONFLICT, "conflict_error", "agent_not_published"),
+            (
+                ClientError::ActionsPending { pending_action_ids: vec!["act_1".into()] },
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "actions_pending",
+            ),
             (ClientError::ConcurrentUpdate, StatusCode::CONFLICT, "conflict_error", "concurrent_update"),
             (
                 ClientError::NothingToCancel {

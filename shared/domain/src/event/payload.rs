@@ -126,6 +126,39 @@ pub struct TurnFailure {
     pub extra: Map<String, Value>,
 }
 
+/// `action.required`: a turn paused for this action until someone answers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionRequired {
+    pub action_id: String,
+    #[serde(rename = "type")]
+    pub kind: crate::action::ActionType,
+    pub tool: String,
+    pub call_id: String,
+    /// The call's arguments exactly as the model gave them.
+    pub args: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// Unix seconds, as every client time; `null`: never expires.
+    pub expires_at: Option<i64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ActionRequired {
+    pub fn of(action: &crate::action::Action) -> Self {
+        Self {
+            action_id: action.id.to_string(),
+            kind: action.kind,
+            tool: action.tool.clone(),
+            call_id: action.call_id.clone(),
+            args: action.args.clone(),
+            question: action.question.clone(),
+            expires_at: action.expires_at.map(|t| t.unix_seconds()),
+            extra: Map::new(),
+        }
+    }
+}
+
 /// An event's payload: its type and its data, typed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventPayload {
@@ -137,6 +170,7 @@ pub enum EventPayload {
     Usage(UsageRecorded),
     TurnEnded(TurnEnded),
     Error(TurnFailure),
+    ActionRequired(ActionRequired),
     /// A type this release does not know, or data without its type's shape: kept verbatim.
     Unknown {
         kind: String,
@@ -160,6 +194,7 @@ impl EventPayload {
             EventType::Usage => typed(data, Self::Usage),
             EventType::TurnEnded => typed(data, Self::TurnEnded),
             EventType::Error => typed(data, Self::Error),
+            EventType::ActionRequired => typed(data, Self::ActionRequired),
             EventType::Unknown(_) => None,
         };
         known.unwrap_or_else(|| Self::Unknown { kind: kind.as_str().to_owned(), data: data.clone() })
@@ -175,6 +210,7 @@ impl EventPayload {
             Self::Usage(_) => EventType::Usage,
             Self::TurnEnded(_) => EventType::TurnEnded,
             Self::Error(_) => EventType::Error,
+            Self::ActionRequired(_) => EventType::ActionRequired,
             Self::Unknown { kind, .. } => EventType::from(kind.clone()),
         }
     }
@@ -189,6 +225,7 @@ impl EventPayload {
             Self::Usage(p) => serde_json::to_value(p),
             Self::TurnEnded(p) => serde_json::to_value(p),
             Self::Error(p) => serde_json::to_value(p),
+            Self::ActionRequired(p) => serde_json::to_value(p),
             Self::Unknown { data, .. } => return data.clone(),
         };
         // These structs hold only strings, numbers and JSON values: serializing cannot fail,

@@ -5,11 +5,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use agentplane_domain::agent::{Channel, VersionedConfig};
+use agentplane_domain::action::{Action, ActionId, ActionStatus, Answer, Continuation, Decision};
+use agentplane_domain::agent::{Channel, ClientTool, HumanInTheLoop, VersionedConfig};
 use agentplane_domain::event::{Event, EventType, NewEvent};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::pricing::{PriceTable, Usage};
-use agentplane_domain::session::StopReason;
+use agentplane_domain::session::{NewSession, Session, StopReason};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -17,7 +18,8 @@ use tokio::time::Instant;
 use super::{TurnError, TurnRequest};
 use crate::model::{ChatMessage, ModelError, ModelReply, ToolDefinition, WireFunction, WireToolCall};
 use crate::ports::{
-    ChatModel, EventLog, PortError, SessionTurns, StoredTranscript, TranscriptStore, TurnHold,
+    ChatModel, Committed, PortError, Refused, SessionMove, StepCommit, StoredTranscript, TurnHold, TurnStart,
+    TurnStore, TurnWriteError,
 };
 use crate::{EventBus, TurnEngine};
 
@@ -31,6 +33,8 @@ struct FakeSession {
     cost_usd: f64,
     /// The turn a cancel was recorded for (as `POST …/cancel` records it on the holder).
     cancelled_turn: Option<String>,
+    /// The transcript version a pause wrote (while `requires_action`).
+    paused_at: Option<u64>,
 }
 
 impl FakeSession {
@@ -43,7 +47,9 @@ impl FakeSession {
 struct State {
     sessions: HashMap<SessionId, FakeSession>,
     events: HashMap<SessionId, Vec<Event>>,
-    transcripts: HashMap<SessionId, (String, u64)>,
+    /// Body, version, saved paused state.
+    transcripts: HashMap<SessionId, (String, u64, Option<String>)>,
+    actions: HashMap<ActionId, Action>,
     /// Records a cancel right after an event of this type is appended (between two checks).
     cancel_after: Option<EventType>,
 }
@@ -74,27 +80,108 @@ impl FakeStore {
     fn event(&self, id: SessionId, kind: &EventType) -> Option<Value> {
         self.state().events.get(&id)?.iter().find(|e| e.kind == *kind).map(|e| e.data.clone())
     }
+
+    fn append(state: &mut State, session: &SessionId, events: &[NewEvent], now: Timestamp) -> Vec<Event> {
+        let cancel_after = state.cancel_after.clone();
+        let log = state.events.entry(*session).or_default();
+        let mut out = Vec::new();
+        for event in events {
+            let event = Event {
+                session_id: *session,
+                seq: log.len() as u64 + 1,
+                kind: event.kind.clone(),
+                turn_id: event.turn_id.clone(),
+                data: event.data.clone(),
+                created_at: now,
+            };
+            log.push(event.clone());
+            out.push(event);
+        }
+        if out.iter().any(|e| Some(&e.kind) == cancel_after.as_ref())
+            && let Some(s) = state.sessions.get_mut(session)
+        {
+            s.cancel();
+        }
+        out
+    }
+
+    /// Answers a pending action as a person would.
+    fn settle(&self, id: &ActionId, status: ActionStatus, answer: Option<Answer>) {
+        if let Some(action) = self.state().actions.get_mut(id) {
+            let _ = action.settle(status, answer, Timestamp::from_unix_millis(0));
+        }
+    }
 }
 
-impl SessionTurns for FakeStore {
-    async fn begin_turn(
-        &self,
-        _project: &ProjectId,
-        session: &SessionId,
-        turn_id: &str,
-        _agent: &AgentId,
-        _channel: Channel,
-        now: Timestamp,
-        hold_until: Timestamp,
-    ) -> Result<(), PortError> {
+fn refused(why: Refused) -> TurnWriteError {
+    TurnWriteError::Refused(why)
+}
+
+impl TurnStore for FakeStore {
+    async fn begin(&self, start: &TurnStart<'_>) -> Result<Vec<Event>, TurnWriteError> {
         let mut state = self.state();
-        let session = state.sessions.get_mut(session).filter(|s| !s.deleted).ok_or(PortError::NotFound)?;
-        if session.holder.is_some() && session.hold_until.is_some_and(|until| until >= now) {
-            return Err(PortError::Conflict);
+        let current = state.transcripts.get(start.session).map_or(0, |t| t.1);
+        let session =
+            state.sessions.get_mut(start.session).filter(|s| !s.deleted).ok_or(refused(Refused::Gone))?;
+        if session.paused_at.is_some() {
+            return Err(refused(Refused::Paused));
         }
-        session.holder = Some(turn_id.to_owned());
-        session.hold_until = Some(hold_until);
-        Ok(())
+        if session.holder.is_some() && session.hold_until.is_some_and(|until| until >= start.now) {
+            return Err(refused(Refused::Busy));
+        }
+        if current != start.transcript_version {
+            return Err(refused(Refused::TranscriptMoved));
+        }
+        session.holder = Some(start.turn_id.to_owned());
+        session.hold_until = Some(start.hold_until);
+        Ok(Self::append(&mut state, start.session, start.events, start.now))
+    }
+
+    async fn commit(&self, commit: &StepCommit<'_>) -> Result<Committed, TurnWriteError> {
+        let mut state = self.state();
+        let current = state.transcripts.get(commit.session).map_or(0, |t| t.1);
+        let session = state.sessions.get(commit.session).ok_or(refused(Refused::NotHeld))?;
+        let held = !session.deleted
+            && session.holder.as_deref() == Some(commit.turn_id)
+            && (commit.despite_cancel || session.cancelled_turn.as_deref() != Some(commit.turn_id));
+        if !held {
+            return Err(refused(Refused::NotHeld));
+        }
+        if commit.transcript.as_ref().is_some_and(|t| t.expected != current) {
+            return Err(refused(Refused::TranscriptMoved));
+        }
+        let events = Self::append(&mut state, commit.session, commit.events, commit.now);
+        let transcript = commit.transcript.as_ref().map(|t| {
+            state
+                .transcripts
+                .insert(*commit.session, (t.body.to_owned(), t.expected + 1, t.paused.map(str::to_owned)));
+            (t.expected + 1, None)
+        });
+        for action in commit.actions {
+            state.actions.insert(action.id.clone(), action.clone());
+        }
+        let Some(session) = state.sessions.get_mut(commit.session) else {
+            return Err(refused(Refused::NotHeld));
+        };
+        if let Some((usage, cost)) = commit.usage {
+            session.usage = session.usage + usage;
+            session.cost_usd += cost.unwrap_or(0.0);
+        }
+        match &commit.session_move {
+            SessionMove::Stay => {}
+            SessionMove::End(reason) => {
+                session.holder = None;
+                session.hold_until = None;
+                session.cancelled_turn = None;
+                session.stop_reason = Some(*reason);
+            }
+            SessionMove::Pause => {
+                session.paused_at = transcript.as_ref().map(|t| t.0);
+                session.hold_until = None;
+                session.stop_reason = Some(StopReason::RequiresAction);
+            }
+        }
+        Ok(Committed { events, transcript })
     }
 
     async fn turn_hold(
@@ -126,89 +213,103 @@ impl SessionTurns for FakeStore {
         Ok(())
     }
 
-    async fn end_turn(
-        &self,
-        _project: &ProjectId,
-        session: &SessionId,
-        turn_id: &str,
-        stop_reason: StopReason,
-        _now: Timestamp,
-    ) -> Result<(), PortError> {
-        let mut state = self.state();
-        let session = state.sessions.get_mut(session).ok_or(PortError::NotFound)?;
-        if session.holder.as_deref() != Some(turn_id) {
-            return Err(PortError::Conflict);
-        }
-        session.holder = None;
-        session.hold_until = None;
-        session.cancelled_turn = None;
-        session.stop_reason = Some(stop_reason);
-        Ok(())
-    }
-}
-
-impl EventLog for FakeStore {
-    async fn append_events(
-        &self,
-        session: &SessionId,
-        events: Vec<NewEvent>,
-        now: Timestamp,
-        _retention_days: i64,
-        _from: Option<u64>,
-    ) -> Result<Vec<Event>, PortError> {
-        let mut state = self.state();
-        let cancel_after = state.cancel_after.clone();
-        let log = state.events.entry(*session).or_default();
-        let mut out = Vec::new();
-        for event in events {
-            let event = Event {
-                session_id: *session,
-                seq: log.len() as u64 + 1,
-                kind: event.kind,
-                turn_id: event.turn_id,
-                data: event.data,
-                created_at: now,
-            };
-            log.push(event.clone());
-            out.push(event);
-        }
-        if out.iter().any(|e| Some(&e.kind) == cancel_after.as_ref())
-            && let Some(s) = state.sessions.get_mut(session)
-        {
-            s.cancel();
-        }
-        Ok(out)
-    }
-}
-
-impl TranscriptStore for FakeStore {
     async fn load_transcript(
         &self,
         _project: &ProjectId,
         session: &SessionId,
     ) -> Result<Option<StoredTranscript>, PortError> {
-        Ok(self
-            .state()
-            .transcripts
-            .get(session)
-            .map(|(body, version)| StoredTranscript { body: body.clone(), version: *version }))
+        Ok(self.state().transcripts.get(session).map(|(body, version, paused)| StoredTranscript {
+            body: body.clone(),
+            version: *version,
+            paused: paused.clone(),
+            object: None,
+        }))
     }
 
-    async fn save_transcript(
+    async fn claim(
+        &self,
+        c: &Continuation,
+        now: Timestamp,
+        hold_until: Timestamp,
+    ) -> Result<Option<Session>, PortError> {
+        let mut state = self.state();
+        let last = state.events.get(&c.session_id).map_or(0, |e| e.len() as u64);
+        let Some(session) = state.sessions.get_mut(&c.session_id).filter(|s| !s.deleted) else {
+            return Ok(None);
+        };
+        if session.paused_at != Some(c.version) || session.holder.as_deref() != Some(c.turn_id.as_str()) {
+            return Ok(None);
+        }
+        session.paused_at = None;
+        session.hold_until = Some(hold_until);
+        let mut claimed = NewSession::default().into_session(c.session_id, c.project_id, now);
+        claimed.last_event_seq = last;
+        Ok(Some(claimed))
+    }
+
+    async fn actions(
+        &self,
+        _project: &ProjectId,
+        _session: &SessionId,
+        ids: &[ActionId],
+    ) -> Result<Vec<Action>, PortError> {
+        let state = self.state();
+        Ok(ids.iter().filter_map(|id| state.actions.get(id).cloned()).collect())
+    }
+
+    async fn pending_actions(
         &self,
         _project: &ProjectId,
         session: &SessionId,
-        body: &str,
-        expected: u64,
-        _writer: &str,
-    ) -> Result<u64, PortError> {
+    ) -> Result<Vec<Action>, PortError> {
+        let state = self.state();
+        let mut pending: Vec<Action> = state
+            .actions
+            .values()
+            .filter(|a| a.session_id == *session && a.status == ActionStatus::Pending)
+            .cloned()
+            .collect();
+        pending.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(pending)
+    }
+
+    async fn cancel_actions(
+        &self,
+        _project: &ProjectId,
+        _session: &SessionId,
+        turn_id: &str,
+        now: Timestamp,
+    ) -> Result<Vec<Action>, PortError> {
         let mut state = self.state();
-        let current = state.transcripts.get(session).map_or(0, |(_, v)| *v);
-        if current != expected {
-            return Err(PortError::Conflict);
+        let mut cancelled = Vec::new();
+        for action in state.actions.values_mut().filter(|a| a.turn_id == turn_id) {
+            if action.settle(ActionStatus::Cancelled, None, now).is_ok() {
+                cancelled.push(action.clone());
+            }
         }
-        state.transcripts.insert(*session, (body.to_owned(), expected + 1));
-        Ok(expected + 1)
+        Ok(cancelled)
+    }
+
+    async fn end_paused(
+        &self,
+        _project: &ProjectId,
+        session: &SessionId,
+        turn_id: &str,
+        stop_reason: StopReason,
+        events: &[NewEvent],
+        _from_seq: u64,
+        now: Timestamp,
+        _retention_days: i64,
+    ) -> Result<Vec<Event>, TurnWriteError> {
+        let mut state = self.state();
+        let s = state.sessions.get_mut(session).ok_or(refused(Refused::NotHeld))?;
+        if s.paused_at.is_none() || s.holder.as_deref() != Some(turn_id) {
+            return Err(refused(Refused::NotHeld));
+        }
+        s.paused_at = None;
+        s.holder = None;
+        s.stop_reason = Some(stop_reason);
+        Ok(Self::append(&mut state, session, events, now))
     }
 }
 
@@ -295,6 +396,7 @@ impl Harness {
             },
             input: "hello".into(),
             deadline: Instant::now() + Duration::from_secs(60),
+            context: None,
         }
     }
 
@@ -468,7 +570,7 @@ async fn the_next_turn_reads_the_transcript_not_the_event_log() {
     assert!(matches!(&third[3], ChatMessage::Tool { tool_call_id, .. } if tool_call_id == "call_1"));
     assert!(matches!(&third[4], ChatMessage::Assistant { content: Some(c), .. } if c == "first"));
     // Saved at the end of each step: the tool step, then each answer.
-    let version = h.store.state().transcripts.get(&h.session).map(|(_, v)| *v);
+    let version = h.store.state().transcripts.get(&h.session).map(|t| t.1);
     assert_eq!(version, Some(3));
 }
 
@@ -477,13 +579,13 @@ async fn a_transcript_saved_by_another_writer_mid_turn_stops_this_turn() {
     // Another writer saves while the model thinks (the hold was taken over).
     let step: Step = Box::new(|store: &FakeStore| {
         let session = SessionId::from_random([7; 16]);
-        store.state().transcripts.insert(session, ("{\"messages\": []}".into(), 9));
+        store.state().transcripts.insert(session, ("{\"messages\": []}".into(), 9, None));
         Ok(ModelReply { text: Some("late".into()), tool_calls: Vec::new(), usage: usage(1, 1) })
     });
     let h = Harness::new(vec![step]);
     let outcome = h.engine.run_turn(h.request(&[])).await.map(|o| o.error.map(|e| e.0));
     assert_eq!(outcome.ok().flatten().as_deref(), Some("turn_lease_lost"));
-    let version = h.store.state().transcripts.get(&h.session).map(|(_, v)| *v);
+    let version = h.store.state().transcripts.get(&h.session).map(|t| t.1);
     assert_eq!(version, Some(9), "the other writer's transcript stays");
 }
 
@@ -539,4 +641,214 @@ async fn a_cancel_after_the_answer_leaves_one_final_state_the_answer() {
     assert_eq!(h.store.event(h.session, &EventType::TurnEnded).unwrap()["stop_reason"], "end_turn");
     assert_eq!(h.session(|s| s.stop_reason), Some(StopReason::EndTurn));
     assert_eq!(h.session(|s| (s.holder.clone(), s.cancelled_turn.clone())), (None, None));
+}
+
+fn call(id: &str, name: &str, arguments: &Value) -> WireToolCall {
+    WireToolCall {
+        id: id.into(),
+        kind: "function".into(),
+        function: WireFunction { name: name.to_owned(), arguments: arguments.to_string() },
+    }
+}
+
+fn calls(calls: Vec<WireToolCall>) -> Step {
+    Box::new(move |_| Ok(ModelReply { text: None, tool_calls: calls, usage: usage(20, 2) }))
+}
+
+impl Harness {
+    fn hitl_request(&self, tools: &[&str], hitl: HumanInTheLoop) -> TurnRequest {
+        let mut request = self.request(tools);
+        request.config.human_in_the_loop = hitl;
+        request
+    }
+
+    fn continuation(&self, turn_id: &str) -> Continuation {
+        let version = self.session(|s| s.paused_at).unwrap_or(0);
+        Continuation { project_id: self.project, session_id: self.session, turn_id: turn_id.into(), version }
+    }
+}
+
+fn approvals(tools: &[&str]) -> HumanInTheLoop {
+    HumanInTheLoop {
+        tool_approvals: tools.iter().map(|t| (*t).to_owned()).collect(),
+        ..HumanInTheLoop::default()
+    }
+}
+
+#[tokio::test]
+async fn a_tool_that_needs_approval_pauses_the_turn_and_an_approval_carries_the_same_turn_on() {
+    let h = Harness::new(vec![
+        calls(vec![
+            call("call_a", "add", &json!({"a": 2, "b": 3})),
+            call("call_e", "echo", &json!({"x": 1})),
+        ]),
+        text("it is 5"),
+    ]);
+    let outcome = h.engine.run_turn(h.hitl_request(&["add", "echo"], approvals(&["add"]))).await.unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::RequiresAction);
+    assert_eq!(outcome.actions.len(), 1);
+    let action = outcome.actions[0].clone();
+    assert_eq!((action.tool.as_str(), action.args.clone()), ("add", json!({"a": 2, "b": 3})));
+    assert_eq!(action.status, ActionStatus::Pending);
+    assert!(action.expires_at.is_some());
+    // Paused: nothing ran, the session waits, the log says why.
+    assert_eq!(
+        h.store.event_types(h.session),
+        ["turn.started", "message.user", "usage", "tool.call", "tool.call", "action.required"]
+    );
+    assert_eq!(
+        h.store.event(h.session, &EventType::ActionRequired).unwrap()["action_id"],
+        action.id.to_string()
+    );
+    assert_eq!(h.session(|s| s.stop_reason), Some(StopReason::RequiresAction));
+    // A new message waits for the actions.
+    let busy = h.engine.run_turn(h.request(&[])).await;
+    assert!(
+        matches!(&busy, Err(TurnError::ActionsPending(ids)) if ids == &vec![action.id.clone()]),
+        "{busy:?}"
+    );
+
+    h.store.settle(
+        &action.id,
+        ActionStatus::Resolved,
+        Some(Answer::Approval { decision: Decision::Approve, reason: None }),
+    );
+    let continuation = h.continuation(&outcome.turn_id);
+    let carried = h.engine.continue_paused(&continuation).await.unwrap().unwrap();
+    assert_eq!(carried.turn_id, outcome.turn_id);
+    assert_eq!(carried.stop_reason, StopReason::EndTurn);
+    assert_eq!(carried.output_text.as_deref(), Some("it is 5"));
+    // The whole turn's spend, both model calls.
+    assert_eq!(carried.usage, usage(30, 7));
+    assert_eq!(h.session(|s| s.usage), usage(30, 7));
+    // Both calls ran, in the model's order, and the model saw both results.
+    let requests = h.requests();
+    assert_eq!(requests.len(), 2);
+    let second = &requests[1];
+    assert!(
+        matches!(&second[3], ChatMessage::Tool { tool_call_id, content } if tool_call_id == "call_a" && content == r#"{"sum":5.0}"#)
+    );
+    assert!(matches!(&second[4], ChatMessage::Tool { tool_call_id, .. } if tool_call_id == "call_e"));
+    let ended = h.store.event(h.session, &EventType::TurnEnded).unwrap();
+    assert_eq!(ended["stop_reason"], "end_turn");
+    assert_eq!(ended["usage"]["total_tokens"], 37);
+    assert_eq!(h.session(|s| (s.holder.clone(), s.paused_at)), (None, None));
+    // The same continuation again does nothing: no model call, no event.
+    let events = h.store.event_types(h.session).len();
+    assert!(h.engine.continue_paused(&continuation).await.unwrap().is_none());
+    assert_eq!((h.requests().len(), h.store.event_types(h.session).len()), (2, events));
+}
+
+#[tokio::test]
+async fn a_denied_tool_is_not_run_and_the_model_sees_the_denial() {
+    let h =
+        Harness::new(vec![calls(vec![call("call_a", "add", &json!({"a": 1, "b": 1}))]), text("ok, I won't")]);
+    let outcome = h.engine.run_turn(h.hitl_request(&["add"], approvals(&["add"]))).await.unwrap();
+    let id = outcome.actions[0].id.clone();
+    h.store.settle(
+        &id,
+        ActionStatus::Resolved,
+        Some(Answer::Approval { decision: Decision::Deny, reason: Some("too risky".into()) }),
+    );
+    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id)).await.unwrap().unwrap();
+    assert_eq!(carried.stop_reason, StopReason::EndTurn);
+    let result = h.store.event(h.session, &EventType::ToolResult).unwrap();
+    assert_eq!(result["is_error"], true);
+    assert_eq!(result["output"], json!({"denied": true, "reason": "too risky"}));
+    let requests = h.requests();
+    assert!(matches!(&requests[1][3], ChatMessage::Tool { content, .. } if content.contains("too risky")));
+}
+
+#[tokio::test]
+async fn questions_and_client_tools_pause_and_their_answers_reach_the_model_unchanged() {
+    let h = Harness::new(vec![
+        calls(vec![
+            call("call_q", "ask_user", &json!({"question": "Which city?"})),
+            call("call_c", "pick_color", &json!({"Palette": ["red"]})),
+        ]),
+        text("Paris, red"),
+    ]);
+    let hitl = HumanInTheLoop {
+        questions_enabled: true,
+        approval_timeout_minutes: 0,
+        client_tools: vec![ClientTool {
+            name: "pick_color".into(),
+            description: "Lets the user pick a color.".into(),
+            parameters: json!({"type": "object"}),
+        }],
+        ..HumanInTheLoop::default()
+    };
+    let outcome = h.engine.run_turn(h.hitl_request(&[], hitl)).await.unwrap();
+    assert_eq!(outcome.actions.len(), 2);
+    let question = outcome.actions.iter().find(|a| a.call_id == "call_q").unwrap().clone();
+    let client = outcome.actions.iter().find(|a| a.call_id == "call_c").unwrap().clone();
+    assert_eq!(question.question.as_deref(), Some("Which city?"));
+    assert_eq!(question.expires_at, None, "0 = never expires");
+    assert_eq!(client.args, json!({"Palette": ["red"]}));
+    // One answered is not enough: the turn waits for both.
+    let answers = json!({"City Name": "Paris", "camelCase": true});
+    h.store.settle(&question.id, ActionStatus::Resolved, Some(Answer::Question { answers: answers.clone() }));
+    h.store.settle(
+        &client.id,
+        ActionStatus::Resolved,
+        Some(Answer::ClientTool { output: json!({"Chosen": "red"}) }),
+    );
+    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id)).await.unwrap().unwrap();
+    assert_eq!(carried.output_text.as_deref(), Some("Paris, red"));
+    let second = &h.requests()[1];
+    let tool_content = |id: &str| {
+        second.iter().find_map(|m| match m {
+            ChatMessage::Tool { tool_call_id, content } if tool_call_id == id => Some(content.clone()),
+            _ => None,
+        })
+    };
+    assert_eq!(
+        tool_content("call_q").map(|c| serde_json::from_str::<Value>(&c).ok()),
+        Some(Some(json!({"answers": answers})))
+    );
+    assert_eq!(tool_content("call_c").as_deref(), Some(r#"{"Chosen":"red"}"#));
+}
+
+#[tokio::test]
+async fn an_expired_action_carries_the_turn_on_with_that_result() {
+    let h = Harness::new(vec![
+        calls(vec![call("call_a", "add", &json!({"a": 1, "b": 1}))]),
+        text("nobody answered"),
+    ]);
+    let outcome = h.engine.run_turn(h.hitl_request(&["add"], approvals(&["add"]))).await.unwrap();
+    h.store.settle(&outcome.actions[0].id, ActionStatus::Expired, None);
+    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id)).await.unwrap().unwrap();
+    assert_eq!(carried.stop_reason, StopReason::EndTurn);
+    let result = h.store.event(h.session, &EventType::ToolResult).unwrap();
+    assert_eq!(result["output"]["expired"], true);
+}
+
+#[tokio::test]
+async fn cancelling_a_paused_turn_ends_it_and_its_continuation_does_nothing() {
+    let h =
+        Harness::new(vec![calls(vec![call("call_a", "add", &json!({"a": 1, "b": 1}))]), text("never asked")]);
+    let outcome = h.engine.run_turn(h.hitl_request(&["add"], approvals(&["add"]))).await.unwrap();
+    let continuation = h.continuation(&outcome.turn_id);
+    let cancelled = h.engine.cancel_paused(&h.project, &h.session, 6).await.unwrap().unwrap();
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(cancelled[0].status, ActionStatus::Cancelled);
+    assert_eq!(
+        h.session(|s| (s.holder.clone(), s.paused_at, s.stop_reason)),
+        (None, None, Some(StopReason::Cancelled))
+    );
+    let ended = h.store.event(h.session, &EventType::TurnEnded).unwrap();
+    assert_eq!(ended["stop_reason"], "cancelled");
+    assert_eq!(ended["usage"]["total_tokens"], 22);
+    assert!(h.engine.continue_paused(&continuation).await.unwrap().is_none());
+    assert_eq!(h.requests().len(), 1);
+    // Nothing is paused any more: a second cancel has nothing to do, a new turn runs.
+    assert!(h.engine.cancel_paused(&h.project, &h.session, 7).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_tool_not_given_to_the_agent_needs_no_approval_it_is_an_unknown_tool() {
+    let h = Harness::new(vec![calls(vec![call("call_a", "add", &json!({"a": 1, "b": 1}))]), text("sorry")]);
+    let outcome = h.engine.run_turn(h.hitl_request(&["echo"], approvals(&["add"]))).await.unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
+    assert!(outcome.actions.is_empty());
 }

@@ -13,12 +13,12 @@ use serde::{Deserialize, Serialize};
 use super::{backend, s};
 use crate::{Store, StoreError};
 
-fn session_pk(id: &SessionId) -> String {
+pub(crate) fn session_pk(id: &SessionId) -> String {
     format!("SESSION#{id}")
 }
 
 #[derive(Serialize, Deserialize)]
-struct EventItem {
+pub(crate) struct EventItem {
     #[serde(rename = "PK")]
     pk: String,
     #[serde(rename = "SK")]
@@ -35,7 +35,27 @@ struct EventItem {
 }
 
 impl EventItem {
-    fn into_event(self) -> Event {
+    /// The item of `event` at `seq`, expiring `retention_days` after `now`.
+    pub(crate) fn new(
+        session: &SessionId,
+        seq: u64,
+        event: &NewEvent,
+        now: Timestamp,
+        retention_days: i64,
+    ) -> Result<Self, StoreError> {
+        Ok(Self {
+            pk: session_pk(session),
+            sk: seq,
+            session_id: *session,
+            kind: event.kind.clone(),
+            turn_id: event.turn_id.clone(),
+            data: serde_json::to_string(&event.data).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            created_at: now,
+            expires_at: now.unix_seconds() + retention_days * 86_400,
+        })
+    }
+
+    pub(crate) fn into_event(self) -> Event {
         Event {
             session_id: self.session_id,
             seq: self.sk,

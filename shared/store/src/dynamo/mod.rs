@@ -14,6 +14,7 @@ pub mod sandboxes;
 pub mod sessions;
 pub mod telemetry;
 pub mod transcripts;
+pub mod turns;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -136,6 +137,7 @@ pub(crate) async fn batch_get_as<T: serde::de::DeserializeOwned>(
         let mut pending = Some(
             aws_sdk_dynamodb::types::KeysAndAttributes::builder()
                 .set_keys(Some(keys))
+                .consistent_read(true)
                 .build()
                 .map_err(StoreError::unavailable)?,
         );

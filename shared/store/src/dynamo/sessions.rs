@@ -17,8 +17,9 @@ use crate::{Store, StoreError};
 /// Every live-session condition says this: the item exists and was not deleted.
 const LIVE: &str = "attribute_exists(PK) AND attribute_not_exists(deleted_at)";
 
+/// The session item as stored (keys, list attributes, the session).
 #[derive(Serialize, Deserialize)]
-struct SessionItem {
+pub(crate) struct SessionItem {
     #[serde(rename = "PK")]
     pk: String,
     #[serde(rename = "SK")]
@@ -34,8 +35,10 @@ struct SessionItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     deleted_at: Option<Timestamp>,
     #[serde(flatten)]
-    session: Session,
+    pub(crate) session: Session,
 }
+
+pub(crate) type SessionRecord = SessionItem;
 
 /// `SESSION#{id}` / `LOCATOR`: which project a bare session id belongs to.
 #[derive(Serialize, Deserialize)]

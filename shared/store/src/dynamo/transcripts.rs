@@ -27,10 +27,15 @@ pub fn transcript_object_key(project: &ProjectId, session: &SessionId, version: 
 }
 
 /// A stored transcript: its body (JSON, the engine's to read) and its version.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StoredTranscript {
     pub body: String,
     pub version: u64,
+    /// The saved state of a turn paused at this version (JSON, the engine's); `None` when no
+    /// turn is paused.
+    pub paused: Option<String>,
+    /// The S3 key the body was read from, when it lives in S3.
+    pub object: Option<String>,
 }
 
 pub struct Transcripts<'a> {
@@ -55,24 +60,36 @@ impl<'a> Transcripts<'a> {
         project: &ProjectId,
         session: &SessionId,
     ) -> Result<Option<StoredTranscript>, StoreError> {
-        let Some(item) = super::get_item(
+        let item = super::get_item(
             self.store,
             &self.store.names.main_table,
             project_pk(project),
             transcript_sk(session),
         )
-        .await?
-        else {
-            return Ok(None);
-        };
+        .await?;
+        match item {
+            Some(item) => Ok(Some(self.decode(&item).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// A transcript item as read (its body fetched from S3 when it lives there).
+    pub(crate) async fn decode(
+        &self,
+        item: &std::collections::HashMap<String, AttributeValue>,
+    ) -> Result<StoredTranscript, StoreError> {
         let version = match item.get("version") {
             Some(AttributeValue::N(n)) => {
                 n.parse::<u64>().map_err(|_| StoreError::Corrupt("transcript version".into()))?
             }
             _ => return Err(StoreError::Corrupt("transcript without a version".into())),
         };
-        let body = match (item.get("body"), item.get("object")) {
-            (Some(AttributeValue::S(body)), _) => body.clone(),
+        let paused = match item.get("paused") {
+            Some(AttributeValue::S(p)) => Some(p.clone()),
+            _ => None,
+        };
+        let (body, object) = match (item.get("body"), item.get("object")) {
+            (Some(AttributeValue::S(body)), _) => (body.clone(), None),
             (_, Some(AttributeValue::S(key))) => {
                 let bytes = self.objects()?.get(key).await.map_err(|e| match e {
                     StoreError::NotFound => {
@@ -80,12 +97,13 @@ impl<'a> Transcripts<'a> {
                     }
                     other => other,
                 })?;
-                String::from_utf8(bytes)
-                    .map_err(|_| StoreError::Corrupt("transcript object is not UTF-8".into()))?
+                let body = String::from_utf8(bytes)
+                    .map_err(|_| StoreError::Corrupt("transcript object is not UTF-8".into()))?;
+                (body, Some(key.clone()))
             }
             _ => return Err(StoreError::Corrupt("transcript without a body".into())),
         };
-        Ok(Some(StoredTranscript { body, version }))
+        Ok(StoredTranscript { body, version, paused, object })
     }
 
     /// Replaces the transcript written at `expected` (0: none yet) with `body`; returns the new

@@ -3,7 +3,7 @@ use agentplane_domain::agent::{Agent, Channel, VersionedConfig};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::session::{NewSession, Session};
-use agentplane_engine::TurnRequest;
+use agentplane_engine::{TurnContext, TurnRequest};
 use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -83,13 +83,15 @@ fn metadata(body: &Map<String, Value>) -> Result<Metadata, ClientError> {
     Ok(body.get("metadata").map(|v| Metadata::from_json("metadata", v)).transpose()?.unwrap_or_default())
 }
 
+/// The session a turn runs in, with what the turn needs of it (one read of the session and its
+/// transcript; a new session has neither events nor a transcript).
 async fn session_for(
     app: &App,
     auth: &ProjectAuth,
     body: &Map<String, Value>,
     agent: &Agent,
     metadata: &Metadata,
-) -> Result<Session, ClientError> {
+) -> Result<(Session, TurnContext), ClientError> {
     match body.get("session_id") {
         None | Some(Value::Null) => {
             let id = SessionId::from_random(edge::random()?);
@@ -97,16 +99,32 @@ async fn session_for(
                 NewSession { agent_id: Some(agent.id), metadata: metadata.clone(), ..NewSession::default() };
             let session = new.into_session(id, auth.project_id, edge::now());
             app.store.sessions().create(&session).await?;
-            Ok(session)
+            Ok((session, TurnContext::default()))
         }
         Some(Value::String(text)) => {
             let id: SessionId = text.parse().map_err(|_| ClientError::SessionNotFound)?;
-            app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)
+            read_for_turn(app, auth, &id).await
         }
         Some(_) => {
             Err(agentplane_domain::ValidationError::new("session_id", "`session_id` must be a string").into())
         }
     }
+}
+
+/// A session and its transcript, in one read.
+async fn read_for_turn(
+    app: &App,
+    auth: &ProjectAuth,
+    id: &SessionId,
+) -> Result<(Session, TurnContext), ClientError> {
+    let (session, transcript) = app
+        .store
+        .turns()
+        .session_with_transcript(&auth.project_id, id)
+        .await
+        .or_not_found(ClientError::SessionNotFound)?;
+    let context = TurnContext { last_event_seq: session.last_event_seq, transcript };
+    Ok((session, context))
 }
 
 /// Runs the turn in its own task (it must end and release the session even if the caller
@@ -118,7 +136,7 @@ async fn run(
     agent: &Agent,
     channel: Channel,
     (config, version): (VersionedConfig, Option<u32>),
-    session: &Session,
+    (session, context): (&Session, TurnContext),
     input: String,
     metadata: &Metadata,
 ) -> Result<Json<ResponseBody>, ClientError> {
@@ -133,6 +151,7 @@ async fn run(
         config,
         input,
         deadline: tokio::time::Instant::now() + timeout,
+        context: Some(context),
     };
     let engine = app.engine.clone();
     let created_at = edge::now().unix_seconds();
@@ -165,8 +184,8 @@ async fn respond(
     let config = config_for(&app, &agent, channel).await?;
     let input = input_text(body.get("input"), &config.0.attachments)?;
     let metadata = metadata(&body)?;
-    let session = session_for(&app, &auth, &body, &agent, &metadata).await?;
-    run(&app, &auth, &agent, channel, config, &session, input, &metadata).await
+    let (session, context) = session_for(&app, &auth, &body, &agent, &metadata).await?;
+    run(&app, &auth, &agent, channel, config, (&session, context), input, &metadata).await
 }
 
 /// Run a turn of an agent's draft.
@@ -250,8 +269,7 @@ pub async fn session_message(
     JsonObject(body, _): JsonObject<ClientError>,
 ) -> Result<Json<ResponseBody>, ClientError> {
     let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
-    let session =
-        app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
+    let (session, context) = read_for_turn(&app, &auth, &id).await?;
     let agent = match (body.get("agent"), session.agent_id) {
         (Some(value), _) => load_agent(&app, &auth, Some(value), AgentErrors::Standard).await?,
         (None, Some(agent_id)) => app
@@ -273,5 +291,5 @@ pub async fn session_message(
     let config = config_for(&app, &agent, channel).await?;
     let input = input_text(body.get("input"), &config.0.attachments)?;
     let metadata = session.metadata.clone();
-    run(&app, &auth, &agent, channel, config, &session, input, &metadata).await
+    run(&app, &auth, &agent, channel, config, (&session, context), input, &metadata).await
 }

@@ -243,6 +243,55 @@ pub struct ResponseBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub error: Option<ResponseError>,
+    /// Present when the turn paused (`status: requires_action`): what it waits for. Answer each
+    /// action with `POST /api/client/v1/sessions/{session_id}/actions/{id}`; the turn carries
+    /// on by itself once none is pending (follow it on the event log).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub required_action: Option<RequiredAction>,
+}
+
+/// What a paused turn waits for.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RequiredAction {
+    /// Always `actions`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^actions$")]
+    pub kind: &'static str,
+    pub actions: Vec<RequiredActionItem>,
+}
+
+/// One action a paused turn waits for.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RequiredActionItem {
+    /// `act_…`.
+    pub id: String,
+    /// `approval`, `question` or `client_tool`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^(approval|question|client_tool)$")]
+    pub kind: agentplane_domain::action::ActionType,
+    /// The tool the model called (`ask_user` for a question).
+    pub tool: String,
+    /// The call's arguments exactly as the model gave them.
+    #[schema(value_type = Object)]
+    pub args: serde_json::Value,
+    /// The question, for `question`.
+    pub question: Option<String>,
+    /// Unix seconds; `null`: it never expires.
+    pub expires_at: Option<i64>,
+}
+
+impl From<&agentplane_domain::action::Action> for RequiredActionItem {
+    fn from(action: &agentplane_domain::action::Action) -> Self {
+        Self {
+            id: action.id.to_string(),
+            kind: action.kind,
+            tool: action.tool.clone(),
+            args: action.args.clone(),
+            question: action.question.clone(),
+            expires_at: action.expires_at.map(|t| t.unix_seconds()),
+        }
+    }
 }
 
 pub struct Rendered<'a> {
@@ -291,6 +340,10 @@ impl ResponseBody {
                 .error
                 .as_ref()
                 .map(|(code, message)| ResponseError { code: code.clone(), message: message.clone() }),
+            required_action: (!outcome.actions.is_empty()).then(|| RequiredAction {
+                kind: "actions",
+                actions: outcome.actions.iter().map(RequiredActionItem::from).collect(),
+            }),
         }
     }
 }

@@ -188,7 +188,8 @@ pub async fn delete(
 /// call, writes `turn.ended` with `stop_reason: cancelled` and releases the session (`idle`,
 /// `stop_reason: cancelled`); the Responses call that started it answers `status: incomplete`.
 /// Cancelling again before the turn stops changes nothing; a turn that ends on its own first
-/// keeps its own ending.
+/// keeps its own ending. A turn paused for actions (`requires_action`) ends at once: its pending
+/// actions become `cancelled`, `turn.ended` says `cancelled`, and the session answered is `idle`.
 #[utoipa::path(
     post,
     path = "/api/client/v1/sessions/{session_id}/cancel",
@@ -196,7 +197,7 @@ pub async fn delete(
     operation_id = "client-sessions-cancel",
     params(("session_id" = String, Path, description = "The session's id.")),
     responses(
-        (status = 200, description = "The cancel is recorded; the session as it is now (the turn stops at its next step).", body = SessionBody),
+        (status = 200, description = "The cancel is recorded; the session as it is now (a running turn stops at its next step; a paused one has ended).", body = SessionBody),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "No turn is running in the session (`nothing_to_cancel`, with its `runtime_status`).", body = ErrorEnvelope),
@@ -217,6 +218,13 @@ pub async fn cancel(
             // No live turn to cancel, or no session at all: the session tells which.
             let session =
                 sessions.get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
+            if session.runtime_status == agentplane_domain::session::RuntimeStatus::RequiresAction
+                && app.engine.cancel_paused(&auth.project_id, &id, session.last_event_seq).await?.is_some()
+            {
+                let session =
+                    sessions.get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
+                return Ok(Json(SessionBody::from(&session)));
+            }
             record_dead_turn(&app, &auth.project_id, &session, now).await?;
             Err(ClientError::NothingToCancel { runtime_status: session.settled(now).runtime_status })
         }
