@@ -104,8 +104,9 @@ pub async fn get(
 /// the action's `type` (approval `{decision: "approve" | "deny", reason?}`, question `{answers}`,
 /// client tool `{output}`; `answers` and `output` are kept exactly as given). The first answer
 /// wins; any later one — or one to an expired or cancelled action — is 409
-/// `action_not_pending` with the action's `action_status`. When no action of the paused turn is
-/// pending any more, the turn carries on.
+/// `action_not_pending` with the action's `action_status`. An action past its `expires_at` is
+/// expired even before the retention sweep records it: answering it records it and is 409 with
+/// `expired`. When no action of the paused turn is pending any more, the turn carries on.
 #[utoipa::path(
     post,
     path = "/api/client/v1/sessions/{session_id}/actions/{action_id}",
@@ -141,24 +142,33 @@ pub async fn answer(
         return Err(ClientError::ActionNotPending { action_status: action.status });
     }
     let answer = Answer::from_body(action.kind, &body)?;
-    let settled = match actions.settle(&action, ActionStatus::Resolved, Some(answer), edge::now()).await {
+    let now = edge::now();
+    // Past its expiry, an action is expired whether or not the retention sweep has recorded it
+    // yet: the answer records it as the sweep would, and is refused.
+    let overdue = action.expires_at.is_some_and(|at| at <= now);
+    let (status, answer) =
+        if overdue { (ActionStatus::Expired, None) } else { (ActionStatus::Resolved, Some(answer)) };
+    let settled = match actions.settle(&action, status, answer, now).await {
         Ok(settled) => settled,
         // Another answer, the expiry or a cancel came first: the action tells which.
         Err(StoreError::Conflict) => {
-            let now = actions
+            let current = actions
                 .get(&auth.project_id, &session, &id)
                 .await
                 .or_not_found(ClientError::ActionNotFound)?;
-            return Err(ClientError::ActionNotPending { action_status: now.status });
+            return Err(ClientError::ActionNotPending { action_status: current.status });
         }
         Err(StoreError::NotFound) => return Err(ClientError::ActionNotFound),
         Err(err) => return Err(ClientError::Storage(err)),
     };
-    // The answer is stored, so it is the caller's success whatever happens next. Should the
-    // continuation not be enqueued here, the retention sweep re-drives paused turns whose
-    // actions are all settled.
+    // The action is settled, so this call has done its part whatever happens next. Should the
+    // continuation not be enqueued here, the turn waits, nothing pending, for the retention
+    // sweep to re-drive it.
     if let Err(err) = agentplane_engine::continuation::carry_on_if_settled(&app.store, &settled).await {
         tracing::warn!(action = %settled.id, error = %err, "the turn's continuation was not enqueued");
+    }
+    if overdue {
+        return Err(ClientError::ActionNotPending { action_status: settled.status });
     }
     Ok(Json(ActionBody::from(&settled)))
 }
