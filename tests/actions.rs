@@ -26,8 +26,8 @@ fn random_id() -> ActionId {
     ActionId::from_random(id)
 }
 
-/// A pending action of `kind` in the turn `turn_id`, created `created_ms` ago-ish (an absolute
-/// time), expiring after `timeout_minutes` (0: never).
+/// A pending action of `kind` in the turn `turn_id`, created at `created_at` and expiring
+/// `timeout_minutes` later (0: never).
 fn action(
     tenant: &Tenant,
     session: &str,
