@@ -342,3 +342,76 @@ async fn a_wrong_typed_field_answers_400_naming_it_without_quoting_it() -> R {
     assert_eq!(list["data"].as_array().map(Vec::len), Some(1), "a refused create stored something");
     Ok(())
 }
+
+/// The actions routes' answers, each type answered, and their errors: what the document says.
+/// (No turn pauses here: the actions are written as a pausing turn writes them.)
+#[tokio::test]
+async fn every_action_answer_matches_its_documented_schema() -> R {
+    use agentplane_domain::action::{Action, ActionId, ActionStatus, ActionType};
+    let app = TestApp::spawn().await?;
+    let tenant = app.tenant().await?;
+    let mut contract = Contract::load(&app).await?;
+    let (status, session) = call(&app, &tenant, Method::POST, "/sessions", Some(json!({}))).await?;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let session_id = str_field(&session, "id")?;
+    let cases = [
+        (ActionType::Approval, json!({"decision": "deny", "reason": "no"})),
+        (ActionType::Approval, json!({"decision": "approve"})),
+        (ActionType::Question, json!({"answers": {"Some Key": [1, "x"]}})),
+        (ActionType::ClientTool, json!({"output": "plain text"})),
+    ];
+    let one = "/sessions/{session_id}/actions/{action_id}";
+    for (n, (kind, answer)) in cases.into_iter().enumerate() {
+        let mut random = [0u8; 12];
+        random.copy_from_slice(&uuid::Uuid::new_v4().into_bytes()[..12]);
+        let action = Action {
+            id: ActionId::from_random(random),
+            project_id: tenant.project_id.parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
+            session_id: session_id.parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
+            turn_id: format!("turn_{n}"),
+            pause_version: 1,
+            call_id: format!("call_{n}"),
+            kind,
+            status: ActionStatus::Pending,
+            tool: if kind == ActionType::Question { "ask_user" } else { "some_tool" }.to_owned(),
+            args: json!({"question": "Which?", "n": n}),
+            question: (kind == ActionType::Question).then(|| "Which?".to_owned()),
+            answer: None,
+            created_at: agentplane_domain::Timestamp::from_unix_millis(1_700_000_000_000),
+            expires_at: Some(agentplane_domain::Timestamp::from_unix_millis(4_000_000_000_000)),
+            settled_at: None,
+        };
+        let put = agentplane_store::dynamo::actions::put_new(&app.store, &action)?;
+        app.store
+            .dynamo
+            .transact_write_items()
+            .transact_items(aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build())
+            .send()
+            .await?;
+        let path = format!("/sessions/{session_id}/actions/{}", action.id);
+        let (status, body) = call(&app, &tenant, Method::GET, &path, None).await?;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        contract.holds("get", one, status, &body);
+        let (status, body) = call(&app, &tenant, Method::POST, &path, Some(json!({"nope": 1}))).await?;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        contract.holds("post", one, status, &body);
+        let (status, body) = call(&app, &tenant, Method::POST, &path, Some(answer.clone())).await?;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        contract.holds("post", one, status, &body);
+        let (status, body) = call(&app, &tenant, Method::POST, &path, Some(answer)).await?;
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+        contract.holds("post", one, status, &body);
+    }
+    let list = format!("/sessions/{session_id}/actions");
+    let (status, body) = call(&app, &tenant, Method::GET, &list, None).await?;
+    assert_eq!(body["data"].as_array().map(Vec::len), Some(4), "{body}");
+    contract.holds("get", "/sessions/{session_id}/actions", status, &body);
+    let (status, body) = call(&app, &tenant, Method::GET, &format!("{list}?status=nope"), None).await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    contract.holds("get", "/sessions/{session_id}/actions", status, &body);
+    let (status, body) = call(&app, &tenant, Method::GET, &format!("{list}/act_nope"), None).await?;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    contract.holds("get", one, status, &body);
+    assert_eq!(contract.checked, 19);
+    Ok(())
+}

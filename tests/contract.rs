@@ -104,7 +104,8 @@ async fn the_client_surface_keeps_its_document() -> R {
         )
         .await?;
     let session = session(&app, &tenant.key).await?;
-    let ids = [("agent_id", agent), ("session_id", session)];
+    let action = pending_action(&app, &tenant.project_id, &session).await?;
+    let ids = [("agent_id", agent), ("session_id", session), ("action_id", action)];
     drive(&app, "client", &[format!("Authorization: Bearer {}", tenant.key)], &ids).await
 }
 
@@ -144,4 +145,38 @@ async fn session(app: &TestApp, key: &str) -> anyhow::Result<String> {
     let (status, body) = send(app.client(key, Method::POST, "/sessions").json(&json!({}))).await?;
     anyhow::ensure!(status.is_success(), "create session: {status} {body}");
     str_field(&body, "id")
+}
+
+/// A pending question of `session`, written as a pausing turn writes it, so that the actions
+/// routes answer past their lookup (once 200, then 409).
+async fn pending_action(app: &TestApp, project: &str, session: &str) -> anyhow::Result<String> {
+    use agentplane_domain::action::{Action, ActionId, ActionStatus, ActionType};
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    let mut random = [0u8; 12];
+    random.copy_from_slice(&bytes[..12]);
+    let action = Action {
+        id: ActionId::from_random(random),
+        project_id: project.parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
+        session_id: session.parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
+        turn_id: "turn_contract".into(),
+        pause_version: 1,
+        call_id: "call_contract".into(),
+        kind: ActionType::Question,
+        status: ActionStatus::Pending,
+        tool: "ask_user".into(),
+        args: json!({"question": "Which?"}),
+        question: Some("Which?".into()),
+        answer: None,
+        created_at: agentplane_domain::Timestamp::from_unix_millis(1_700_000_000_000),
+        expires_at: None,
+        settled_at: None,
+    };
+    let put = agentplane_store::dynamo::actions::put_new(&app.store, &action)?;
+    app.store
+        .dynamo
+        .transact_write_items()
+        .transact_items(aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build())
+        .send()
+        .await?;
+    Ok(action.id.to_string())
 }

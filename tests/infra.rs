@@ -287,7 +287,7 @@ fn granted(function: &Value) -> BTreeSet<(String, Access)> {
         let (kind, body) = policy.as_mapping().and_then(|m| m.iter().next()).expect("a SAM policy template");
         let access = match str_of(kind).as_str() {
             "DynamoDBReadPolicy" | "AWSSecretsManagerGetSecretValuePolicy" => Access::Read,
-            "DynamoDBCrudPolicy" | "S3CrudPolicy" => Access::Write,
+            "DynamoDBCrudPolicy" | "S3CrudPolicy" | "SQSSendMessagePolicy" => Access::Write,
             "S3ReadPolicy" => Access::Read,
             other => panic!("unexpected policy {other}"),
         };

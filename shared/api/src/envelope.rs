@@ -15,7 +15,8 @@ pub struct ErrorEnvelope {
 }
 
 /// What went wrong: a class (`type`), a stable `code` and a message for people. Some errors
-/// carry more fields (`param`, the field at fault; …).
+/// carry more snake_case fields (`param`, the field at fault; `runtime_status`,
+/// `action_status`, …): the document allows them.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorObject {
     #[serde(rename = "type")]
@@ -28,7 +29,6 @@ pub struct ErrorObject {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub param: Option<String>,
     #[serde(flatten)]
-    #[schema(ignore)]
     pub extra: Map<String, Value>,
 }
 

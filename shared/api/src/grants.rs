@@ -42,6 +42,8 @@ pub const TELEMETRY_W: Grant = write("TelemetryTable");
 /// The files bucket, written by the functions that run turns: transcripts past the DynamoDB
 /// item limit (`transcripts/…`). The one S3 grant of any function.
 pub const FILES_W: Grant = write("FilesBucket");
+/// The `runs` queue, sent to: continuations of paused turns.
+pub const RUNS_SEND: Grant = write("RunsQueue");
 /// Secrets are only ever read.
 pub const CORE_KEY: Grant = read("CoreKeySecret");
 pub const MODEL_KEY: Grant = read("ModelApiKeySecret");

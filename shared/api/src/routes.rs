@@ -73,6 +73,9 @@ pub enum Route {
     ClientSessionMessagesCreate,
     ClientSessionEventsList,
     ClientSessionEventsStream,
+    ClientSessionActionsList,
+    ClientSessionActionsGet,
+    ClientSessionActionsAnswer,
     CoreSandboxNodesRegister,
     CoreSandboxNodesList,
     CoreSandboxNodeGet,
@@ -119,6 +122,9 @@ impl Route {
         Route::ClientSessionMessagesCreate,
         Route::ClientSessionEventsList,
         Route::ClientSessionEventsStream,
+        Route::ClientSessionActionsList,
+        Route::ClientSessionActionsGet,
+        Route::ClientSessionActionsAnswer,
         Route::CoreSandboxNodesRegister,
         Route::CoreSandboxNodesList,
         Route::CoreSandboxNodeGet,
@@ -221,6 +227,18 @@ impl Route {
             ClientSessionEventsStream => {
                 decl("client-session-events-stream", &[MAIN_R, EVENTS_R], Stream, || {
                     routes!(client::events::stream::stream)
+                })
+            }
+            ClientSessionActionsList => decl("client-session-actions-list", &[MAIN_R], Buffered, || {
+                routes!(client::actions::handlers::list)
+            }),
+            ClientSessionActionsGet => decl("client-session-actions-get", &[MAIN_R], Buffered, || {
+                routes!(client::actions::handlers::get)
+            }),
+            // Settles the action, and sends the turn's continuation once none of it is pending.
+            ClientSessionActionsAnswer => {
+                decl("client-session-actions-answer", &[MAIN_W, RUNS_SEND], Buffered, || {
+                    routes!(client::actions::handlers::answer)
                 })
             }
             CoreSandboxNodesRegister => {

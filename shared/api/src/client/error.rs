@@ -26,6 +26,12 @@ pub enum ClientError {
     /// 404 `agent_not_found`.
     #[error("agent not found")]
     AgentNotFound,
+    /// 404 `action_not_found`.
+    #[error("action not found")]
+    ActionNotFound,
+    /// 409 `action_not_pending`, with the action's `action_status`.
+    #[error("the action is not pending")]
+    ActionNotPending { action_status: agentplane_domain::action::ActionStatus },
     /// 409 `session_busy`, naming the session when known.
     #[error("a turn is already running in this session")]
     SessionBusy { session_id: Option<String> },
@@ -92,6 +98,19 @@ impl ClientError {
             Self::AgentNotFound => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "agent_not_found", "agent not found")
             }
+            Self::ActionNotFound => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "action_not_found",
+                "action not found",
+            ),
+            Self::ActionNotPending { action_status } => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "action_not_pending",
+                format!("the action is {}: it can no longer be answered", action_status.as_str()),
+            )
+            .with("action_status", action_status.as_str()),
             Self::SessionBusy { session_id } => {
                 let error = ApiError::new(
                     StatusCode::CONFLICT,
@@ -232,6 +251,15 @@ mod tests {
             (ClientError::SessionNotFound, StatusCode::NOT_FOUND, "not_found_error", "session_not_found"),
             (ClientError::CursorNotFound, StatusCode::NOT_FOUND, "not_found_error", "cursor_not_found"),
             (ClientError::AgentNotFound, StatusCode::NOT_FOUND, "not_found_error", "agent_not_found"),
+            (ClientError::ActionNotFound, StatusCode::NOT_FOUND, "not_found_error", "action_not_found"),
+            (
+                ClientError::ActionNotPending {
+                    action_status: agentplane_domain::action::ActionStatus::Resolved,
+                },
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "action_not_pending",
+            ),
             (
                 ClientError::SessionBusy { session_id: None },
                 StatusCode::CONFLICT,
@@ -311,6 +339,10 @@ mod tests {
             ClientError::NothingToCancel { runtime_status: agentplane_domain::session::RuntimeStatus::Idle }
                 .to_api_error();
         assert_eq!(serde_json::Value::Object(idle.extra), json!({"runtime_status": "idle"}));
+        let late =
+            ClientError::ActionNotPending { action_status: agentplane_domain::action::ActionStatus::Expired }
+                .to_api_error();
+        assert_eq!(serde_json::Value::Object(late.extra), json!({"action_status": "expired"}));
         let invalid = ClientError::Validation(ValidationError::new("input", "bad")).to_api_error();
         assert_eq!(serde_json::Value::Object(invalid.extra), json!({"param": "input"}));
         let legacy = ClientError::LegacyAgentNotFound("agt_x".into()).to_api_error();

@@ -1,5 +1,6 @@
 //! The client API (`/api/client/v1`): integrators, authenticated by a project key.
 
+pub mod actions;
 pub mod agents;
 pub mod auth;
 pub mod error;
