@@ -128,4 +128,13 @@ impl Actions<'_> {
     ) -> Result<Action, StoreError> {
         Err(StoreError::Conflict)
     }
+
+    /// Up to `limit` pending actions whose expiry is at or before `now`, soonest first.
+    pub async fn due(
+        &self,
+        _now: agentplane_domain::Timestamp,
+        _limit: usize,
+    ) -> Result<Vec<Action>, StoreError> {
+        Ok(vec![])
+    }
 }
