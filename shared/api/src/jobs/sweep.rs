@@ -12,8 +12,11 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
 /// `AGENTPLANE_SWEEP_INTERVAL_S` (whole seconds, at least 1), else every minute.
 pub fn sweep_interval_from_env() -> Duration {
-    std::env::var("AGENTPLANE_SWEEP_INTERVAL_S")
-        .ok()
+    sweep_interval(std::env::var("AGENTPLANE_SWEEP_INTERVAL_S").ok().as_deref())
+}
+
+fn sweep_interval(setting: Option<&str>) -> Duration {
+    setting
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|s| *s >= 1)
         .map_or(DEFAULT_SWEEP_INTERVAL, Duration::from_secs)
@@ -29,6 +32,20 @@ pub async fn sweep_forever(app: App, interval: Duration) {
             Ok(report) if report == SweepReport::default() => {}
             Ok(report) => tracing::info!(?report, "retention sweep pass"),
             Err(err) => tracing::warn!(error = %err, "retention sweep pass failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sweep_interval_is_whole_seconds_and_falls_back_to_a_minute() {
+        assert_eq!(sweep_interval(Some("5")), Duration::from_secs(5));
+        assert_eq!(sweep_interval(Some(" 2 ")), Duration::from_secs(2));
+        for bad in [None, Some(""), Some("0"), Some("-3"), Some("1.5"), Some("soon")] {
+            assert_eq!(sweep_interval(bad), DEFAULT_SWEEP_INTERVAL, "{bad:?}");
         }
     }
 }
