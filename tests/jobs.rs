@@ -242,6 +242,30 @@ async fn the_in_process_consumer_takes_continuations_off_the_queue() -> anyhow::
     Ok(())
 }
 
+/// A newer build's message is retried, then kept in the dead-letter queue for a redrive: never
+/// dropped by a consumer that does not know it.
+#[tokio::test]
+async fn a_message_of_an_unknown_kind_is_dead_lettered_not_lost() -> anyhow::Result<()> {
+    let app = TestApp::spawn().await?;
+    let queue = app.store.runs_queue()?;
+    let body = json!({"kind": "background_run", "run_id": "run_1"}).to_string();
+    let sqs = sqs_client().await;
+    sqs.send_message().queue_url(queue.url().await?).message_body(&body).send().await?;
+
+    let dlq = agentplane_store::resources::dlq_name(&app.store.names.runs_queue);
+    let dlq_url = sqs.get_queue_url().queue_name(&dlq).send().await?.queue_url.unwrap_or_default();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut kept = Vec::new();
+    while kept.is_empty() && tokio::time::Instant::now() < deadline {
+        let out = sqs.receive_message().queue_url(&dlq_url).wait_time_seconds(2).send().await?;
+        kept = out.messages.unwrap_or_default();
+    }
+    assert_eq!(kept.len(), 1, "the message never reached the dead-letter queue");
+    assert_eq!(kept[0].body.as_deref(), Some(body.as_str()), "kept exactly as sent");
+    assert_eq!(depth(&app.store.names.runs_queue).await?, (0, 0));
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_sweep_with_nothing_due_does_nothing() -> anyhow::Result<()> {
     let app = TestApp::spawn().await?;

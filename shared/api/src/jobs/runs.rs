@@ -173,16 +173,23 @@ pub async fn consume_runs_once(app: &App, wait_seconds: i32) -> Result<usize, St
 }
 
 /// The `run-execution` job in-process (local gateway, tests): long-polls the `runs` queue for
-/// as long as the process lives. Returns at once if the app was given no queue.
+/// as long as the process lives. Returns at once if the app was given no queue. Each batch runs
+/// in a task of its own, so that a panicking run ends its batch, not the consumer (its messages
+/// come back after the queue's visibility timeout).
 pub async fn consume_runs_forever(app: App) {
     if app.store.runs_queue().is_err() {
         tracing::debug!("no runs queue: continuations are not consumed in-process");
         return;
     }
     loop {
-        if let Err(err) = consume_runs_once(&app, 5).await {
-            tracing::warn!(error = %err, "receiving from the runs queue failed");
-            tokio::time::sleep(Duration::from_secs(5)).await;
+        let batch_app = app.clone();
+        match tokio::spawn(async move { consume_runs_once(&batch_app, 5).await }).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "receiving from the runs queue failed");
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            Err(err) => tracing::error!(error = %err, "a batch of the runs queue panicked"),
         }
     }
 }
