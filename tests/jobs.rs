@@ -242,6 +242,42 @@ async fn the_in_process_consumer_takes_continuations_off_the_queue() -> anyhow::
     Ok(())
 }
 
+/// A run that failed is released and delivered again within seconds (not the queue's 16
+/// minutes), and deleted once it succeeds.
+#[tokio::test]
+async fn a_failed_continuation_comes_back_soon_and_is_deleted_once_it_runs() -> anyhow::Result<()> {
+    let store = fresh_store().await?;
+    let queue = store.runs_queue()?;
+    let c = continuation("turn-flaky");
+    queue.send(&c).await?;
+    let calls = Mutex::new(0u32);
+    let flaky = |got: Continuation| {
+        let call = {
+            let mut calls = calls.lock().unwrap();
+            *calls += 1;
+            *calls
+        };
+        let expected = c.clone();
+        async move {
+            assert_eq!(got, expected);
+            if call == 1 { Err(StoreError::unavailable("throttled")) } else { Ok(Continued::Stale) }
+        }
+    };
+
+    assert_eq!(jobs::consume_batch(queue, 2, &flaky).await?, 1);
+    assert_eq!(depth(&store.names.runs_queue).await?, (0, 1), "released, not deleted");
+    let started = std::time::Instant::now();
+    let mut received = 0;
+    while received == 0 && started.elapsed() < Duration::from_secs(15) {
+        received = jobs::consume_batch(queue, 1, &flaky).await?;
+    }
+    assert_eq!(received, 1, "the failed message did not come back");
+    assert!(started.elapsed() < Duration::from_secs(10), "it came back after {:?}", started.elapsed());
+    assert_eq!(*calls.lock().unwrap(), 2);
+    assert_eq!(depth(&store.names.runs_queue).await?, (0, 0), "deleted once it ran");
+    Ok(())
+}
+
 /// A newer build's message is retried, then kept in the dead-letter queue for a redrive: never
 /// dropped by a consumer that does not know it.
 #[tokio::test]

@@ -5,8 +5,8 @@ mod runs;
 mod sweep;
 
 pub use runs::{
-    BatchItemFailure, LOCAL_RETRY_AFTER_S, SqsBatchResponse, SqsEvent, SqsRecord, consume_runs_forever,
-    consume_runs_once, handle_runs_batch, handle_runs_event,
+    BatchItemFailure, LOCAL_RETRY_AFTER_S, SqsBatchResponse, SqsEvent, SqsRecord, consume_batch,
+    consume_runs_forever, consume_runs_once, handle_runs_batch, handle_runs_event,
 };
 pub use sweep::{DEFAULT_SWEEP_INTERVAL, SweepReport, sweep_forever, sweep_interval_from_env, sweep_once};
 

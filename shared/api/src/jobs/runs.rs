@@ -20,7 +20,7 @@ use std::time::Duration;
 use agentplane_domain::action::Continuation;
 use agentplane_engine::Engine;
 use agentplane_engine::continuation::Continued;
-use agentplane_store::{ReceivedMessage, RunsMessage, StoreError};
+use agentplane_store::{ReceivedMessage, RunsMessage, RunsQueue, StoreError};
 use serde::{Deserialize, Serialize};
 
 use crate::App;
@@ -148,17 +148,27 @@ pub async fn handle_runs_event(engine: &Engine, event: SqsEvent) -> SqsBatchResp
 /// visibility timeout is Lambda's 16 minutes).
 pub const LOCAL_RETRY_AFTER_S: i32 = 2;
 
-/// One receive from the `runs` queue (waiting up to `wait_seconds`) and its batch: what did not
-/// fail is deleted, what failed is released for a retry in [`LOCAL_RETRY_AFTER_S`]. Returns how
-/// many messages it received.
+/// One receive from the `runs` queue (waiting up to `wait_seconds`) and its batch through the
+/// engine; see [`consume_batch`]. Returns how many messages it received.
 pub async fn consume_runs_once(app: &App, wait_seconds: i32) -> Result<usize, StoreError> {
-    let queue = app.store.runs_queue()?;
+    let engine = &app.engine;
+    consume_batch(app.store.runs_queue()?, wait_seconds, |c| async move { engine.continue_turn(&c).await })
+        .await
+}
+
+/// One receive from `queue` and its batch through `run`: what did not fail is deleted, what
+/// failed is released for a retry in [`LOCAL_RETRY_AFTER_S`]. Returns how many messages it
+/// received.
+pub async fn consume_batch<F, Fut>(queue: &RunsQueue, wait_seconds: i32, run: F) -> Result<usize, StoreError>
+where
+    F: Fn(Continuation) -> Fut,
+    Fut: Future<Output = Result<Continued, StoreError>>,
+{
     let messages = queue.receive(10, wait_seconds).await?;
     if messages.is_empty() {
         return Ok(0);
     }
-    let engine = &app.engine;
-    let response = handle_runs_batch(&messages, |c| async move { engine.continue_turn(&c).await }).await;
+    let response = handle_runs_batch(&messages, run).await;
     for m in &messages {
         let done = if response.failed(&m.id) {
             queue.release(&m.receipt_handle, LOCAL_RETRY_AFTER_S).await
