@@ -164,7 +164,7 @@ fn streamed_routes_use_streamed_integrations_that_outlast_their_answers() {
 }
 
 #[test]
-fn each_job_function_is_triggered_by_a_schedule_only() {
+fn each_job_function_is_triggered_by_its_schedule_or_its_queue_only() {
     let t = template();
     let mut seen = BTreeSet::new();
     for (id, function) in functions(&t) {
@@ -173,8 +173,26 @@ fn each_job_function_is_triggered_by_a_schedule_only() {
         let events = function["Properties"]["Events"].as_mapping().expect("Events");
         assert_eq!(events.len(), 1, "{id} has other events");
         let event = events.values().next().expect("one event");
-        assert_eq!(event["Type"], "Schedule", "{id} runs on a schedule");
-        assert!(str_of(&event["Properties"]["Schedule"]).starts_with("rate("), "{id}");
+        match job.queue() {
+            None => {
+                assert_eq!(event["Type"], "Schedule", "{id} runs on a schedule");
+                assert!(str_of(&event["Properties"]["Schedule"]).starts_with("rate("), "{id}");
+            }
+            Some(queue) => {
+                assert_eq!(event["Type"], "SQS", "{id} consumes its queue");
+                let p = &event["Properties"];
+                assert_eq!(str_of(&p["Queue"]), format!("!GetAtt {queue}.Arn"), "{id}");
+                // A failed message is retried alone, never its whole batch.
+                assert_eq!(p["FunctionResponseTypes"][0], "ReportBatchItemFailures", "{id}");
+                let spec = QUEUES.iter().find(|q| q.logical_id == queue).expect("a defined queue");
+                let timeout_s = function["Properties"]["Timeout"].as_u64().expect("Timeout");
+                assert!(timeout_s <= 900, "{id}: Lambda's ceiling is 900 s");
+                assert!(
+                    timeout_s < u64::from(spec.visibility_timeout_s),
+                    "{id}: a message must stay hidden while its run goes on"
+                );
+            }
+        }
     }
     assert_eq!(seen.len(), Job::ALL.len(), "every job is deployed");
 }
@@ -287,8 +305,10 @@ fn granted(function: &Value) -> BTreeSet<(String, Access)> {
         let (kind, body) = policy.as_mapping().and_then(|m| m.iter().next()).expect("a SAM policy template");
         let access = match str_of(kind).as_str() {
             "DynamoDBReadPolicy" | "AWSSecretsManagerGetSecretValuePolicy" => Access::Read,
-            "DynamoDBCrudPolicy" | "S3CrudPolicy" | "SQSSendMessagePolicy" => Access::Write,
+            "DynamoDBCrudPolicy" | "S3CrudPolicy" => Access::Write,
             "S3ReadPolicy" => Access::Read,
+            "SQSSendMessagePolicy" => Access::Send,
+            "SQSPollerPolicy" => Access::Consume,
             other => panic!("unexpected policy {other}"),
         };
         let mut names = BTreeSet::new();
@@ -376,8 +396,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// A Lambda function builds only the clients it uses: nothing it is built from names S3, SQS or
-/// provisioning, except `provision.rs` itself (which only the local gateway and tests call) and
-/// `objects.rs`, the S3 client of transcripts, which only the turn routes build (below).
+/// provisioning, except `provision.rs` itself (which only the local gateway and tests call),
+/// `objects.rs`, the S3 client of transcripts, which only the functions that run turns build,
+/// and `queue.rs`, the SQS client of the `runs` queue, which only its users build (below).
 #[test]
 fn no_function_builds_s3_or_sqs_clients_or_provisions() {
     const FORBIDDEN: [&str; 5] = ["aws_sdk_s3", "aws_sdk_sqs", "provision::", "Provisioner", "s3_client"];
@@ -399,7 +420,10 @@ fn no_function_builds_s3_or_sqs_clients_or_provisions() {
     let objects = root().join("shared/store/src/objects.rs");
     let text = std::fs::read_to_string(&objects).expect("objects.rs");
     assert!(!text.contains("aws_sdk_sqs") && !text.contains("provision::"), "objects.rs is S3 only");
-    files.retain(|f| *f != provisioning && *f != objects);
+    let queue = root().join("shared/store/src/queue.rs");
+    let text = std::fs::read_to_string(&queue).expect("queue.rs");
+    assert!(!text.contains("aws_sdk_s3") && !text.contains("provision::"), "queue.rs is SQS only");
+    files.retain(|f| *f != provisioning && *f != objects && *f != queue);
     assert!(files.len() > 50, "only {} sources found", files.len());
     for file in files {
         let text = std::fs::read_to_string(&file).expect("source");
@@ -410,10 +434,10 @@ fn no_function_builds_s3_or_sqs_clients_or_provisions() {
 }
 
 /// S3 enters exactly the functions that run turns (transcripts past the item limit): only they
-/// are granted the files bucket, so only they build the S3 client (`lambda::serve` builds it
+/// are granted the files bucket, so only they build the S3 client (`App::from_env` builds it
 /// from the grants), and the template gives it to them alone (checked above, per function).
 #[test]
-fn only_the_turn_routes_touch_s3() {
+fn only_the_functions_that_run_turns_touch_s3() {
     let with_s3: std::collections::HashSet<Route> =
         Route::ALL.iter().copied().filter(|r| grants::uses_objects(r.grants())).collect();
     let turns: std::collections::HashSet<Route> =
@@ -421,10 +445,12 @@ fn only_the_turn_routes_touch_s3() {
     assert_eq!(turns.len(), 3, "{turns:?}");
     assert_eq!(with_s3, turns);
     for job in Job::ALL {
-        assert!(!grants::uses_objects(grants::job(*job)), "{job:?}");
+        assert_eq!(grants::uses_objects(grants::job(*job)), *job == Job::RunExecution, "{job:?}");
     }
     let lambda = std::fs::read_to_string(root().join("shared/api/src/lambda.rs")).expect("lambda.rs");
-    assert!(lambda.contains("App::from_env(crate::grants::uses_objects(route.grants()))"));
+    assert!(lambda.contains("App::from_env(route.grants())"));
+    let app = std::fs::read_to_string(root().join("shared/api/src/app.rs")).expect("app.rs");
+    assert!(app.contains("let objects = crate::grants::uses_objects(grants);"));
     for (_, dir) in lambda_crates() {
         let mut files = Vec::new();
         rust_files(&dir.join("src"), &mut files);
@@ -436,6 +462,29 @@ fn only_the_turn_routes_touch_s3() {
             }
         }
     }
+}
+
+/// SQS enters exactly the functions granted the `runs` queue, and the deployed ones get its URL
+/// (SQSSendMessagePolicy allows no GetQueueUrl).
+#[test]
+fn only_the_functions_granted_the_runs_queue_build_its_client() {
+    for (name, dir) in lambda_crates() {
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("source");
+            if text.contains(".with_runs_queue(") {
+                assert!(file.ends_with("shared/api/src/app.rs"), "{name}: {} builds SQS", file.display());
+                assert!(text.contains("if crate::grants::uses_runs_queue(grants) {"), "only when granted");
+            }
+        }
+    }
+    assert!(grants::uses_runs_queue(grants::job(Job::RunExecution)));
+    assert!(grants::uses_runs_queue(grants::job(Job::RetentionSweep)));
+    assert!(!grants::uses_runs_queue(grants::job(Job::Sampler)));
+    let t = template();
+    let globals = &t["Globals"]["Function"]["Environment"]["Variables"];
+    assert_eq!(str_of(&globals["AGENTPLANE_RUNS_QUEUE_URL"]), "!Ref RunsQueue");
 }
 
 #[test]

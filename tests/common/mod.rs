@@ -57,13 +57,13 @@ pub fn unique_prefix() -> String {
     format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
 }
 
-/// Storage clients on freshly provisioned resources of their own.
+/// Storage clients on freshly provisioned resources of their own (the `runs` queue included).
 pub async fn fresh_store() -> anyhow::Result<Store> {
     ensure_emulator()?;
     let sdk = agentplane_store::aws::emulator_sdk_config(&endpoint()).await;
     let names = ResourceNames::with_prefix(&unique_prefix());
     provision::provision(&sdk, &names).await.context("provisioning test resources")?;
-    Ok(Store::new(&sdk, names).with_objects(&sdk))
+    Ok(Store::new(&sdk, names).with_objects(&sdk).with_runs_queue(&sdk))
 }
 
 pub struct TestApp {
@@ -132,8 +132,15 @@ impl TestApp {
             routes::full_router(app.clone()),
             std::future::pending(),
         ));
+        // The run-execution job in-process, on this app's own queue (a no-op without one).
+        tokio::spawn(agentplane_api::jobs::consume_runs_forever(app.clone()));
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
         Ok(Self { app, base, http, core_key, store })
+    }
+
+    /// One retention-sweep pass now (expiring due actions), rather than waiting for a schedule.
+    pub async fn sweep(&self) -> anyhow::Result<agentplane_api::jobs::SweepReport> {
+        Ok(agentplane_api::jobs::sweep_once(&self.app.store, agentplane_api::edge::now()).await?)
     }
 
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {

@@ -13,6 +13,8 @@
 //!   workspaces under `.agentplane/node/`), so that the sandbox API works out of the box.
 //! - `AGENTPLANE_SAMPLING_INTERVAL_S`: how often the in-process sampler runs (default 30);
 //!   `AGENTPLANE_SAMPLER=off` turns it (and Runtime history) off.
+//! - `AGENTPLANE_SWEEP_INTERVAL_S`: how often the in-process retention sweep runs (default 60).
+//! - `AGENTPLANE_RUNS_QUEUE_URL`: the `runs` queue's URL, when it should not be looked up by name.
 //! - `AGENTPLANE_HTTP_HEADER_TIMEOUT_S`, `AGENTPLANE_HTTP_BODY_TIMEOUT_S`,
 //!   `AGENTPLANE_HTTP_IDLE_TIMEOUT_S`: the server's timeouts (default 10, 30, 60; see `server`).
 
@@ -35,7 +37,7 @@ async fn main() -> anyhow::Result<()> {
             "provisioning resources at {endpoint} (is LocalStack running? bash localstack/emulator.sh start)"
         )
     })?;
-    let store = Store::new(&sdk, names).with_objects(&sdk);
+    let store = Store::new(&sdk, names).with_objects(&sdk).with_runs_queue(&sdk);
     let timeouts = agentplane_local::server::HttpTimeouts::from_env()?;
     let core_key = core_key()?;
     let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
@@ -44,6 +46,12 @@ async fn main() -> anyhow::Result<()> {
         tokio::spawn(sampler(app.clone()));
     }
     tokio::spawn(placer(app.clone()));
+    // The run-execution and retention-sweep jobs, in-process.
+    tokio::spawn(agentplane_api::jobs::consume_runs_forever(app.clone()));
+    tokio::spawn(agentplane_api::jobs::sweep_forever(
+        app.clone(),
+        agentplane_api::jobs::sweep_interval_from_env(),
+    ));
     let listener =
         tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("binding {listen}"))?;
     announce(&listen, &core_key);

@@ -96,13 +96,18 @@ impl App {
     /// From the environment, as Lambda and the local gateway run it. The Core key comes from
     /// `AGENTPLANE_CORE_KEY`, or from the Secrets Manager secret named by
     /// `AGENTPLANE_CORE_KEY_SECRET_ID` (the deployed stack's way: never a literal in the template).
-    /// `objects`: whether to build the S3 client (transcripts past the item limit); only the
-    /// functions that run turns do ([`crate::grants::uses_objects`]).
-    pub async fn from_env(objects: bool) -> anyhow::Result<Self> {
+    /// `grants`: the function's, which decide the clients beyond DynamoDB: S3 (transcripts past
+    /// the item limit) only for the functions that run turns ([`crate::grants::uses_objects`]),
+    /// SQS only for those that use the `runs` queue ([`crate::grants::uses_runs_queue`]).
+    pub async fn from_env(grants: &[crate::grants::Grant]) -> anyhow::Result<Self> {
         let sdk = agentplane_store::aws::sdk_config_from_env().await;
         let mut store = Store::new(&sdk, ResourceNames::from_env());
+        let objects = crate::grants::uses_objects(grants);
         if objects {
             store = store.with_objects(&sdk);
+        }
+        if crate::grants::uses_runs_queue(grants) {
+            store = store.with_runs_queue(&sdk);
         }
         let core_key =
             match (std::env::var("AGENTPLANE_CORE_KEY"), std::env::var("AGENTPLANE_CORE_KEY_SECRET_ID")) {

@@ -11,11 +11,15 @@
 use crate::Route;
 use crate::jobs::Job;
 
-/// How a function may use a resource. `Write` includes reading (DynamoDB CRUD).
+/// How a function may use a resource. `Write` includes reading (DynamoDB CRUD). A queue is
+/// sent to (`Send`) or consumed (`Consume`: receive, delete and change visibility, what an SQS
+/// event source needs); the two are granted separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Access {
     Read,
     Write,
+    Send,
+    Consume,
 }
 
 /// One resource and how it may be used.
@@ -42,8 +46,10 @@ pub const TELEMETRY_W: Grant = write("TelemetryTable");
 /// The files bucket, written by the functions that run turns: transcripts past the DynamoDB
 /// item limit (`transcripts/…`). The one S3 grant of any function.
 pub const FILES_W: Grant = write("FilesBucket");
-/// The `runs` queue, sent to: continuations of paused turns.
-pub const RUNS_SEND: Grant = write("RunsQueue");
+/// The `runs` queue: continuations are sent by whoever settles a paused turn's last action (the
+/// answer route, the retention sweep) and consumed by the `run-execution` job.
+pub const RUNS_SEND: Grant = Grant { resource: "RunsQueue", access: Access::Send };
+pub const RUNS_CONSUME: Grant = Grant { resource: "RunsQueue", access: Access::Consume };
 /// Secrets are only ever read.
 pub const CORE_KEY: Grant = read("CoreKeySecret");
 pub const MODEL_KEY: Grant = read("ModelApiKeySecret");
@@ -55,6 +61,11 @@ pub fn job(job: Job) -> &'static [Grant] {
         Job::Sampler => &[MAIN_R, TELEMETRY_W],
         // Reads allocations and nodes; writes sandboxes, node commands and allocations.
         Job::Placer => &[MAIN_W],
+        // Claims and runs paused turns (sessions, actions, events, large transcripts, the
+        // model); consumes continuations and sends the next one when a turn pauses again.
+        Job::RunExecution => &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_CONSUME, RUNS_SEND],
+        // Expires due actions and carries their turns on.
+        Job::RetentionSweep => &[MAIN_W, EVENTS_W, RUNS_SEND],
     }
 }
 
@@ -63,9 +74,20 @@ pub fn uses_objects(grants: &[Grant]) -> bool {
     grants.iter().any(|g| g.resource == FILES_W.resource)
 }
 
-/// The resources of `grants`, without their access.
+/// Whether a function of `grants` builds the SQS client of the `runs` queue.
+pub fn uses_runs_queue(grants: &[Grant]) -> bool {
+    grants.iter().any(|g| g.resource == RUNS_SEND.resource)
+}
+
+/// The resources of `grants`, without their access, each once.
 pub fn resources(grants: &[Grant]) -> Vec<&'static str> {
-    grants.iter().map(|g| g.resource).collect()
+    let mut out: Vec<&'static str> = Vec::new();
+    for g in grants {
+        if !out.contains(&g.resource) {
+            out.push(g.resource);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,6 +1,15 @@
 //! Every job (a function run by a schedule or a queue, not by a route), named once, with its
 //! least-privilege grant. The local gateway runs the same job code in-process.
 
+mod runs;
+mod sweep;
+
+pub use runs::{
+    BatchItemFailure, LOCAL_RETRY_AFTER_S, SqsBatchResponse, SqsEvent, SqsRecord, consume_batch,
+    consume_runs_forever, consume_runs_once, handle_runs_batch, handle_runs_event,
+};
+pub use sweep::{DEFAULT_SWEEP_INTERVAL, SweepReport, sweep_forever, sweep_interval_from_env, sweep_once};
+
 use agentplane_engine::runtime::{RuntimeTelemetry, sample_once};
 use agentplane_store::{ResourceNames, Store, StoreError};
 use lambda_http::lambda_runtime::{self, LambdaEvent, service_fn};
@@ -15,15 +24,29 @@ pub enum Job {
     Sampler,
     /// Places pending managed allocations on sandbox nodes and replaces ended compute.
     Placer,
+    /// Carries paused turns on: consumes continuations from the `runs` queue.
+    RunExecution,
+    /// Expires actions nobody answered in time and carries their turns on.
+    RetentionSweep,
 }
 
 impl Job {
-    pub const ALL: &'static [Job] = &[Job::Sampler, Job::Placer];
+    pub const ALL: &'static [Job] = &[Job::Sampler, Job::Placer, Job::RunExecution, Job::RetentionSweep];
 
     pub fn function_name(self) -> &'static str {
         match self {
             Job::Sampler => "sampler",
             Job::Placer => "placer",
+            Job::RunExecution => "run-execution",
+            Job::RetentionSweep => "retention-sweep",
+        }
+    }
+
+    /// The queue (its logical id) whose messages trigger the job; `None` for a scheduled one.
+    pub fn queue(self) -> Option<&'static str> {
+        match self {
+            Job::RunExecution => Some(agentplane_store::resources::RUNS_QUEUE.logical_id),
+            Job::Sampler | Job::Placer | Job::RetentionSweep => None,
         }
     }
 
@@ -37,7 +60,8 @@ impl Job {
     }
 }
 
-/// Runs one job as a Lambda function (its trigger's event is ignored: a schedule tick).
+/// Runs one job as a Lambda function: a scheduled one ignores its event (a tick); a queue's
+/// answers each batch with its partial failures.
 pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
     crate::lambda::init_tracing();
     let sdk = agentplane_store::aws::sdk_config_from_env().await;
@@ -66,6 +90,29 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "allocations": report.allocations,
                     "placed": report.placed,
                     "replaced": report.replaced,
+                    "failed": report.failed,
+                }))
+            }))
+            .await
+        }
+        Job::RunExecution => {
+            let app = crate::App::from_env(crate::grants::job(job)).await?;
+            let engine = &app.engine;
+            lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
+                Ok::<_, lambda_runtime::Error>(handle_runs_event(engine, event.payload).await)
+            }))
+            .await
+        }
+        Job::RetentionSweep => {
+            let app = crate::App::from_env(crate::grants::job(job)).await?;
+            Box::pin(every_tick(|| async {
+                let report = sweep_once(&app.store, edge::now()).await?;
+                tracing::info!(?report, "retention sweep pass");
+                Ok(json!({
+                    "due": report.due,
+                    "expired": report.expired,
+                    "skipped": report.skipped,
+                    "continued": report.continued,
                     "failed": report.failed,
                 }))
             }))

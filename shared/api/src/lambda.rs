@@ -20,9 +20,9 @@ pub fn init_tracing() {
 /// Runs one route as a Lambda function behind API Gateway (REST API).
 pub async fn serve(route: Route) -> Result<(), lambda_http::Error> {
     init_tracing();
-    // S3 only where the route is granted it (the turn routes): other functions build no client
-    // they never use.
-    let app = App::from_env(crate::grants::uses_objects(route.grants())).await?;
+    // S3 and SQS only where the route is granted them (S3: the turn routes): other functions
+    // build no client they never use.
+    let app = App::from_env(route.grants()).await?;
     let router = routes::router(app, &[route]);
     if route.streaming() {
         lambda_http::run_with_streaming_response(router).await

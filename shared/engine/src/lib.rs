@@ -7,6 +7,7 @@ pub mod continuation;
 pub mod model;
 pub mod node_report;
 pub mod ports;
+pub mod retention_sweep;
 pub mod runtime;
 pub mod store_adapter;
 pub mod tools;

@@ -1,8 +1,9 @@
 //! Adapters from Agentplane's domain to DynamoDB, plus the one definition of every table, bucket
 //! and queue (provisioning and infra/ are checked against it). `Store` holds the DynamoDB client,
-//! and an S3 client only when asked (`with_objects`: the functions that run turns, for large
-//! transcripts, objects.rs). The SQS client is built only by provisioning (provision.rs), which
-//! no Lambda function calls.
+//! an S3 client only when asked (`with_objects`: the functions that run turns, for large
+//! transcripts, objects.rs), and an SQS client of the `runs` queue only when asked
+//! (`with_runs_queue`: the functions that send or run continuations, queue.rs). Provisioning
+//! (provision.rs), which no Lambda function calls, builds its own clients.
 
 pub mod aws;
 pub mod dynamo;
@@ -26,12 +27,12 @@ pub use dynamo::telemetry::Telemetry;
 pub use dynamo::transcripts::{StoredTranscript, Transcripts};
 pub use error::StoreError;
 pub use objects::Objects;
-pub use queue::RunsQueue;
+pub use queue::{ReceivedMessage, RunsMessage, RunsQueue};
 pub use resources::ResourceNames;
 
-/// The clients and names every adapter shares; cheap to clone. DynamoDB, and S3 only for the
-/// functions that run turns: a Lambda function builds no client it never uses (SQS is
-/// provisioning's).
+/// The clients and names every adapter shares; cheap to clone. DynamoDB; S3 only for the
+/// functions that run turns and SQS only for those that use the `runs` queue: a Lambda function
+/// builds no client it never uses.
 #[derive(Clone, Debug)]
 pub struct Store {
     pub dynamo: aws_sdk_dynamodb::Client,
@@ -51,6 +52,15 @@ impl Store {
     /// The same store with the S3 client of the files bucket (the functions that run turns).
     pub fn with_objects(mut self, sdk: &aws_config::SdkConfig) -> Self {
         self.objects = Some(Objects::new(sdk, self.names.files_bucket.clone()));
+        self
+    }
+
+    /// The same store with the SQS client of the `runs` queue (the functions that send or run
+    /// continuations). Its URL comes from `AGENTPLANE_RUNS_QUEUE_URL` when set (the deployed
+    /// stack: its functions may not look queues up), else it is looked up by name once.
+    pub fn with_runs_queue(mut self, sdk: &aws_config::SdkConfig) -> Self {
+        let url = std::env::var("AGENTPLANE_RUNS_QUEUE_URL").ok().filter(|u| !u.is_empty());
+        self.runs = Some(RunsQueue::new(sdk, self.names.runs_queue.clone(), url));
         self
     }
 

@@ -1,0 +1,205 @@
+//! The `run-execution` job: consumes the `runs` queue and carries paused turns on. In Lambda an
+//! SQS event source hands it batches; in the local gateway and the tests
+//! [`consume_runs_forever`] long-polls the same queue and runs the same batch handler.
+//!
+//! What becomes of a message:
+//! - a continuation that ran, or was stale (claimed already, cancelled, gone): done (deleted);
+//! - a continuation whose run hit a storage failure: a partial batch failure, so SQS delivers
+//!   it again (and after `max_receive_count` deliveries moves it to the dead-letter queue);
+//! - a body that is not a message at all (not JSON, no `kind`, a continuation with bad fields):
+//!   logged as an error and done with, since no redelivery can ever fix it;
+//! - a message of a `kind` this build does not know (sent by a newer one): a failure, so that it
+//!   is retried and, at worst, kept in the dead-letter queue for a redrive rather than lost.
+//!
+//! The SQS event and batch response are typed here (four fields) rather than taken from
+//! `aws_lambda_events`, whose `sqs` feature would pull in `serde_with` for nothing we read.
+
+use std::future::Future;
+use std::time::Duration;
+
+use agentplane_domain::action::Continuation;
+use agentplane_engine::Engine;
+use agentplane_engine::continuation::Continued;
+use agentplane_store::{ReceivedMessage, RunsMessage, RunsQueue, StoreError};
+use serde::{Deserialize, Serialize};
+
+use crate::App;
+
+/// The event an SQS event source invokes the function with (the fields we read).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SqsEvent {
+    #[serde(rename = "Records", default)]
+    pub records: Vec<SqsRecord>,
+}
+
+/// One message of an [`SqsEvent`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SqsRecord {
+    #[serde(default)]
+    pub message_id: String,
+    #[serde(default)]
+    pub receipt_handle: String,
+    #[serde(default)]
+    pub body: String,
+}
+
+/// The partial batch response (`ReportBatchItemFailures`): the messages to deliver again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SqsBatchResponse {
+    pub batch_item_failures: Vec<BatchItemFailure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchItemFailure {
+    pub item_identifier: String,
+}
+
+impl SqsBatchResponse {
+    /// Whether the message `id` is to be delivered again.
+    pub fn failed(&self, id: &str) -> bool {
+        self.batch_item_failures.iter().any(|f| f.item_identifier == id)
+    }
+}
+
+impl From<SqsRecord> for ReceivedMessage {
+    fn from(r: SqsRecord) -> Self {
+        Self { id: r.message_id, receipt_handle: r.receipt_handle, body: r.body }
+    }
+}
+
+/// What a body holds.
+enum Parsed {
+    Continuation(Continuation),
+    UnknownKind(String),
+    Malformed(String),
+}
+
+fn parse(body: &str) -> Parsed {
+    match serde_json::from_str::<RunsMessage>(body) {
+        Ok(RunsMessage::Continuation(c)) => Parsed::Continuation(c),
+        Err(err) => {
+            let kind = serde_json::from_str::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_owned));
+            match kind {
+                Some(kind) if kind != "continuation" => Parsed::UnknownKind(kind),
+                _ => Parsed::Malformed(err.to_string()),
+            }
+        }
+    }
+}
+
+/// Handles one batch: each continuation is run by `run` (concurrently: each is claimed once, so
+/// any order is safe), and the response names the messages to deliver again. `run` is the seam
+/// a test replaces; the job passes [`Engine::continue_turn`].
+pub async fn handle_runs_batch<F, Fut>(records: &[ReceivedMessage], run: F) -> SqsBatchResponse
+where
+    F: Fn(Continuation) -> Fut,
+    Fut: Future<Output = Result<Continued, StoreError>>,
+{
+    let outcomes = futures_util::future::join_all(records.iter().map(|record| {
+        let parsed = parse(&record.body);
+        let run = &run;
+        async move {
+            let retry = match parsed {
+                Parsed::Continuation(c) => {
+                    let (session, turn, version) = (c.session_id, c.turn_id.clone(), c.version);
+                    match run(c).await {
+                        Ok(Continued::Ran(outcome)) => {
+                            tracing::info!(%session, %turn, version, stop_reason = ?outcome.stop_reason, "continued a turn");
+                            false
+                        }
+                        Ok(Continued::Stale) => {
+                            tracing::info!(%session, %turn, version, "stale continuation: nothing to do");
+                            false
+                        }
+                        Err(err) => {
+                            tracing::warn!(%session, %turn, version, error = %err, "continuing a turn failed: retried");
+                            true
+                        }
+                    }
+                }
+                Parsed::UnknownKind(kind) => {
+                    tracing::warn!(message = %record.id, %kind, "a runs message of an unknown kind: retried");
+                    true
+                }
+                Parsed::Malformed(reason) => {
+                    tracing::error!(message = %record.id, %reason, "a malformed runs message: dropped");
+                    false
+                }
+            };
+            retry.then(|| BatchItemFailure { item_identifier: record.id.clone() })
+        }
+    }))
+    .await;
+    SqsBatchResponse { batch_item_failures: outcomes.into_iter().flatten().collect() }
+}
+
+/// The Lambda handler: one SQS event through the engine.
+pub async fn handle_runs_event(engine: &Engine, event: SqsEvent) -> SqsBatchResponse {
+    let records: Vec<ReceivedMessage> = event.records.into_iter().map(ReceivedMessage::from).collect();
+    handle_runs_batch(&records, |c| async move { engine.continue_turn(&c).await }).await
+}
+
+/// How soon a failed message is delivered again by the in-process consumer (the queue's own
+/// visibility timeout is Lambda's 16 minutes).
+pub const LOCAL_RETRY_AFTER_S: i32 = 2;
+
+/// One receive from the `runs` queue (waiting up to `wait_seconds`) and its batch through the
+/// engine; see [`consume_batch`]. Returns how many messages it received.
+pub async fn consume_runs_once(app: &App, wait_seconds: i32) -> Result<usize, StoreError> {
+    let engine = &app.engine;
+    consume_batch(app.store.runs_queue()?, wait_seconds, |c| async move { engine.continue_turn(&c).await })
+        .await
+}
+
+/// One receive from `queue` and its batch through `run`: what did not fail is deleted, what
+/// failed is released for a retry in [`LOCAL_RETRY_AFTER_S`]. Returns how many messages it
+/// received.
+pub async fn consume_batch<F, Fut>(queue: &RunsQueue, wait_seconds: i32, run: F) -> Result<usize, StoreError>
+where
+    F: Fn(Continuation) -> Fut,
+    Fut: Future<Output = Result<Continued, StoreError>>,
+{
+    let messages = queue.receive(10, wait_seconds).await?;
+    if messages.is_empty() {
+        return Ok(0);
+    }
+    let response = handle_runs_batch(&messages, run).await;
+    for m in &messages {
+        let done = if response.failed(&m.id) {
+            queue.release(&m.receipt_handle, LOCAL_RETRY_AFTER_S).await
+        } else {
+            queue.delete(&m.receipt_handle).await
+        };
+        if let Err(err) = done {
+            tracing::warn!(message = %m.id, error = %err, "settling a runs message with the queue failed");
+        }
+    }
+    Ok(messages.len())
+}
+
+/// The `run-execution` job in-process (local gateway, tests): long-polls the `runs` queue for
+/// as long as the process lives. Returns at once if the app was given no queue. Each batch runs
+/// in a task of its own, so that a panicking run ends its batch, not the consumer (its messages
+/// come back after the queue's visibility timeout).
+pub async fn consume_runs_forever(app: App) {
+    if app.store.runs_queue().is_err() {
+        tracing::debug!("no runs queue: continuations are not consumed in-process");
+        return;
+    }
+    loop {
+        let batch_app = app.clone();
+        match tokio::spawn(async move { consume_runs_once(&batch_app, 5).await }).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "receiving from the runs queue failed");
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            Err(err) => tracing::error!(error = %err, "a batch of the runs queue panicked"),
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! The `retention-sweep` job in-process (local gateway, tests): one pass per interval. The pass
+//! itself is `agentplane_engine::retention_sweep::sweep_once`, which Lambda runs on a schedule.
+
+use std::time::Duration;
+
+use crate::{App, edge};
+
+pub use agentplane_engine::retention_sweep::{SweepReport, sweep_once};
+
+/// The default interval of the in-process sweep (the deployed schedule's).
+pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// `AGENTPLANE_SWEEP_INTERVAL_S` (whole seconds, at least 1), else every minute.
+pub fn sweep_interval_from_env() -> Duration {
+    sweep_interval(std::env::var("AGENTPLANE_SWEEP_INTERVAL_S").ok().as_deref())
+}
+
+fn sweep_interval(setting: Option<&str>) -> Duration {
+    setting
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| *s >= 1)
+        .map_or(DEFAULT_SWEEP_INTERVAL, Duration::from_secs)
+}
+
+/// One sweep pass every `interval`, for as long as the process lives.
+pub async fn sweep_forever(app: App, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        match sweep_once(&app.store, edge::now()).await {
+            Ok(report) if report == SweepReport::default() => {}
+            Ok(report) => tracing::info!(?report, "retention sweep pass"),
+            Err(err) => tracing::warn!(error = %err, "retention sweep pass failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sweep_interval_is_whole_seconds_and_falls_back_to_a_minute() {
+        assert_eq!(sweep_interval(Some("5")), Duration::from_secs(5));
+        assert_eq!(sweep_interval(Some(" 2 ")), Duration::from_secs(2));
+        for bad in [None, Some(""), Some("0"), Some("-3"), Some("1.5"), Some("soon")] {
+            assert_eq!(sweep_interval(bad), DEFAULT_SWEEP_INTERVAL, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The retention sweep (the `retention-sweep` job, every minute): its first duty is answering
+//! actions nobody answered in time. Each due pending action is settled `expired` (a conditional
+//! write: an answer that got there first wins), and each turn left with no pending action is
+//! carried on (a continuation on the `runs` queue); the model then sees "expired" as the
+//! action's result. Deleting old data is later work for the same job.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+
+use agentplane_domain::Timestamp;
+use agentplane_domain::action::{Action, ActionStatus};
+use agentplane_store::{Store, StoreError};
+
+use crate::continuation::carry_on_if_settled;
+
+/// How many due actions one read takes.
+pub const PAGE: usize = 100;
+/// How many reads one pass makes at most; what is left waits for the next pass.
+pub const MAX_PAGES: usize = 10;
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Due pending actions read.
+    pub due: usize,
+    /// Actions this pass settled `expired`.
+    pub expired: usize,
+    /// Actions answered (or gone) before this pass could expire them.
+    pub skipped: usize,
+    /// Turns this pass carried on (a continuation sent).
+    pub continued: usize,
+    /// Storage failures (settling or carrying on); logged, and the pass goes on.
+    pub failed: usize,
+}
+
+/// What the sweep needs of storage (a port, so the pass's rules are tested in memory; the
+/// deployed one is the [`Store`]).
+pub trait ExpiringActions: Send + Sync {
+    /// Up to `limit` pending actions due at `now`.
+    fn due(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Action>, StoreError>> + Send;
+    /// Settles `action` `expired` if it is still pending (`Conflict` when it is not).
+    fn expire(
+        &self,
+        action: &Action,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Action, StoreError>> + Send;
+    /// Carries the action's turn on if none of its actions is pending any more; `true` if it did.
+    fn carry_on(&self, action: &Action) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
+
+impl ExpiringActions for Store {
+    async fn due(&self, now: Timestamp, limit: usize) -> Result<Vec<Action>, StoreError> {
+        self.actions().due(now, limit).await
+    }
+
+    async fn expire(&self, action: &Action, now: Timestamp) -> Result<Action, StoreError> {
+        self.actions().settle(action, ActionStatus::Expired, None, now).await
+    }
+
+    async fn carry_on(&self, action: &Action) -> Result<bool, StoreError> {
+        carry_on_if_settled(self, action).await
+    }
+}
+
+/// One pass over the actions due at `now`. A failed read of due actions is an `Err`; a failure
+/// on one action is counted and the pass goes on with the next.
+pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, StoreError> {
+    sweep(store, now).await
+}
+
+/// [`sweep_once`] over any [`ExpiringActions`].
+pub async fn sweep<S: ExpiringActions>(store: &S, now: Timestamp) -> Result<SweepReport, StoreError> {
+    let mut report = SweepReport::default();
+    for _ in 0..MAX_PAGES {
+        let due = store.due(now, PAGE).await?;
+        report.due += due.len();
+        let mut expired = Vec::new();
+        for action in &due {
+            match store.expire(action, now).await {
+                Ok(settled) => expired.push(settled),
+                // Answered, cancelled or deleted first: nothing left to expire.
+                Err(StoreError::Conflict | StoreError::NotFound) => report.skipped += 1,
+                Err(err) => {
+                    tracing::warn!(action = %action.id, error = %err, "expiring an action failed");
+                    report.failed += 1;
+                }
+            }
+        }
+        carry_on(store, &expired, &mut report).await;
+        report.expired += expired.len();
+        // A short page was the last; a page that expired nothing (already answered, or the
+        // index lagging behind) would be read again as it is.
+        if due.len() < PAGE || expired.is_empty() {
+            break;
+        }
+    }
+    Ok(report)
+}
+
+/// Carries on each turn of `expired` once, if none of its actions is pending any more.
+async fn carry_on<S: ExpiringActions>(store: &S, expired: &[Action], report: &mut SweepReport) {
+    let mut seen = BTreeSet::new();
+    for action in expired {
+        if !seen.insert((action.project_id, action.session_id, action.turn_id.clone())) {
+            continue;
+        }
+        match store.carry_on(action).await {
+            Ok(true) => report.continued += 1,
+            Ok(false) => {}
+            Err(err) => {
+                // The action is expired but its turn was not carried on: logged with what is
+                // needed to send the continuation by hand.
+                tracing::error!(
+                    project = %action.project_id, session = %action.session_id, turn = %action.turn_id,
+                    version = action.pause_version, error = %err,
+                    "carrying a turn on after an expiry failed"
+                );
+                report.failed += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    use agentplane_domain::action::{ActionId, ActionType};
+    use agentplane_domain::{ProjectId, SessionId};
+    use serde_json::json;
+
+    use super::*;
+
+    const NOW: Timestamp = Timestamp::from_unix_seconds(1_800_000_000);
+
+    /// Actions in memory, with ways to lose races and fail.
+    #[derive(Default)]
+    struct Memory {
+        actions: Mutex<Vec<Action>>,
+        /// Answered between the due read and the expiry.
+        answered_first: HashSet<ActionId>,
+        /// Their expiry fails with a storage error.
+        failing: HashSet<ActionId>,
+        /// The due read answers these, whatever their state (an index lagging behind).
+        stale_due: Option<Vec<Action>>,
+        carry_on_fails: bool,
+        carried_on: Mutex<Vec<String>>,
+    }
+
+    impl ExpiringActions for Memory {
+        async fn due(&self, now: Timestamp, limit: usize) -> Result<Vec<Action>, StoreError> {
+            if let Some(stale) = &self.stale_due {
+                return Ok(stale.iter().take(limit).cloned().collect());
+            }
+            let actions = self.actions.lock().map_err(StoreError::unavailable)?;
+            let mut due: Vec<Action> = actions
+                .iter()
+                .filter(|a| a.status == ActionStatus::Pending && a.expires_at.is_some_and(|at| at <= now))
+                .cloned()
+                .collect();
+            due.sort_by_key(|a| a.expires_at);
+            Ok(due.into_iter().take(limit).collect())
+        }
+
+        async fn expire(&self, action: &Action, now: Timestamp) -> Result<Action, StoreError> {
+            if self.failing.contains(&action.id) {
+                return Err(StoreError::unavailable("throttled"));
+            }
+            let mut actions = self.actions.lock().map_err(StoreError::unavailable)?;
+            let stored = actions.iter_mut().find(|a| a.id == action.id).ok_or(StoreError::NotFound)?;
+            if self.answered_first.contains(&action.id) {
+                stored.status = ActionStatus::Resolved;
+            }
+            if stored.status != ActionStatus::Pending {
+                return Err(StoreError::Conflict);
+            }
+            stored.status = ActionStatus::Expired;
+            stored.settled_at = Some(now);
+            Ok(stored.clone())
+        }
+
+        async fn carry_on(&self, action: &Action) -> Result<bool, StoreError> {
+            if self.carry_on_fails {
+                return Err(StoreError::unavailable("queue down"));
+            }
+            let actions = self.actions.lock().map_err(StoreError::unavailable)?;
+            if actions.iter().any(|a| a.turn_id == action.turn_id && a.status == ActionStatus::Pending) {
+                return Ok(false);
+            }
+            self.carried_on.lock().map_err(StoreError::unavailable)?.push(action.turn_id.clone());
+            Ok(true)
+        }
+    }
+
+    fn action(n: u8, turn: &str, expires_in_s: Option<i64>) -> Action {
+        Action {
+            id: ActionId::from_random([n; 12]),
+            project_id: ProjectId::from_random([1; 16]),
+            session_id: SessionId::from_random([2; 16]),
+            turn_id: turn.into(),
+            pause_version: 3,
+            call_id: format!("call_{n}"),
+            kind: ActionType::Approval,
+            status: ActionStatus::Pending,
+            tool: "deploy".into(),
+            args: json!({}),
+            question: None,
+            answer: None,
+            created_at: NOW.plus_seconds(-3600),
+            expires_at: expires_in_s.map(|s| NOW.plus_seconds(s)),
+            settled_at: None,
+        }
+    }
+
+    fn memory(actions: Vec<Action>) -> Memory {
+        Memory { actions: Mutex::new(actions), ..Memory::default() }
+    }
+
+    fn status(m: &Memory, n: u8) -> ActionStatus {
+        let id = ActionId::from_random([n; 12]);
+        m.actions
+            .lock()
+            .map(|a| a.iter().find(|a| a.id == id).map(|a| a.status))
+            .ok()
+            .flatten()
+            .unwrap_or(ActionStatus::Pending)
+    }
+
+    #[tokio::test]
+    async fn only_due_actions_expire_and_a_turn_carries_on_once_when_none_is_pending() {
+        let m = memory(vec![
+            action(1, "turn-a", Some(-60)),
+            action(2, "turn-a", Some(0)),
+            action(3, "turn-b", Some(-1)),
+            action(4, "turn-b", Some(60)),
+            action(5, "turn-c", None),
+        ]);
+        let report = sweep(&m, NOW).await;
+        assert_eq!(
+            report.ok(),
+            Some(SweepReport { due: 3, expired: 3, skipped: 0, continued: 1, failed: 0 })
+        );
+        assert_eq!(
+            [1, 2, 3, 4, 5].map(|n| status(&m, n)),
+            [
+                ActionStatus::Expired,
+                ActionStatus::Expired,
+                ActionStatus::Expired,
+                ActionStatus::Pending,
+                ActionStatus::Pending
+            ]
+        );
+        // turn-b still waits for action 4; turn-a carried on exactly once.
+        assert_eq!(m.carried_on.lock().map(|c| c.clone()).ok(), Some(vec!["turn-a".to_owned()]));
+        // Nothing is due any more: a second pass does nothing.
+        assert_eq!(sweep(&m, NOW).await.ok(), Some(SweepReport::default()));
+    }
+
+    #[tokio::test]
+    async fn an_action_answered_first_is_skipped_never_expired() {
+        let mut m = memory(vec![action(1, "turn-a", Some(-5))]);
+        m.answered_first.insert(ActionId::from_random([1; 12]));
+        let report = sweep(&m, NOW).await.ok();
+        assert_eq!(report, Some(SweepReport { due: 1, skipped: 1, ..SweepReport::default() }));
+        assert_eq!(status(&m, 1), ActionStatus::Resolved);
+        // The answer carries the turn on, not the sweep.
+        assert_eq!(m.carried_on.lock().map(|c| c.len()).ok(), Some(0));
+    }
+
+    #[tokio::test]
+    async fn a_failure_on_one_action_is_counted_and_the_pass_goes_on() {
+        let mut m = memory(vec![action(1, "turn-a", Some(-5)), action(2, "turn-b", Some(-5))]);
+        m.failing.insert(ActionId::from_random([1; 12]));
+        let report = sweep(&m, NOW).await.ok();
+        assert_eq!(report, Some(SweepReport { due: 2, expired: 1, continued: 1, failed: 1, skipped: 0 }));
+        assert_eq!((status(&m, 1), status(&m, 2)), (ActionStatus::Pending, ActionStatus::Expired));
+    }
+
+    #[tokio::test]
+    async fn a_turn_that_cannot_be_carried_on_is_counted_as_failed() {
+        let mut m = memory(vec![action(1, "turn-a", Some(-5))]);
+        m.carry_on_fails = true;
+        let report = sweep(&m, NOW).await.ok();
+        assert_eq!(report, Some(SweepReport { due: 1, expired: 1, failed: 1, ..SweepReport::default() }));
+    }
+
+    #[tokio::test]
+    async fn a_pass_reads_page_after_page_up_to_its_bound() {
+        let many = |count: u32| -> Vec<Action> {
+            (0..count)
+                .map(|i| {
+                    let mut a = action(0, &format!("turn-{i}"), Some(-1));
+                    let mut id = [0u8; 12];
+                    id[..4].copy_from_slice(&i.to_be_bytes());
+                    a.id = ActionId::from_random(id);
+                    a
+                })
+                .collect()
+        };
+        let m = memory(many(250));
+        let report = sweep(&m, NOW).await.ok();
+        assert_eq!(
+            report,
+            Some(SweepReport { due: 250, expired: 250, continued: 250, ..SweepReport::default() })
+        );
+
+        // One pass stops at its bound; the next takes the rest.
+        let m = memory(many(1_050));
+        let bound = PAGE * MAX_PAGES;
+        let report = sweep(&m, NOW).await.ok();
+        assert_eq!(report.map(|r| (r.due, r.expired)), Some((bound, bound)));
+        assert_eq!(sweep(&m, NOW).await.ok().map(|r| r.expired), Some(1_050 - bound));
+
+        // An index that keeps answering what is no longer pending is read once, not forever.
+        let mut lagging = memory(vec![]);
+        lagging.stale_due = Some((0..PAGE as u8).map(|n| action(n, "turn-x", Some(-1))).collect());
+        let report = sweep(&lagging, NOW).await.ok();
+        assert_eq!(report, Some(SweepReport { due: PAGE, skipped: PAGE, ..SweepReport::default() }));
+    }
+}
