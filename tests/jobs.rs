@@ -55,6 +55,7 @@ fn ran(turn: &str) -> Continued {
         cost_usd: 0.0,
         unpriced: Default::default(),
         error: None,
+        actions: Vec::new(),
     })
 }
 
@@ -345,11 +346,8 @@ async fn put_actions(store: &Store, actions: &[Action]) -> anyhow::Result<()> {
 
 /// An action past its expiry, and one not yet due, of the same paused turn.
 ///
-/// LEAD: the expiry assertions below need the actions store (`Actions::due`, `settle`,
-/// `pending`, `get`) that the actions branch brings; on the jobs branch alone those are stubs
-/// (`due` answers nothing), so this test only checks that nothing goes wrong. Once merged,
-/// uncomment the block: one pass expires exactly the due action, does not carry the turn on
-/// while the other is pending, and a second pass finds nothing new.
+/// One pass expires exactly the due action, does not carry the turn on while the other is
+/// pending, and a second pass finds nothing new.
 #[tokio::test]
 async fn the_sweep_expires_due_actions_and_only_those() -> anyhow::Result<()> {
     let app = TestApp::spawn().await?;
@@ -361,13 +359,12 @@ async fn the_sweep_expires_due_actions_and_only_those() -> anyhow::Result<()> {
 
     let report = app.sweep().await?;
     assert_eq!(report.failed, 0, "{report:?}");
-    // let expired = app.store.actions().get(&project, &session, &due.id).await?;
-    // assert_eq!(expired.status, ActionStatus::Expired);
-    // assert!(expired.settled_at.is_some());
-    // let still = app.store.actions().get(&project, &session, &later.id).await?;
-    // assert_eq!(still.status, ActionStatus::Pending);
-    // assert_eq!((report.due, report.expired, report.continued), (1, 1, 0), "{report:?}");
-    // assert_eq!(app.sweep().await?, jobs::SweepReport::default());
-    let _ = (&due, &later);
+    let expired = app.store.actions().get(&project, &session, &due.id).await?;
+    assert_eq!(expired.status, ActionStatus::Expired);
+    assert!(expired.settled_at.is_some());
+    let still = app.store.actions().get(&project, &session, &later.id).await?;
+    assert_eq!(still.status, ActionStatus::Pending);
+    assert_eq!((report.due, report.expired, report.continued), (1, 1, 0), "{report:?}");
+    assert_eq!(app.sweep().await?, jobs::SweepReport::default());
     Ok(())
 }

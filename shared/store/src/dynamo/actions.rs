@@ -365,13 +365,4 @@ mod tests {
             item.and_then(|i: Item| serde_dynamo::from_item(i).map_err(|e| e.to_string()));
         assert_eq!(back.map(|i| i.action), Ok(a));
     }
-
-    /// Up to `limit` pending actions whose expiry is at or before `now`, soonest first.
-    pub async fn due(
-        &self,
-        _now: agentplane_domain::Timestamp,
-        _limit: usize,
-    ) -> Result<Vec<Action>, StoreError> {
-        Ok(vec![])
-    }
 }
