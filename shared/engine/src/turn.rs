@@ -307,29 +307,30 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
         &self,
         continuation: &Continuation,
     ) -> Result<Option<TurnOutcome>, TurnError> {
+        let (project, session_id) = (continuation.project_id, continuation.session_id);
+        // The saved state at the continuation's version, and its actions: a turn carries on only
+        // once none is pending (a continuation is sent only then; this keeps it so).
+        let stored = self.store.load_transcript(&project, &session_id).await.map_err(storage)?;
+        let Some((stored, paused)) = stored.filter(|t| t.version == continuation.version).and_then(|t| {
+            t.paused.as_deref().map(serde_json::from_str::<PausedTurn>).map(|p| (t.clone(), p))
+        }) else {
+            // Carried on already (the transcript moved on), cancelled, or gone.
+            return Ok(None);
+        };
+        let paused =
+            paused.map_err(|e| TurnError::Storage(StoreError::Corrupt(format!("paused turn: {e}"))))?;
+        let ids: Vec<ActionId> = paused.calls.iter().filter_map(|c| c.action_id.clone()).collect();
+        let actions = self.store.actions(&project, &session_id, &ids).await.map_err(storage)?;
+        if actions.iter().any(|a| a.status == ActionStatus::Pending) {
+            return Ok(None);
+        }
         let now = self.now();
-        // The hold is set from the saved budget once it is read; claim with the ceiling.
-        let hold_until = now.plus_millis(millis(CONTINUATION_CEILING) + HOLD_GRACE_MS);
+        let budget = Duration::from_millis(paused.budget_ms).min(CONTINUATION_CEILING);
+        let hold_until = now.plus_millis(millis(budget) + HOLD_GRACE_MS);
         let Some(session) = self.store.claim(continuation, now, hold_until).await.map_err(storage)? else {
             return Ok(None);
         };
-        let (project, session_id) = (continuation.project_id, continuation.session_id);
-        let stored = self.store.load_transcript(&project, &session_id).await.map_err(storage)?;
-        let paused = stored
-            .as_ref()
-            .filter(|t| t.version == continuation.version)
-            .and_then(|t| t.paused.as_deref())
-            .map(serde_json::from_str::<PausedTurn>);
-        let (stored, paused) = match (stored, paused) {
-            (Some(stored), Some(Ok(paused))) => (stored, paused),
-            _ => {
-                return Err(TurnError::Storage(StoreError::Corrupt(
-                    "a claimed paused turn has no saved state at its version".into(),
-                )));
-            }
-        };
         let history = crate::transcript::decode(&stored.body).map_err(storage)?;
-        let budget = Duration::from_millis(paused.budget_ms).min(CONTINUATION_CEILING);
         let mut messages = Vec::new();
         if !paused.config.instructions.is_empty() {
             messages.push(ChatMessage::System { content: paused.config.instructions.clone() });
@@ -359,7 +360,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             messages,
             start,
         };
-        let ending = match turn.resume(&paused).await {
+        let ending = match turn.resume(&paused, actions).await {
             Ok(()) => turn.drive(paused.step + 1, false).await,
             Err(interrupt) => Turn::<S, M>::ending_of(interrupt),
         };
@@ -800,9 +801,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
     /// Carries a claimed turn on: each call of the paused step gets its result (the tool run
     /// when it needed no person or was approved; the answer, the denial or the expiry
     /// otherwise), written with the transcript at once.
-    async fn resume(&mut self, paused: &PausedTurn) -> Result<(), Interrupt> {
-        let ids: Vec<ActionId> = paused.calls.iter().filter_map(|c| c.action_id.clone()).collect();
-        let actions = self.engine.store.actions(&self.plan.project_id, &self.plan.session_id, &ids).await?;
+    async fn resume(&mut self, paused: &PausedTurn, actions: Vec<Action>) -> Result<(), Interrupt> {
         let mut results = Vec::with_capacity(paused.calls.len());
         for paused_call in &paused.calls {
             let action = paused_call.action_id.as_ref().and_then(|id| actions.iter().find(|a| &a.id == id));

@@ -852,3 +852,21 @@ async fn a_tool_not_given_to_the_agent_needs_no_approval_it_is_an_unknown_tool()
     assert_eq!(outcome.stop_reason, StopReason::EndTurn);
     assert!(outcome.actions.is_empty());
 }
+
+#[tokio::test]
+async fn a_continuation_while_an_action_is_still_pending_does_nothing() {
+    let h = Harness::new(vec![calls(vec![call("call_a", "add", &json!({"a": 1, "b": 1}))]), text("done")]);
+    let outcome = h.engine.run_turn(h.hitl_request(&["add"], approvals(&["add"]))).await.unwrap();
+    let continuation = h.continuation(&outcome.turn_id);
+    assert!(h.engine.continue_paused(&continuation).await.unwrap().is_none());
+    assert_eq!(h.requests().len(), 1);
+    assert_eq!(h.session(|s| s.stop_reason), Some(StopReason::RequiresAction));
+    // Once answered, the same continuation carries it on.
+    h.store.settle(
+        &outcome.actions[0].id,
+        ActionStatus::Resolved,
+        Some(Answer::Approval { decision: Decision::Approve, reason: None }),
+    );
+    let carried = h.engine.continue_paused(&continuation).await.unwrap();
+    assert_eq!(carried.map(|o| o.stop_reason), Some(StopReason::EndTurn));
+}
