@@ -259,55 +259,8 @@ impl<'a> Sessions<'a> {
     }
 }
 
-/// Turn bookkeeping on the session item: one turn at a time, usage added atomically.
+/// Turn bookkeeping on the session item outside a turn's own writes (those are [`super::turns`]).
 impl Sessions<'_> {
-    /// Marks the session running for `turn_id` until `hold_until`, only if it is idle, or if
-    /// the turn holding it is past its own `hold_until` (its process died: a Lambda timeout or
-    /// a crash must not leave a session busy forever). `Conflict` means a live turn holds it;
-    /// `NotFound` that there is no such live session.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn begin_turn(
-        &self,
-        project: &ProjectId,
-        id: &SessionId,
-        turn_id: &str,
-        agent: &agentplane_domain::ids::AgentId,
-        channel: agentplane_domain::agent::Channel,
-        now: Timestamp,
-        hold_until: Timestamp,
-    ) -> Result<Session, StoreError> {
-        let result = self
-            .store
-            .dynamo
-            .update_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(session_sk(id)))
-            .condition_expression(format!(
-                "{LIVE} AND (runtime_status = :idle OR (runtime_status = :running AND turn_held_until < :now))"
-            ))
-            .update_expression(
-                "SET runtime_status = :running, current_turn_id = :turn, agent_id = :agent, \
-                 agent_channel = :channel, updated_at = :now, turn_held_until = :hold",
-            )
-            .expression_attribute_values(":hold", serde_dynamo::to_attribute_value(hold_until)?)
-            .expression_attribute_values(":idle", s("idle"))
-            .expression_attribute_values(":running", s("running"))
-            .expression_attribute_values(":turn", s(turn_id))
-            .expression_attribute_values(":agent", serde_dynamo::to_attribute_value(agent)?)
-            .expression_attribute_values(":channel", serde_dynamo::to_attribute_value(channel)?)
-            .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        let started = updated_session(result);
-        if matches!(started, Err(StoreError::Conflict)) {
-            // Tell "busy" from "gone".
-            self.get(project, id).await?;
-        }
-        started
-    }
-
     /// The id of the turn holding the live session (`None` when none holds it), and whether a
     /// cancel was recorded for that turn; a strongly consistent read, so a turn that was taken
     /// over, settled or cancelled learns it at once.
@@ -323,9 +276,8 @@ impl Sessions<'_> {
     /// releases the session with `cancelled`). Only while a live turn holds it (`running`, its
     /// hold not run out at `now`): otherwise `Conflict`, also when the session is gone — the
     /// caller reads the session to tell which (and needs it to answer anyway).
-    /// Recording it again for the same turn changes nothing. A paused turn (`requires_action`,
-    /// once pauses exist) is cancelled by this same mark: its status joins the condition, and
-    /// the continuation that claims the paused turn reads the mark as its hold check does.
+    /// Recording it again for the same turn changes nothing. A paused turn (`requires_action`)
+    /// is not marked: nothing runs it, so the engine ends it at once (`TurnEngine::cancel_paused`).
     pub async fn cancel_turn(
         &self,
         project: &ProjectId,
@@ -350,37 +302,6 @@ impl Sessions<'_> {
             .send()
             .await;
         updated_session(result)
-    }
-
-    /// Ends the turn that holds the session: back to idle with its stop reason. Only the
-    /// holder can end it.
-    pub async fn end_turn(
-        &self,
-        project: &ProjectId,
-        id: &SessionId,
-        turn_id: &str,
-        stop_reason: agentplane_domain::session::StopReason,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.store
-            .dynamo
-            .update_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(session_sk(id)))
-            .condition_expression("current_turn_id = :turn")
-            .update_expression(
-                "SET runtime_status = :idle, stop_reason = :reason, updated_at = :now \
-                 REMOVE current_turn_id, cancelled_turn_id",
-            )
-            .expression_attribute_values(":turn", s(turn_id))
-            .expression_attribute_values(":idle", s("idle"))
-            .expression_attribute_values(":reason", serde_dynamo::to_attribute_value(stop_reason)?)
-            .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
-        Ok(())
     }
 
     /// Records that the turn holding the session died: idle again, stopped by `error`. Only

@@ -3,13 +3,13 @@
 //! table, `PROJECT#{pid}` / `SESSION#{id}#TRANSCRIPT`, with a version every write advances
 //! (conditionally, so two writers never interleave). A body past [`INLINE_TRANSCRIPT_BYTES`]
 //! goes to S3 (`transcripts/{project}/{session}/{version}-{writer}.json` in the files bucket) and the
-//! item points at it. The item has no TTL: it lives as long as the session item.
+//! item points at it. The item has no TTL: it lives as long as the session item. A turn writes
+//! it in its step's transaction (`turns.rs`); a paused turn's saved state rides on it (`paused`).
 
 use agentplane_domain::{ProjectId, SessionId};
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::keys::project_pk;
-use super::{conditional, s};
 use crate::{Store, StoreError};
 
 /// The largest body kept in the DynamoDB item (the item limit is 400 KB; the margin covers the
@@ -104,69 +104,5 @@ impl<'a> Transcripts<'a> {
             _ => return Err(StoreError::Corrupt("transcript without a body".into())),
         };
         Ok(StoredTranscript { body, version, paused, object })
-    }
-
-    /// Replaces the transcript written at `expected` (0: none yet) with `body`; returns the new
-    /// version. `Conflict` when another writer saved first: nothing of this write remains.
-    /// `writer` names the writer uniquely (a turn id).
-    pub async fn save(
-        &self,
-        project: &ProjectId,
-        session: &SessionId,
-        body: &str,
-        expected: u64,
-        writer: &str,
-    ) -> Result<u64, StoreError> {
-        let version = expected + 1;
-        let object = if body.len() > INLINE_TRANSCRIPT_BYTES {
-            let key = transcript_object_key(project, session, version, writer);
-            self.objects()?.put(&key, body.as_bytes().to_vec()).await?;
-            Some(key)
-        } else {
-            None
-        };
-        let mut put = self
-            .store
-            .dynamo
-            .put_item()
-            .table_name(&self.store.names.main_table)
-            .item("PK", s(project_pk(project)))
-            .item("SK", s(transcript_sk(session)))
-            .item("version", AttributeValue::N(version.to_string()))
-            .item("bytes", AttributeValue::N(body.len().to_string()))
-            .return_values(ReturnValue::AllOld);
-        put = match &object {
-            Some(key) => put.item("object", s(key.clone())),
-            None => put.item("body", s(body)),
-        };
-        put = if expected == 0 {
-            put.condition_expression("attribute_not_exists(PK)")
-        } else {
-            put.condition_expression("version = :expected")
-                .expression_attribute_values(":expected", AttributeValue::N(expected.to_string()))
-        };
-        let result =
-            put.send().await.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
-        match result {
-            Ok(out) => {
-                // The body this write replaced, when it was an object, is no longer read.
-                if let Some(AttributeValue::S(old)) = out.attributes.as_ref().and_then(|a| a.get("object"))
-                    && object.as_ref() != Some(old)
-                    && let Err(err) = self.objects()?.delete(old).await
-                {
-                    tracing::warn!(error = %err, "could not delete a replaced transcript object");
-                }
-                Ok(version)
-            }
-            Err(err) => {
-                if let Some(key) = &object
-                    && matches!(err, StoreError::Conflict)
-                    && let Err(e) = self.objects()?.delete(key).await
-                {
-                    tracing::warn!(error = %e, "could not delete a transcript object that lost its write");
-                }
-                Err(err)
-            }
-        }
     }
 }
