@@ -425,3 +425,39 @@ async fn client_tools_are_validated_on_the_agent() -> R {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn a_continuation_that_could_not_be_sent_is_sent_again_by_the_sweep() -> R {
+    let (model, app, tenant, agent) = setup(json!({"tool_approvals": ["add"]})).await?;
+    model.push(Reply::tool("call_1", "add", &json!({"a": 2, "b": 3})));
+    model.push(Reply::text("late but done"));
+    let paused = paused_turn(&app, &tenant, &agent).await?;
+    let session_id = str_field(&paused, "session_id")?;
+    let action_id = str_field(&paused["required_action"]["actions"][0], "id")?;
+    let project: ProjectId = tenant.project_id.parse()?;
+    let sid: SessionId = session_id.parse()?;
+    // Answered, but the send of its continuation never happened (as when the queue failed).
+    let action = app.store.actions().get(&project, &sid, &action_id.parse()?).await?;
+    let approve = agentplane_domain::action::Answer::Approval {
+        decision: agentplane_domain::action::Decision::Approve,
+        reason: None,
+    };
+    let now = agentplane_api::edge::now();
+    app.store
+        .actions()
+        .settle(&action, agentplane_domain::action::ActionStatus::Resolved, Some(approve), now)
+        .await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(session(&app, &tenant, &session_id).await?["runtime_status"], "requires_action");
+    // Within the minute the answerer has, the sweep leaves it; after it, the sweep sends it.
+    assert_eq!(app.sweep().await?.resent, 0);
+    let report = agentplane_api::jobs::sweep_once(&app.app.store, now.plus_millis(61_000)).await?;
+    assert_eq!(report.resent, 1, "{report:?}");
+    let log = until_ended(&app, &tenant, &session_id, 1).await?;
+    assert_eq!(log.last().map(|e| e["data"]["stop_reason"].clone()), Some(json!("end_turn")));
+    // Sent once: the next pass finds nothing waiting.
+    let report = agentplane_api::jobs::sweep_once(&app.app.store, now.plus_millis(120_000)).await?;
+    assert_eq!(report.resent, 0, "{report:?}");
+    assert_eq!(model.requests().len(), 2);
+    Ok(())
+}

@@ -5,10 +5,14 @@ use agentplane_domain::action::{Action, Continuation};
 use agentplane_store::{Store, StoreError};
 
 /// Enqueues the continuation of `action`'s turn when no action of that turn is pending any more;
-/// `true` when it did. Two settlers may both enqueue: the continuation is claimed once.
+/// `true` when it did. Two settlers may both enqueue: the continuation is claimed once. Until
+/// this returns, the action waits in the store's index of settled actions, so a send that
+/// failed is made again by the retention sweep.
 pub async fn carry_on_if_settled(store: &Store, action: &Action) -> Result<bool, StoreError> {
     let pending = store.actions().pending(&action.project_id, &action.session_id).await?;
     if pending.iter().any(|a| a.turn_id == action.turn_id) {
+        // The last of them carries the turn on.
+        store.actions().mark_carried_on(action).await?;
         return Ok(false);
     }
     let continuation = Continuation {
@@ -18,6 +22,7 @@ pub async fn carry_on_if_settled(store: &Store, action: &Action) -> Result<bool,
         version: action.pause_version,
     };
     store.runs_queue()?.send(&continuation).await?;
+    store.actions().mark_carried_on(action).await?;
     Ok(true)
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use agentplane_domain::action::{Action, ActionId, ActionStatus, Continuation};
+use agentplane_domain::action::{Action, ActionId, Continuation};
 use agentplane_domain::event::{Event, NewEvent};
 use agentplane_domain::pricing::Usage;
 use agentplane_domain::sandbox::retention::ChunkMeta;
@@ -97,19 +97,7 @@ impl TurnStore for Store {
         turn_id: &str,
         now: Timestamp,
     ) -> Result<Vec<Action>, PortError> {
-        let mut cancelled = Vec::new();
-        for action in self.actions().pending(project, session).await? {
-            if action.turn_id != turn_id {
-                continue;
-            }
-            match self.actions().settle(&action, ActionStatus::Cancelled, None, now).await {
-                Ok(action) => cancelled.push(action),
-                // Answered or expired meanwhile: it keeps that ending.
-                Err(PortError::Conflict | PortError::NotFound) => {}
-                Err(err) => return Err(err),
-            }
-        }
-        Ok(cancelled)
+        self.actions().cancel_pending(project, session, turn_id, now).await
     }
 
     async fn end_paused(

@@ -4,8 +4,10 @@
 //! |--------|-----------------|-------------------------------|------------------------------------------|---------------------------------------------|
 //! | action | `PROJECT#{pid}` | `SESSION#{sid}#ACTION#{act}`  | `PROJECT#{pid}#SESSION#{sid}#ACTIONS` / created#act | `ACTIONS_DUE` / expires#act          |
 //!
-//! An action leaves `pending` once, by a conditional update; leaving it also removes its GSI2
-//! keys, so the due-work index holds only actions that can still expire.
+//! An action leaves `pending` once, by a conditional update; leaving it also leaves
+//! `ACTIONS_DUE`, so that partition holds only actions that can still expire. An answered or
+//! expired action moves to `ACTIONS_SETTLED` (by settle time) until its turn's continuation was
+//! sent; the retention sweep sends again for any left there (a send that failed).
 
 use agentplane_domain::action::{Action, ActionId, ActionStatus, Answer};
 use agentplane_domain::page::{Order, Page, PageRequest, created_sort_key};
@@ -21,6 +23,8 @@ use crate::{Store, StoreError};
 
 /// GSI2 partition of every pending action that can expire.
 pub const ACTIONS_DUE: &str = "ACTIONS_DUE";
+/// GSI2 partition of answered or expired actions until their turn is known to be carried on.
+pub const ACTIONS_SETTLED: &str = "ACTIONS_SETTLED";
 
 pub fn action_sk(session: &SessionId, id: &ActionId) -> String {
     format!("SESSION#{session}#ACTION#{id}")
@@ -178,6 +182,23 @@ impl Actions<'_> {
     /// Pending actions that expire at or before `now`, the soonest due first, at most `limit`
     /// (the retention sweep expires them).
     pub async fn due(&self, now: Timestamp, limit: usize) -> Result<Vec<Action>, StoreError> {
+        self.by_time(ACTIONS_DUE, now, limit).await
+    }
+
+    /// Settled actions (answered or expired at or before `before`) whose turn was not known to
+    /// be carried on: a continuation that could not be sent. The sweep sends it again.
+    pub async fn waiting(&self, before: Timestamp, limit: usize) -> Result<Vec<Action>, StoreError> {
+        self.by_time(ACTIONS_SETTLED, before, limit).await
+    }
+
+    /// Up to `limit` actions of a `by_due` partition whose time is at or before `until`, oldest
+    /// first.
+    async fn by_time(
+        &self,
+        partition: &str,
+        until: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Action>, StoreError> {
         let mut found = Vec::new();
         let mut start = None;
         while found.len() < limit {
@@ -188,9 +209,9 @@ impl Actions<'_> {
                 .query()
                 .table_name(&self.store.names.main_table)
                 .index_name(BY_DUE)
-                .key_condition_expression("GSI2PK = :due AND GSI2SK <= :now")
-                .expression_attribute_values(":due", s(ACTIONS_DUE))
-                .expression_attribute_values(":now", s(due_until(now)))
+                .key_condition_expression("GSI2PK = :partition AND GSI2SK <= :until")
+                .expression_attribute_values(":partition", s(partition))
+                .expression_attribute_values(":until", s(due_until(until)))
                 .scan_index_forward(true)
                 .limit(room)
                 .set_exclusive_start_key(start.take())
@@ -245,7 +266,18 @@ impl Actions<'_> {
             }
             None => "SET #status = :status, settled_at = :now",
         };
-        let result = request.update_expression(format!("{set} REMOVE GSI2PK, GSI2SK")).send().await;
+        // An answered or expired action waits in the index until its turn is carried on; a
+        // cancelled one has no turn to carry on.
+        let index = match status {
+            ActionStatus::Resolved | ActionStatus::Expired => {
+                request = request
+                    .expression_attribute_values(":waiting", s(ACTIONS_SETTLED))
+                    .expression_attribute_values(":waiting_key", s(waiting_key(now, &action.id)));
+                ", GSI2PK = :waiting, GSI2SK = :waiting_key"
+            }
+            _ => " REMOVE GSI2PK, GSI2SK",
+        };
+        let result = request.update_expression(format!("{set}{index}")).send().await;
         match result {
             Ok(out) => {
                 let item: ActionItem = serde_dynamo::from_item(out.attributes.unwrap_or_default())?;
@@ -261,6 +293,27 @@ impl Actions<'_> {
                 }
                 other => Err(other),
             },
+        }
+    }
+
+    /// The action's turn was carried on (or another action of it will be): it leaves the index
+    /// of settled actions waiting for that. Done already is fine.
+    pub async fn mark_carried_on(&self, action: &Action) -> Result<(), StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(&action.project_id)))
+            .key("SK", s(action_sk(&action.session_id, &action.id)))
+            .condition_expression("GSI2PK = :waiting")
+            .update_expression("REMOVE GSI2PK, GSI2SK")
+            .expression_attribute_values(":waiting", s(ACTIONS_SETTLED))
+            .send()
+            .await;
+        match result.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception())) {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
         }
     }
 
@@ -283,6 +336,11 @@ impl Actions<'_> {
         }
         Ok(cancelled)
     }
+}
+
+/// GSI2 sort key of a settled action waiting for its turn to be carried on.
+fn waiting_key(settled: Timestamp, id: &ActionId) -> String {
+    format!("{:015}#{id}", settled.unix_millis().max(0))
 }
 
 /// The highest GSI2 sort key due at `now`: every `{expires:015}#act_…` at or before it.
