@@ -29,12 +29,14 @@ pub enum EventType {
     Error,
     /// A turn paused for an action (one event per action).
     ActionRequired,
+    /// The session budget was reached: the turn paused or stopped.
+    BudgetReached,
     /// A type written by a later release, kept by name.
     Unknown(String),
 }
 
 impl EventType {
-    const KNOWN: [Self; 9] = [
+    const KNOWN: [Self; 10] = [
         Self::TurnStarted,
         Self::UserMessage,
         Self::AssistantMessage,
@@ -44,6 +46,7 @@ impl EventType {
         Self::TurnEnded,
         Self::Error,
         Self::ActionRequired,
+        Self::BudgetReached,
     ];
 
     pub fn as_str(&self) -> &str {
@@ -57,6 +60,7 @@ impl EventType {
             Self::TurnEnded => "turn.ended",
             Self::Error => "error",
             Self::ActionRequired => "action.required",
+            Self::BudgetReached => "budget.reached",
             Self::Unknown(name) => name,
         }
     }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::Channel;
+use crate::agent::{BudgetAction, Channel};
 use crate::ids::AgentId;
 use crate::metadata::Metadata;
 use crate::pricing::Usage;
@@ -86,6 +86,38 @@ impl Title {
     }
 }
 
+/// A cap on what the whole session may spend, and what happens when it is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SessionBudget {
+    pub max_cost_usd: f64,
+    pub on_exceed: BudgetAction,
+}
+
+impl SessionBudget {
+    /// A budget of `max_cost_usd` (finite, not negative; `param` names it when it is not).
+    pub fn new(param: &str, max_cost_usd: f64, on_exceed: BudgetAction) -> Result<Self, ValidationError> {
+        if !max_cost_usd.is_finite() || max_cost_usd < 0.0 {
+            return Err(ValidationError::new(
+                format!("{param}.max_cost_usd"),
+                format!("`{param}.max_cost_usd` must be a number of USD, 0 or more"),
+            ));
+        }
+        Ok(Self { max_cost_usd, on_exceed })
+    }
+
+    /// The budget a turn runs under: the session's own, else the agent's (read live).
+    pub fn effective(session: Option<Self>, execution: &crate::agent::Execution) -> Option<Self> {
+        session.or_else(|| {
+            execution.max_cost_usd.map(|max_cost_usd| Self { max_cost_usd, on_exceed: execution.budget_action })
+        })
+    }
+
+    /// Whether `spent_usd` has reached the cap (a model call is not made at the cap).
+    pub fn reached(&self, spent_usd: f64) -> bool {
+        spent_usd >= self.max_cost_usd
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     pub id: SessionId,
@@ -121,6 +153,15 @@ pub struct Session {
     /// appends start (a hint; other writers may have appended since).
     #[serde(default)]
     pub last_event_seq: u64,
+    /// The session's own budget (`None`: the agent's applies, if it has one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<SessionBudget>,
+    /// The turn holding the session (running or paused); written by the turn's own writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_turn_id: Option<String>,
+    /// The saved-state version a paused turn's continuation claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_version: Option<u64>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -149,12 +190,13 @@ impl Session {
 }
 
 /// What a client may set when creating a session.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct NewSession {
     pub agent_id: Option<AgentId>,
     pub title: Option<Title>,
     pub metadata: Metadata,
     pub environment_mode: EnvironmentMode,
+    pub budget: Option<SessionBudget>,
 }
 
 impl NewSession {
@@ -176,6 +218,9 @@ impl NewSession {
             unpriced_output_tokens: 0,
             turn_held_until: None,
             last_event_seq: 0,
+            budget: self.budget,
+            current_turn_id: None,
+            pause_version: None,
             created_at: now,
             updated_at: now,
         }
@@ -183,15 +228,17 @@ impl NewSession {
 }
 
 /// What a client may change. `title: Some(None)` clears the title.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct SessionPatch {
     pub title: Option<Option<Title>>,
     pub metadata: Option<Metadata>,
+    /// `Some(None)` removes the session's own budget (the agent's applies again).
+    pub budget: Option<Option<SessionBudget>>,
 }
 
 impl SessionPatch {
     pub fn is_empty(&self) -> bool {
-        self.title.is_none() && self.metadata.is_none()
+        self.title.is_none() && self.metadata.is_none() && self.budget.is_none()
     }
 
     pub fn apply(self, session: &mut Session, now: Timestamp) {
@@ -200,6 +247,9 @@ impl SessionPatch {
         }
         if let Some(metadata) = self.metadata {
             session.metadata = metadata;
+        }
+        if let Some(budget) = self.budget {
+            session.budget = budget;
         }
         session.updated_at = now;
     }

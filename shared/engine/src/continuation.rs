@@ -26,6 +26,31 @@ pub async fn carry_on_if_settled(store: &Store, action: &Action) -> Result<bool,
     Ok(true)
 }
 
+/// Carries a turn paused by its budget on when the budget now allows a model call: the
+/// session's own budget (or, without one, `agent_budget`) above its spend, or no budget at all.
+/// `true` when it sent the continuation; lowering the budget or leaving it reached does nothing.
+pub async fn carry_on_after_budget(
+    store: &Store,
+    session: &agentplane_domain::session::Session,
+    agent_budget: Option<agentplane_domain::session::SessionBudget>,
+) -> Result<bool, StoreError> {
+    let (Some(turn_id), Some(version)) = (&session.current_turn_id, session.pause_version) else {
+        return Ok(false);
+    };
+    let budget = session.budget.or(agent_budget);
+    if budget.is_some_and(|b| b.reached(session.cost_usd)) {
+        return Ok(false);
+    }
+    let continuation = Continuation {
+        project_id: session.project_id,
+        session_id: session.id,
+        turn_id: turn_id.clone(),
+        version,
+    };
+    store.runs_queue()?.send(&continuation).await?;
+    Ok(true)
+}
+
 /// What a delivered continuation came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Continued {
@@ -43,7 +68,12 @@ impl crate::Engine {
         match self.continue_paused(continuation).await {
             Ok(Some(outcome)) => Ok(Continued::Ran(outcome)),
             Ok(None) | Err(crate::TurnError::SessionNotFound) => Ok(Continued::Stale),
-            Err(crate::TurnError::Busy | crate::TurnError::ActionsPending(_)) => Ok(Continued::Stale),
+            Err(
+                crate::TurnError::Busy
+                | crate::TurnError::ActionsPending(_)
+                | crate::TurnError::BudgetPaused { .. }
+                | crate::TurnError::ModelNotPriced { .. },
+            ) => Ok(Continued::Stale),
             Err(crate::TurnError::Storage(err)) => Err(err),
         }
     }

@@ -24,13 +24,13 @@ use agentplane_domain::action::{
 };
 use agentplane_domain::agent::{Channel, VersionedConfig};
 use agentplane_domain::event::payload::{
-    ActionRequired, MessageText, ToolCall, ToolResult, TurnEnded, TurnFailure, TurnStarted, TurnUsage,
+    ActionRequired, BudgetReached, MessageText, ToolCall, ToolResult, TurnEnded, TurnFailure, TurnStarted, TurnUsage,
     UsageRecorded,
 };
 use agentplane_domain::event::{EventPayload, NewEvent};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::pricing::Usage;
-use agentplane_domain::session::StopReason;
+use agentplane_domain::session::{SessionBudget, StopReason};
 use agentplane_domain::{ProjectId, SessionId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -49,6 +49,8 @@ use crate::ports::{
 pub struct TurnContext {
     pub last_event_seq: u64,
     pub transcript: Option<StoredTranscript>,
+    /// The session's spend before this turn (what its budget is checked against).
+    pub spent_usd: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -64,6 +66,17 @@ pub struct TurnRequest {
     pub deadline: Instant,
     /// The session as the route read it; `None`: the turn reads it.
     pub context: Option<TurnContext>,
+    /// The session budget the turn runs under (the session's own, else the agent's).
+    pub budget: Option<SessionBudget>,
+}
+
+/// A session budget that stopped a turn before a model call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetHit {
+    /// `true`: the turn waits (raise the budget to carry it on); `false`: it ended.
+    pub paused: bool,
+    pub spent_usd: f64,
+    pub max_cost_usd: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +92,8 @@ pub struct TurnOutcome {
     pub error: Option<(String, String)>,
     /// The actions the turn waits for (`stop_reason: requires_action`).
     pub actions: Vec<Action>,
+    /// Set when the session budget paused or ended the turn (`stop_reason: budget_reached`).
+    pub budget: Option<BudgetHit>,
 }
 
 #[derive(Debug, Error)]
@@ -87,6 +102,10 @@ pub enum TurnError {
     Busy,
     #[error("the session's turn waits for actions")]
     ActionsPending(Vec<ActionId>),
+    #[error("the session's turn is paused by its budget")]
+    BudgetPaused { spent_usd: f64, max_cost_usd: Option<f64> },
+    #[error("the model has no price, and a budget applies")]
+    ModelNotPriced { model: String },
     #[error("session not found")]
     SessionNotFound,
     #[error(transparent)]
@@ -114,6 +133,13 @@ pub struct PausedTurn {
     pub unpriced: Usage,
     /// How long the turn may run once it carries on.
     pub budget_ms: u64,
+    /// Paused by the session budget (no calls wait): it carries on once the budget is raised.
+    #[serde(default)]
+    pub for_budget: bool,
+    /// The budget the turn ran under (the agent's applies again on carrying on unless the
+    /// session has its own by then).
+    #[serde(default)]
+    pub spend_budget: Option<SessionBudget>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -128,6 +154,10 @@ enum Ending {
     Answered(String),
     /// Paused for actions; written.
     Paused(Vec<Action>),
+    /// Paused by the budget; written.
+    BudgetPaused(BudgetHit),
+    /// The budget ended it (`on_exceed: stop`).
+    BudgetStopped(BudgetHit),
     Limit(&'static str),
     Failed(String, String),
     /// A cancel was recorded for this turn: it ends with `cancelled`.
@@ -165,6 +195,7 @@ struct Plan {
     config: VersionedConfig,
     deadline: Instant,
     budget: Duration,
+    spend_budget: Option<SessionBudget>,
 }
 
 struct Turn<'a, S, M> {
@@ -174,6 +205,10 @@ struct Turn<'a, S, M> {
     usage: Usage,
     cost_usd: f64,
     unpriced: Usage,
+    /// The session's spend apart from this turn's (the budget counts both).
+    spent_base: f64,
+    /// The budget that ended the turn (`on_exceed: stop`).
+    budget_hit: Option<BudgetHit>,
     /// A model call's usage not written yet (a refused commit): the ending writes it.
     unrecorded: Option<(UsageRecorded, Usage, Option<f64>)>,
     /// Where the next append starts: one past the last event this turn wrote.
@@ -194,6 +229,9 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
     /// Runs a turn to its end or its pause. Call it from a spawned task: the turn must finish
     /// (and release the session) even when the caller goes away.
     pub async fn run_turn(&self, request: TurnRequest) -> Result<TurnOutcome, TurnError> {
+        if request.budget.is_some() && self.prices.price(&request.config.model).is_none() {
+            return Err(TurnError::ModelNotPriced { model: request.config.model.clone() });
+        }
         let turn_id = format!("turn_{}", crate::random_hex::<12>());
         let now = self.now();
         let budget = request.deadline.saturating_duration_since(Instant::now());
@@ -204,6 +242,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             Some(context) => context,
             None => TurnContext {
                 last_event_seq: 0,
+                spent_usd: 0.0,
                 transcript: self
                     .store
                     .load_transcript(&request.project_id, &request.session_id)
@@ -257,6 +296,12 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
                         .map_err(storage)?;
                     return Err(TurnError::ActionsPending(pending.into_iter().map(|a| a.id).collect()));
                 }
+                Err(TurnWriteError::Refused(Refused::BudgetPaused)) => {
+                    return Err(TurnError::BudgetPaused {
+                        spent_usd: context.spent_usd,
+                        max_cost_usd: request.budget.map(|b| b.max_cost_usd),
+                    });
+                }
                 Err(TurnWriteError::Refused(Refused::Gone)) => return Err(TurnError::SessionNotFound),
                 Err(TurnWriteError::Refused(_)) => return Err(TurnError::Busy),
                 Err(TurnWriteError::Store(err)) => return Err(storage(err)),
@@ -285,11 +330,14 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
                 config: request.config,
                 deadline: request.deadline,
                 budget,
+                spend_budget: request.budget,
             },
             turn_id,
             usage: Usage::default(),
             cost_usd: 0.0,
             unpriced: Usage::default(),
+            spent_base: context.spent_usd,
+            budget_hit: None,
             unrecorded: None,
             next_seq: begun.last().map_or(context.last_event_seq + 1, |e| e.seq + 1),
             transcript_version: context.transcript.as_ref().map_or(0, |t| t.version),
@@ -348,11 +396,14 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
                 config: paused.config.clone(),
                 deadline: Instant::now() + budget,
                 budget,
+                spend_budget: session.budget.or(paused.spend_budget),
             },
             turn_id: continuation.turn_id.clone(),
             usage: paused.usage,
             cost_usd: paused.cost_usd,
             unpriced: paused.unpriced,
+            spent_base: session.cost_usd - paused.cost_usd,
+            budget_hit: None,
             unrecorded: None,
             next_seq: session.last_event_seq + 1,
             transcript_version: stored.version,
@@ -360,25 +411,29 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             messages,
             start,
         };
-        let ending = match turn.resume(&paused, actions).await {
-            Ok(()) => turn.drive(paused.step + 1, false).await,
-            Err(interrupt) => Turn::<S, M>::ending_of(interrupt),
+        let ending = if paused.for_budget {
+            // It stopped before a model call: that step runs now (its budget checked again).
+            turn.drive(paused.step, false).await
+        } else {
+            match turn.resume(&paused, actions).await {
+                Ok(()) => turn.drive(paused.step + 1, false).await,
+                Err(interrupt) => Turn::<S, M>::ending_of(interrupt),
+            }
         };
         turn.finish(ending).await.map(Some)
     }
 
-    /// Ends a paused turn of the session as `cancelled`: the session idle, its pending actions
-    /// `cancelled`, `turn.ended` in the log. `Ok(None)` when no turn is paused.
+    /// Ends the paused turn `turn_id` (for actions or by its budget) as `cancelled`: the session
+    /// idle, its pending actions `cancelled`, `turn.ended` in the log. `Ok(None)` when it is not
+    /// paused (any more).
     pub async fn cancel_paused(
         &self,
         project: &ProjectId,
         session: &SessionId,
+        turn_id: &str,
         last_event_seq: u64,
     ) -> Result<Option<Vec<Action>>, TurnError> {
-        let pending = self.store.pending_actions(project, session).await.map_err(storage)?;
-        let Some(turn_id) = pending.first().map(|a| a.turn_id.clone()) else {
-            return Ok(None);
-        };
+        let turn_id = turn_id.to_owned();
         let stored = self.store.load_transcript(project, session).await.map_err(storage)?;
         let spent = stored
             .and_then(|t| t.paused)
@@ -600,6 +655,17 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             if step > from_step || check_first {
                 self.ensure_live().await?;
             }
+            if let Some(budget) = self.plan.spend_budget {
+                let spent = self.spent_base + self.cost_usd;
+                if budget.reached(spent) {
+                    let paused = budget.on_exceed == agentplane_domain::agent::BudgetAction::Pause;
+                    let hit = BudgetHit { paused, spent_usd: spent, max_cost_usd: budget.max_cost_usd };
+                    if !paused {
+                        return Ok(Ending::BudgetStopped(hit));
+                    }
+                    return self.pause_for_budget(step, hit).await;
+                }
+            }
             let reply = match self
                 .engine
                 .model
@@ -779,6 +845,8 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             cost_usd: self.cost_usd,
             unpriced: self.unpriced,
             budget_ms: u64::try_from(self.plan.budget.as_millis()).unwrap_or(u64::MAX),
+            for_budget: false,
+            spend_budget: self.plan.spend_budget,
         };
         let state = serde_json::to_string(&state)
             .map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
@@ -786,7 +854,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             usage: Some(spent),
             save: true,
             paused: Some(&state),
-            session_move: SessionMove::Pause,
+            session_move: SessionMove::Pause { budget: false },
             actions: &actions,
             despite_cancel: false,
         };
@@ -796,6 +864,35 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
         }
         self.unrecorded = None;
         Ok(Ending::Paused(actions))
+    }
+
+    /// Pauses the turn before the model call of `step`: the budget is reached. One write of the
+    /// `budget.reached` event, the transcript with the saved state, and `budget_paused`.
+    async fn pause_for_budget(&mut self, step: u32, hit: BudgetHit) -> Result<Ending, Interrupt> {
+        let state = PausedTurn {
+            agent_id: self.plan.agent_id,
+            channel: self.plan.channel,
+            version: self.plan.version,
+            config: self.plan.config.clone(),
+            step,
+            calls: Vec::new(),
+            usage: self.usage,
+            cost_usd: self.cost_usd,
+            unpriced: self.unpriced,
+            budget_ms: u64::try_from(self.plan.budget.as_millis()).unwrap_or(u64::MAX),
+            for_budget: true,
+            spend_budget: self.plan.spend_budget,
+        };
+        let state = serde_json::to_string(&state).map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
+        let events = [budget_event(hit)];
+        let write = Write {
+            save: true,
+            paused: Some(&state),
+            session_move: SessionMove::Pause { budget: true },
+            ..Write::default()
+        };
+        self.commit(&events, write).await?;
+        Ok(Ending::BudgetPaused(hit))
     }
 
     /// Carries a claimed turn on: each call of the paused step gets its result (the tool run
@@ -833,6 +930,11 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             Ending::Paused(actions) => {
                 return Ok(self.outcome(StopReason::RequiresAction, None, None, actions));
             }
+            Ending::BudgetPaused(hit) => {
+                let mut outcome = self.outcome(StopReason::BudgetReached, None, None, Vec::new());
+                outcome.budget = Some(hit);
+                return Ok(outcome);
+            }
             Ending::SessionGone => {
                 tracing::info!(session = %self.plan.session_id, "the session was deleted during its turn; the turn stopped");
                 return Err(TurnError::SessionNotFound);
@@ -855,6 +957,10 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
                 );
                 return Ok(self.outcome(StopReason::Error, None, Some(error), Vec::new()));
             }
+            Ending::BudgetStopped(hit) => {
+                self.budget_hit = Some(hit);
+                (StopReason::BudgetReached, None, None)
+            }
             Ending::Limit(which) => (StopReason::Limit, Some(which), None),
             Ending::Cancelled => (StopReason::Cancelled, None, None),
             Ending::Failed(code, message) => (StopReason::Error, None, Some((code, message))),
@@ -864,6 +970,9 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
         if let Some((recorded, spent, cost)) = self.unrecorded.take() {
             events.push(EventPayload::Usage(recorded));
             usage = Some((spent, cost));
+        }
+        if let Some(hit) = self.budget_hit {
+            events.push(budget_event(hit));
         }
         if let Some((code, message)) = &error {
             events.push(EventPayload::Error(TurnFailure {
@@ -889,7 +998,10 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
                 tracing::error!(error = %err, "could not record the end of a turn")
             }
         }
-        Ok(self.outcome(stop_reason, None, error, Vec::new()))
+        let hit = self.budget_hit;
+        let mut outcome = self.outcome(stop_reason, None, error, Vec::new());
+        outcome.budget = hit;
+        Ok(outcome)
     }
 
     fn outcome(
@@ -908,8 +1020,22 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             unpriced: self.unpriced,
             error,
             actions,
+            budget: None,
         }
     }
+}
+
+fn budget_event(hit: BudgetHit) -> EventPayload {
+    EventPayload::BudgetReached(BudgetReached {
+        spent_usd: hit.spent_usd,
+        max_cost_usd: hit.max_cost_usd,
+        on_exceed: if hit.paused {
+            agentplane_domain::agent::BudgetAction::Pause
+        } else {
+            agentplane_domain::agent::BudgetAction::Stop
+        },
+        extra: Map::new(),
+    })
 }
 
 /// A call's arguments as JSON, or the model's text when it was not JSON.

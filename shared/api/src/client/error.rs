@@ -41,6 +41,12 @@ pub enum ClientError {
     /// 409 `actions_pending`: the session's turn waits for these actions.
     #[error("the session's turn waits for actions")]
     ActionsPending { pending_action_ids: Vec<String> },
+    /// 409 `budget_paused`: the session's turn waits for its budget to be raised.
+    #[error("the session's turn is paused by its budget")]
+    BudgetPaused { spent_usd: f64, max_cost_usd: Option<f64> },
+    /// 400 `model_not_priced`: a budget applies and the model has no price.
+    #[error("the model has no price")]
+    ModelNotPriced { model: String },
     /// 409 `agent_not_published`.
     #[error("the agent has no published version")]
     AgentNotPublished,
@@ -137,6 +143,23 @@ impl ClientError {
                 "the session's turn waits for actions; answer them (or cancel the turn) before sending a new message",
             )
             .with("pending_action_ids", serde_json::to_value(pending_action_ids).unwrap_or_default()),
+            Self::BudgetPaused { spent_usd, max_cost_usd } => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "budget_paused",
+                "the session's turn is paused by its budget; raise the budget (PATCH the session) to carry it on, or cancel it",
+            )
+            .with("spent_usd", spent_usd)
+            .with("max_cost_usd", max_cost_usd.map_or(serde_json::Value::Null, serde_json::Value::from)),
+            Self::ModelNotPriced { model } => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "model_not_priced",
+                format!(
+                    "the model `{}` has no price, and a session budget applies: price it (AGENTPLANE_PRICES_FILE) or remove the budget",
+                    crate::edge::quote::quote(&model)
+                ),
+            ),
             Self::AgentNotPublished => ApiError::new(
                 StatusCode::CONFLICT,
                 "conflict_error",
@@ -212,6 +235,8 @@ impl From<TurnError> for ClientError {
             TurnError::ActionsPending(ids) => {
                 Self::ActionsPending { pending_action_ids: ids.iter().map(ToString::to_string).collect() }
             }
+            TurnError::BudgetPaused { spent_usd, max_cost_usd } => Self::BudgetPaused { spent_usd, max_cost_usd },
+            TurnError::ModelNotPriced { model } => Self::ModelNotPriced { model },
             TurnError::SessionNotFound => Self::SessionNotFound,
             TurnError::Storage(err) => Self::Storage(err),
         }

@@ -159,6 +159,17 @@ impl ActionRequired {
     }
 }
 
+/// `budget.reached`: the session's spend reached its budget before a model call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetReached {
+    pub spent_usd: f64,
+    pub max_cost_usd: f64,
+    /// `pause`: the turn waits (raise the budget to carry it on); `stop`: it ended.
+    pub on_exceed: crate::agent::BudgetAction,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
 /// An event's payload: its type and its data, typed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventPayload {
@@ -171,6 +182,7 @@ pub enum EventPayload {
     TurnEnded(TurnEnded),
     Error(TurnFailure),
     ActionRequired(ActionRequired),
+    BudgetReached(BudgetReached),
     /// A type this release does not know, or data without its type's shape: kept verbatim.
     Unknown {
         kind: String,
@@ -195,6 +207,7 @@ impl EventPayload {
             EventType::TurnEnded => typed(data, Self::TurnEnded),
             EventType::Error => typed(data, Self::Error),
             EventType::ActionRequired => typed(data, Self::ActionRequired),
+            EventType::BudgetReached => typed(data, Self::BudgetReached),
             EventType::Unknown(_) => None,
         };
         known.unwrap_or_else(|| Self::Unknown { kind: kind.as_str().to_owned(), data: data.clone() })
@@ -211,6 +224,7 @@ impl EventPayload {
             Self::TurnEnded(_) => EventType::TurnEnded,
             Self::Error(_) => EventType::Error,
             Self::ActionRequired(_) => EventType::ActionRequired,
+            Self::BudgetReached(_) => EventType::BudgetReached,
             Self::Unknown { kind, .. } => EventType::from(kind.clone()),
         }
     }
@@ -226,6 +240,7 @@ impl EventPayload {
             Self::TurnEnded(p) => serde_json::to_value(p),
             Self::Error(p) => serde_json::to_value(p),
             Self::ActionRequired(p) => serde_json::to_value(p),
+            Self::BudgetReached(p) => serde_json::to_value(p),
             Self::Unknown { data, .. } => return data.clone(),
         };
         // These structs hold only strings, numbers and JSON values: serializing cannot fail,

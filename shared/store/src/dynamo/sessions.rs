@@ -222,8 +222,18 @@ impl<'a> Sessions<'a> {
             request =
                 request.expression_attribute_values(":metadata", serde_dynamo::to_attribute_value(metadata)?);
         }
+        let mut expression = String::new();
+        match patch.budget {
+            Some(Some(budget)) => {
+                sets.push("budget = :budget");
+                request = request.expression_attribute_values(":budget", serde_dynamo::to_attribute_value(budget)?);
+            }
+            Some(None) => expression.push_str(" REMOVE budget"),
+            None => {}
+        }
+        let expression = format!("SET {}{expression}", sets.join(", "));
         let out =
-            request.update_expression(format!("SET {}", sets.join(", "))).send().await.map_err(|e| {
+            request.update_expression(expression).send().await.map_err(|e| {
                 match conditional(e, |e| e.is_conditional_check_failed_exception()) {
                     StoreError::Conflict => StoreError::NotFound,
                     other => other,

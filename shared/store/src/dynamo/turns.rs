@@ -42,6 +42,8 @@ pub enum Refused {
     Busy,
     /// The session's turn is paused for actions.
     Paused,
+    /// The session's turn is paused by its budget.
+    BudgetPaused,
     /// No live session.
     Gone,
     /// Another writer saved the transcript since the caller read it.
@@ -91,9 +93,10 @@ pub enum SessionMove {
     Stay,
     /// The turn ends: idle, with this stop reason.
     End(StopReason),
-    /// The turn pauses for the commit's actions (`requires_action`); the transcript version
-    /// this commit writes is the one a continuation claims.
-    Pause,
+    /// The turn pauses for the commit's actions (`requires_action`), or for its budget
+    /// (`budget`: `budget_paused`); the transcript version this commit writes is the one a
+    /// continuation claims.
+    Pause { budget: bool },
 }
 
 /// The transcript a step saves.
@@ -309,6 +312,7 @@ impl<'a> TurnWrites<'a> {
         match self.store.sessions().get(project, id).await {
             Ok(session) => Ok(match session.runtime_status {
                 agentplane_domain::session::RuntimeStatus::RequiresAction => Refused::Paused,
+                agentplane_domain::session::RuntimeStatus::BudgetPaused => Refused::BudgetPaused,
                 _ => Refused::Busy,
             }),
             Err(StoreError::NotFound) => Ok(Refused::Gone),
@@ -491,12 +495,15 @@ impl<'a> TurnWrites<'a> {
                     .expression_attribute_values(":idle", s("idle"))
                     .expression_attribute_values(":reason", attr(reason)?);
             }
-            SessionMove::Pause => {
+            SessionMove::Pause { budget } => {
                 let version = commit.transcript.as_ref().map_or(0, |t| t.expected + 1);
-                sets.extend(["runtime_status = :paused", "stop_reason = :paused", "pause_version = :pv"]);
+                let (status, reason) =
+                    if *budget { ("budget_paused", "budget_reached") } else { ("requires_action", "requires_action") };
+                sets.extend(["runtime_status = :paused", "stop_reason = :paused_reason", "pause_version = :pv"]);
                 removes.push("turn_held_until");
                 update = update
-                    .expression_attribute_values(":paused", s("requires_action"))
+                    .expression_attribute_values(":paused", s(status))
+                    .expression_attribute_values(":paused_reason", s(reason))
                     .expression_attribute_values(":pv", n(version));
             }
         }
@@ -552,8 +559,9 @@ impl<'a> TurnWrites<'a> {
             .key("PK", s(project_pk(project)))
             .key("SK", s(session_sk(id)))
             .condition_expression(format!(
-                "{LIVE} AND runtime_status = :paused AND current_turn_id = :turn AND pause_version = :v"
+                "{LIVE} AND runtime_status IN (:paused, :budget_paused) AND current_turn_id = :turn AND pause_version = :v"
             ))
+            .expression_attribute_values(":budget_paused", s("budget_paused"))
             .update_expression("SET runtime_status = :running, turn_held_until = :hold, updated_at = :now REMOVE pause_version")
             .expression_attribute_values(":paused", s("requires_action"))
             .expression_attribute_values(":running", s("running"))
@@ -599,7 +607,10 @@ impl<'a> TurnWrites<'a> {
                 .table_name(self.table())
                 .key("PK", s(project_pk(project)))
                 .key("SK", s(session_sk(id)))
-                .condition_expression(format!("{LIVE} AND runtime_status = :paused AND current_turn_id = :turn"))
+                .condition_expression(format!(
+                    "{LIVE} AND runtime_status IN (:paused, :budget_paused) AND current_turn_id = :turn"
+                ))
+                .expression_attribute_values(":budget_paused", s("budget_paused"))
                 .update_expression(
                     "SET runtime_status = :idle, stop_reason = :reason, updated_at = :now, last_event_seq = :last \
                      REMOVE current_turn_id, cancelled_turn_id, pause_version, turn_held_until",

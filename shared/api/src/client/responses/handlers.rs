@@ -2,7 +2,7 @@ use agentplane_domain::SessionId;
 use agentplane_domain::agent::{Agent, Channel, VersionedConfig};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::metadata::Metadata;
-use agentplane_domain::session::{NewSession, Session};
+use agentplane_domain::session::{NewSession, Session, SessionBudget};
 use agentplane_engine::{TurnContext, TurnRequest};
 use agentplane_store::StoreError;
 use axum::Json;
@@ -123,7 +123,7 @@ async fn read_for_turn(
         .session_with_transcript(&auth.project_id, id)
         .await
         .or_not_found(ClientError::SessionNotFound)?;
-    let context = TurnContext { last_event_seq: session.last_event_seq, transcript };
+    let context = TurnContext { last_event_seq: session.last_event_seq, transcript, spent_usd: session.cost_usd };
     Ok((session, context))
 }
 
@@ -152,6 +152,7 @@ async fn run(
         input,
         deadline: tokio::time::Instant::now() + timeout,
         context: Some(context),
+        budget: SessionBudget::effective(session.budget, &agent.execution),
     };
     let engine = app.engine.clone();
     let created_at = edge::now().unix_seconds();

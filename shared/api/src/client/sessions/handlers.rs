@@ -2,6 +2,7 @@ use agentplane_domain::SessionId;
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
 use agentplane_domain::session::{NewSession, SessionPatch};
+use agentplane_domain::session::SessionBudget;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
@@ -141,6 +142,7 @@ pub async fn update(
 ) -> Result<Json<SessionBody>, ClientError> {
     let id = session_id(&id)?;
     let patch = SessionPatch::try_from(body)?;
+    let budget_changed = patch.budget.is_some();
     let now = edge::now();
     let session = app
         .store
@@ -149,6 +151,18 @@ pub async fn update(
         .await
         .or_not_found(ClientError::SessionNotFound)?;
     record_dead_turn(&app, &auth.project_id, &session, now).await?;
+    if budget_changed && session.runtime_status == agentplane_domain::session::RuntimeStatus::BudgetPaused {
+        // The agent's budget applies when the session's own was removed.
+        let agent_budget = match (session.budget, session.agent_id) {
+            (None, Some(agent_id)) => match app.store.agents().get(&auth.project_id, &agent_id).await {
+                Ok(agent) => SessionBudget::effective(None, &agent.execution),
+                Err(agentplane_store::StoreError::NotFound) => None,
+                Err(err) => return Err(err.into()),
+            },
+            _ => None,
+        };
+        agentplane_engine::continuation::carry_on_after_budget(&app.store, &session, agent_budget).await?;
+    }
     Ok(Json(SessionBody::from(&session.settled(now))))
 }
 
@@ -218,8 +232,14 @@ pub async fn cancel(
             // No live turn to cancel, or no session at all: the session tells which.
             let session =
                 sessions.get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
-            if session.runtime_status == agentplane_domain::session::RuntimeStatus::RequiresAction
-                && app.engine.cancel_paused(&auth.project_id, &id, session.last_event_seq).await?.is_some()
+            let paused = matches!(
+                session.runtime_status,
+                agentplane_domain::session::RuntimeStatus::RequiresAction
+                    | agentplane_domain::session::RuntimeStatus::BudgetPaused
+            );
+            if paused
+                && let Some(turn_id) = &session.current_turn_id
+                && app.engine.cancel_paused(&auth.project_id, &id, turn_id, session.last_event_seq).await?.is_some()
             {
                 let session =
                     sessions.get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use agentplane_domain::ValidationError;
 use agentplane_domain::ids::AgentId;
+use agentplane_domain::agent::BudgetAction;
 use agentplane_domain::session::{
-    EnvironmentMode, NewSession, RuntimeStatus, Session, SessionPatch, StopReason, Title,
+    EnvironmentMode, NewSession, RuntimeStatus, Session, SessionBudget, SessionPatch, StopReason, Title,
 };
 use agentplane_domain::{SessionId, metadata::Metadata};
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,54 @@ pub struct CreateSession {
     /// Where the session's runtime lives (default `none`).
     #[schema(value_type = Option<EnvironmentModeName>)]
     pub environment_mode: Option<String>,
+    /// The session's own budget (absent: the agent's `config.execution` budget applies).
+    pub budget: Option<BudgetInput>,
+}
+
+/// A session budget: what the whole session may spend, and what a turn does at the cap.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetInput {
+    /// USD, 0 or more.
+    #[schema(minimum = 0)]
+    pub max_cost_usd: f64,
+    /// `pause` (default): the turn waits, resumable by raising the budget; `stop`: it ends
+    /// with `budget_reached`.
+    #[serde(default)]
+    #[schema(value_type = Option<BudgetActionName>)]
+    pub on_exceed: Option<BudgetAction>,
+}
+
+impl BudgetInput {
+    fn into_budget(self, param: &str) -> Result<SessionBudget, ValidationError> {
+        SessionBudget::new(param, self.max_cost_usd, self.on_exceed.unwrap_or(BudgetAction::Pause))
+    }
+}
+
+/// What a turn does when the session budget is reached.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = BudgetAction)]
+pub enum BudgetActionName {
+    Pause,
+    Stop,
+}
+
+impl From<BudgetAction> for BudgetActionName {
+    fn from(action: BudgetAction) -> Self {
+        match action {
+            BudgetAction::Pause => Self::Pause,
+            BudgetAction::Stop => Self::Stop,
+        }
+    }
+}
+
+/// The session's own budget as shown (its spend is the session's `cost_usd`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = SessionBudget)]
+pub struct BudgetBody {
+    pub max_cost_usd: f64,
+    pub on_exceed: BudgetActionName,
 }
 
 impl TryFrom<CreateSession> for NewSession {
@@ -50,6 +99,7 @@ impl TryFrom<CreateSession> for NewSession {
                 "environment_mode",
                 body.environment_mode.map(Value::String).as_ref(),
             )?,
+            budget: body.budget.map(|b| b.into_budget("budget")).transpose()?,
         })
     }
 }
@@ -67,6 +117,11 @@ pub struct UpdateSession {
     #[serde(default, deserialize_with = "crate::body::nullable")]
     #[schema(value_type = Option<BTreeMap<String, String>>)]
     pub metadata: Option<Option<BTreeMap<String, String>>>,
+    /// The session's own budget; `null` removes it (the agent's applies again). Raising it
+    /// above the spend carries a turn paused by the budget on.
+    #[serde(default, deserialize_with = "crate::body::nullable")]
+    #[schema(value_type = Option<BudgetInput>)]
+    pub budget: Option<Option<BudgetInput>>,
 }
 
 impl TryFrom<UpdateSession> for SessionPatch {
@@ -83,9 +138,14 @@ impl TryFrom<UpdateSession> for SessionPatch {
             Some(None) => Some(Metadata::default()),
             Some(Some(map)) => Some(metadata("metadata", map)?),
         };
-        let patch = SessionPatch { title, metadata };
+        let budget = match body.budget {
+            None => None,
+            Some(None) => Some(None),
+            Some(Some(budget)) => Some(Some(budget.into_budget("budget")?)),
+        };
+        let patch = SessionPatch { title, metadata, budget };
         if patch.is_empty() {
-            return Err(ValidationError::body("give `title` or `metadata` to change"));
+            return Err(ValidationError::body("give `title`, `metadata` or `budget` to change"));
         }
         Ok(patch)
     }
@@ -190,6 +250,8 @@ pub struct SessionBody {
     pub usage: SessionUsageBody,
     /// Spend in USD on priced models.
     pub cost_usd: f64,
+    /// The session's own budget (`null`: the agent's applies, if any).
+    pub budget: Option<BudgetBody>,
     /// Unix seconds.
     pub created_at: i64,
     /// Unix seconds.
@@ -215,6 +277,9 @@ impl From<&Session> for SessionBody {
                 unpriced_output_tokens: session.unpriced_output_tokens,
             },
             cost_usd: session.cost_usd,
+            budget: session
+                .budget
+                .map(|b| BudgetBody { max_cost_usd: b.max_cost_usd, on_exceed: b.on_exceed.into() }),
             created_at: session.created_at.unix_seconds(),
             updated_at: session.updated_at.unix_seconds(),
         }
