@@ -5,6 +5,7 @@
 
 #![allow(clippy::print_stdout)]
 
+mod round_trips;
 mod sessions;
 mod stats;
 mod turns;
