@@ -170,7 +170,7 @@ async fn authentication_reads_one_item() -> R {
 async fn a_plain_turn_in_a_new_session_takes_at_most_four_round_trips_after_auth() -> R {
     let c = setup().await?;
     let (_, ops) = c.turn(None).await?;
-    println!("POST /responses, new session, after auth: {ops}");
+    eprintln!("POST /responses, new session, after auth: {ops}");
     assert_plain(&ops, c.events_table());
     assert!(ops.count("TransactWriteItems") >= 1, "the turn's writes are transactions: {ops}");
     Ok(())
@@ -182,7 +182,7 @@ async fn a_plain_turn_in_an_existing_session_takes_at_most_four_round_trips_afte
     let (session, _) = c.turn(None).await?;
     let (again, ops) = c.turn(Some(&session)).await?;
     assert_eq!(again, session);
-    println!("POST /sessions/{{id}}/messages, after auth: {ops}");
+    eprintln!("POST /sessions/{{id}}/messages, after auth: {ops}");
     assert_plain(&ops, c.events_table());
     Ok(())
 }
@@ -200,7 +200,7 @@ async fn the_hundredth_turn_of_a_session_costs_what_the_second_did() -> R {
             2 => second = Some(ops),
             100 => {
                 let second = second.take().ok_or_else(|| anyhow::anyhow!("no second turn"))?;
-                println!("turn 2: {second}\nturn 100: {ops}");
+                eprintln!("turn 2: {second}\nturn 100: {ops}");
                 assert_eq!(ops, second, "the 100th turn's requests differ from the 2nd's");
             }
             _ => {}

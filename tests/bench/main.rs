@@ -20,7 +20,7 @@ async fn main() -> anyhow::Result<()> {
         println!();
     }
     if wants("turns") {
-        turns::run(n).await?;
+        Box::pin(turns::run(n)).await?;
         println!();
     }
     Ok(())
