@@ -10,6 +10,7 @@ use agentplane_domain::event::{EventType, NewEvent};
 use agentplane_domain::{SessionId, Timestamp};
 use agentplane_tests::model::{Reply, ScriptedModel};
 use agentplane_tests::{TestApp, send, str_field};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -74,6 +75,44 @@ pub async fn run(n: usize) -> anyhow::Result<()> {
     let last_model = replay(session_turns[90..].iter().map(|t| t.1.clone()).collect()).await?;
 
     let rows = round_trips::count(&model).await?;
+
+    // One bare storage call of each kind a turn makes, for scale: a turn's overhead is about its
+    // round trips times these.
+    let (dynamo, table) = (app.store.dynamo.clone(), app.store.names.main_table.clone());
+    let pk = format!("BENCH#{}", uuid::Uuid::new_v4());
+    let item = |sk: String| {
+        Put::builder()
+            .table_name(&table)
+            .item("PK", AttributeValue::S(pk.clone()))
+            .item("SK", AttributeValue::S(sk))
+            .build()
+    };
+    let transact = measure(turns, |i| {
+        let puts = [item(format!("A#{i}")), item(format!("B#{i}"))];
+        let request = dynamo.transact_write_items();
+        async move {
+            let mut request = request;
+            for put in puts {
+                request = request.transact_items(TransactWriteItem::builder().put(put?).build());
+            }
+            request.send().await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let get = measure(turns, |i| {
+        let request = dynamo
+            .get_item()
+            .table_name(&table)
+            .key("PK", AttributeValue::S(pk.clone()))
+            .key("SK", AttributeValue::S(format!("A#{i}")))
+            .consistent_read(true);
+        async move {
+            request.send().await?;
+            Ok(())
+        }
+    })
+    .await?;
 
     // Append throughput: one writer, then eight writers on one session.
     let bus = app.app.engine.bus.clone();
@@ -173,6 +212,13 @@ pub async fn run(n: usize) -> anyhow::Result<()> {
     println!("{:<44} {:>9.2} {:>9.2}", "one session, turns 91-100", ms(last.p50), ms(last.p99));
     overhead("one session, turns 1-10 overhead", &first, &first_model);
     overhead("one session, turns 91-100 overhead", &last, &last_model);
+    println!("{:<44} {:>9.2} {:>9.2}", "bare GetItem (consistent), for scale", ms(get.p50), ms(get.p99));
+    println!(
+        "{:<44} {:>9.2} {:>9.2}",
+        "bare TransactWriteItems (2 puts), for scale",
+        ms(transact.p50),
+        ms(transact.p99)
+    );
     println!(
         "{:<44} {:>9.2} {:>9.2}",
         "SSE delivery, append start to client receipt",
