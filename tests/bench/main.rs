@@ -5,6 +5,7 @@
 
 #![allow(clippy::print_stdout)]
 
+mod round_trips;
 mod sessions;
 mod stats;
 mod turns;
@@ -19,7 +20,7 @@ async fn main() -> anyhow::Result<()> {
         println!();
     }
     if wants("turns") {
-        turns::run(n).await?;
+        Box::pin(turns::run(n)).await?;
         println!();
     }
     Ok(())

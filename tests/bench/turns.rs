@@ -1,5 +1,7 @@
-//! Turns and the event log: turn overhead against a model that answers at once (minus the
-//! model's own time), event append throughput, and SSE delivery latency from append to receipt.
+//! Turns and the event log: storage round trips per plain turn, turn overhead against a model
+//! that answers at once (minus the model's own time), the same for the first and the last ten of
+//! 100 turns in one session, event append throughput, and SSE delivery latency from append to
+//! receipt.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,10 +10,12 @@ use agentplane_domain::event::{EventType, NewEvent};
 use agentplane_domain::{SessionId, Timestamp};
 use agentplane_tests::model::{Reply, ScriptedModel};
 use agentplane_tests::{TestApp, send, str_field};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::stats::{measure, ms, stats};
+use crate::round_trips;
+use crate::stats::{Stats, measure, ms, stats};
 
 pub async fn run(n: usize) -> anyhow::Result<()> {
     let model = ScriptedModel::start().await?;
@@ -43,6 +47,68 @@ pub async fn run(n: usize) -> anyhow::Result<()> {
         async move {
             let (status, body) = send(request).await?;
             anyhow::ensure!(status == StatusCode::OK && body["status"] == "completed", "{status} {body}");
+            Ok(())
+        }
+    })
+    .await?;
+
+    // One session, 100 turns through one route: the first ten against the last ten.
+    let session_turns = one_session(&app, &tenant.key, &agent, &model).await?;
+    let first = stats(session_turns[..10].iter().map(|t| t.0).collect());
+    let last = stats(session_turns[90..].iter().map(|t| t.0).collect());
+    // The model's own time for the very requests those turns sent (turn 100's carries its whole
+    // transcript), each replayed three times straight to the scripted server.
+    let replay = |bodies: Vec<serde_json::Value>| {
+        let (http, model_url, model) = (&http, &model_url, &model);
+        async move {
+            let mut samples = Vec::with_capacity(bodies.len() * 3);
+            for body in bodies.iter().cycle().take(bodies.len() * 3) {
+                model.push(Reply::text("ok"));
+                let start = Instant::now();
+                http.post(model_url).json(body).send().await?.error_for_status()?;
+                samples.push(start.elapsed());
+            }
+            anyhow::Ok(stats(samples))
+        }
+    };
+    let first_model = replay(session_turns[..10].iter().map(|t| t.1.clone()).collect()).await?;
+    let last_model = replay(session_turns[90..].iter().map(|t| t.1.clone()).collect()).await?;
+
+    let rows = round_trips::count(&model).await?;
+
+    // One bare storage call of each kind a turn makes, for scale: a turn's overhead is about its
+    // round trips times these.
+    let (dynamo, table) = (app.store.dynamo.clone(), app.store.names.main_table.clone());
+    let pk = format!("BENCH#{}", uuid::Uuid::new_v4());
+    let item = |sk: String| {
+        Put::builder()
+            .table_name(&table)
+            .item("PK", AttributeValue::S(pk.clone()))
+            .item("SK", AttributeValue::S(sk))
+            .build()
+    };
+    let transact = measure(turns, |i| {
+        let puts = [item(format!("A#{i}")), item(format!("B#{i}"))];
+        let request = dynamo.transact_write_items();
+        async move {
+            let mut request = request;
+            for put in puts {
+                request = request.transact_items(TransactWriteItem::builder().put(put?).build());
+            }
+            request.send().await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let get = measure(turns, |i| {
+        let request = dynamo
+            .get_item()
+            .table_name(&table)
+            .key("PK", AttributeValue::S(pk.clone()))
+            .key("SK", AttributeValue::S(format!("A#{i}")))
+            .consistent_read(true);
+        async move {
+            request.send().await?;
             Ok(())
         }
     })
@@ -134,6 +200,25 @@ pub async fn run(n: usize) -> anyhow::Result<()> {
         ms(turn.p50) - ms(model_time.p50),
         ms(turn.p99) - ms(model_time.p99)
     );
+    let overhead = |label: &str, turn: &Stats, model: &Stats| {
+        println!("{:<44} {:>9.2} {:>9.2}", label, ms(turn.p50) - ms(model.p50), ms(turn.p99) - ms(model.p99));
+    };
+    println!(
+        "{:<44} {:>9.2} {:>9.2}",
+        "one session, turns 1-10 (/sessions/{id}/...)",
+        ms(first.p50),
+        ms(first.p99)
+    );
+    println!("{:<44} {:>9.2} {:>9.2}", "one session, turns 91-100", ms(last.p50), ms(last.p99));
+    overhead("one session, turns 1-10 overhead", &first, &first_model);
+    overhead("one session, turns 91-100 overhead", &last, &last_model);
+    println!("{:<44} {:>9.2} {:>9.2}", "bare GetItem (consistent), for scale", ms(get.p50), ms(get.p99));
+    println!(
+        "{:<44} {:>9.2} {:>9.2}",
+        "bare TransactWriteItems (2 puts), for scale",
+        ms(transact.p50),
+        ms(transact.p99)
+    );
     println!(
         "{:<44} {:>9.2} {:>9.2}",
         "SSE delivery, append start to client receipt",
@@ -142,5 +227,35 @@ pub async fn run(n: usize) -> anyhow::Result<()> {
     );
     println!("event appends, 1 writer:  {sequential:>8.0} events/s");
     println!("event appends, 8 writers: {concurrent:>8.0} events/s (gapless: {gapless})");
+    println!("(one-session overhead: minus the model's own time for the same requests, replayed)");
+    println!();
+    round_trips::print(&rows);
     Ok(())
+}
+
+/// 100 turns of one new session, each `POST /sessions/{id}/messages`: each turn's time and the
+/// request it sent the model.
+async fn one_session(
+    app: &TestApp,
+    key: &str,
+    agent: &str,
+    model: &ScriptedModel,
+) -> anyhow::Result<Vec<(Duration, serde_json::Value)>> {
+    let (status, created) = send(app.client(key, Method::POST, "/sessions")).await?;
+    anyhow::ensure!(status == StatusCode::CREATED, "{status} {created}");
+    let session = str_field(&created, "id")?;
+    let mut turns = Vec::with_capacity(100);
+    for _ in 0..100 {
+        model.push(Reply::text("ok"));
+        let request = app
+            .client(key, Method::POST, &format!("/sessions/{session}/messages"))
+            .json(&json!({"agent": agent, "input": "hi"}));
+        let start = Instant::now();
+        let (status, body) = send(request).await?;
+        let took = start.elapsed();
+        anyhow::ensure!(status == StatusCode::OK && body["status"] == "completed", "{status} {body}");
+        let sent = model.requests().pop().ok_or_else(|| anyhow::anyhow!("the model saw no request"))?;
+        turns.push((took, sent));
+    }
+    Ok(turns)
 }

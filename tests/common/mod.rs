@@ -105,7 +105,11 @@ impl TestApp {
 
     /// An app whose agents talk to `model` (fast retries, short timeouts, a 1 s keep-alive).
     pub async fn spawn_with_model(model: &model::ScriptedModel) -> anyhow::Result<Self> {
-        let store = fresh_store().await?;
+        Self::serve_with_model(fresh_store().await?, model).await
+    }
+
+    /// `spawn_with_model` on a given store (one that counts its requests, say).
+    pub async fn serve_with_model(store: Store, model: &model::ScriptedModel) -> anyhow::Result<Self> {
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
         let app = App::new(store.clone(), CoreKey::new(core_key.clone()))
             .with_model(agentplane_engine::ModelConfig {

@@ -8,6 +8,7 @@
 pub mod aws;
 pub mod dynamo;
 pub mod error;
+pub mod metrics;
 pub mod objects;
 pub mod provision;
 pub mod queue;
@@ -61,6 +62,19 @@ impl Store {
     pub fn with_runs_queue(mut self, sdk: &aws_config::SdkConfig) -> Self {
         let url = std::env::var("AGENTPLANE_RUNS_QUEUE_URL").ok().filter(|u| !u.is_empty());
         self.runs = Some(RunsQueue::new(sdk, self.names.runs_queue.clone(), url));
+        self
+    }
+
+    /// The same store with every DynamoDB and S3 request it sends recorded in `counter` (the
+    /// bench and the round-trip tests; no function attaches one). The `runs` queue is not
+    /// counted: its consumer long-polls in the background.
+    pub fn with_op_counter(mut self, counter: &metrics::OpCounter) -> Self {
+        let config = self.dynamo.config().to_builder().interceptor(counter.interceptor()).build();
+        self.dynamo = aws_sdk_dynamodb::Client::from_conf(config);
+        if let Some(objects) = self.objects.as_mut() {
+            let config = objects.client.config().to_builder().interceptor(counter.interceptor()).build();
+            objects.client = aws_sdk_s3::Client::from_conf(config);
+        }
         self
     }
 

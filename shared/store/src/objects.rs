@@ -11,7 +11,7 @@ use crate::StoreError;
 /// An S3 client bound to the bucket it may use.
 #[derive(Clone, Debug)]
 pub struct Objects {
-    client: aws_sdk_s3::Client,
+    pub(crate) client: aws_sdk_s3::Client,
     bucket: String,
 }
 
