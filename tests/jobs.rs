@@ -56,6 +56,7 @@ fn ran(turn: &str) -> Continued {
         unpriced: Default::default(),
         error: None,
         actions: Vec::new(),
+        budget: None,
     })
 }
 

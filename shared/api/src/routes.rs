@@ -177,7 +177,7 @@ impl Route {
             ClientSessionsGet => {
                 decl("client-sessions-get", &[MAIN_R], Buffered, || routes!(client::sessions::handlers::get))
             }
-            ClientSessionsUpdate => decl("client-sessions-update", &[MAIN_W], Buffered, || {
+            ClientSessionsUpdate => decl("client-sessions-update", &[MAIN_W, RUNS_SEND], Buffered, || {
                 routes!(client::sessions::handlers::update)
             }),
             ClientSessionsDelete => decl("client-sessions-delete", &[MAIN_W], Buffered, || {

@@ -108,7 +108,9 @@ impl SessionBudget {
     /// The budget a turn runs under: the session's own, else the agent's (read live).
     pub fn effective(session: Option<Self>, execution: &crate::agent::Execution) -> Option<Self> {
         session.or_else(|| {
-            execution.max_cost_usd.map(|max_cost_usd| Self { max_cost_usd, on_exceed: execution.budget_action })
+            execution
+                .max_cost_usd
+                .map(|max_cost_usd| Self { max_cost_usd, on_exceed: execution.budget_action })
         })
     }
 

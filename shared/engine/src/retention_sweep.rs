@@ -271,7 +271,7 @@ mod tests {
         let report = sweep(&m, NOW).await;
         assert_eq!(
             report.ok(),
-            Some(SweepReport { due: 3, expired: 3, skipped: 0, continued: 1, failed: 0 })
+            Some(SweepReport { due: 3, expired: 3, skipped: 0, continued: 1, resent: 0, failed: 0 })
         );
         assert_eq!(
             [1, 2, 3, 4, 5].map(|n| status(&m, n)),
@@ -305,7 +305,10 @@ mod tests {
         let mut m = memory(vec![action(1, "turn-a", Some(-5)), action(2, "turn-b", Some(-5))]);
         m.failing.insert(ActionId::from_random([1; 12]));
         let report = sweep(&m, NOW).await.ok();
-        assert_eq!(report, Some(SweepReport { due: 2, expired: 1, continued: 1, failed: 1, skipped: 0 }));
+        assert_eq!(
+            report,
+            Some(SweepReport { due: 2, expired: 1, continued: 1, resent: 0, failed: 1, skipped: 0 })
+        );
         assert_eq!((status(&m, 1), status(&m, 2)), (ActionStatus::Pending, ActionStatus::Expired));
     }
 

@@ -24,8 +24,8 @@ use agentplane_domain::action::{
 };
 use agentplane_domain::agent::{Channel, VersionedConfig};
 use agentplane_domain::event::payload::{
-    ActionRequired, BudgetReached, MessageText, ToolCall, ToolResult, TurnEnded, TurnFailure, TurnStarted, TurnUsage,
-    UsageRecorded,
+    ActionRequired, BudgetReached, MessageText, ToolCall, ToolResult, TurnEnded, TurnFailure, TurnStarted,
+    TurnUsage, UsageRecorded,
 };
 use agentplane_domain::event::{EventPayload, NewEvent};
 use agentplane_domain::ids::AgentId;
@@ -883,7 +883,8 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             for_budget: true,
             spend_budget: self.plan.spend_budget,
         };
-        let state = serde_json::to_string(&state).map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
+        let state = serde_json::to_string(&state)
+            .map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
         let events = [budget_event(hit)];
         let write = Write {
             save: true,

@@ -235,7 +235,9 @@ impl From<TurnError> for ClientError {
             TurnError::ActionsPending(ids) => {
                 Self::ActionsPending { pending_action_ids: ids.iter().map(ToString::to_string).collect() }
             }
-            TurnError::BudgetPaused { spent_usd, max_cost_usd } => Self::BudgetPaused { spent_usd, max_cost_usd },
+            TurnError::BudgetPaused { spent_usd, max_cost_usd } => {
+                Self::BudgetPaused { spent_usd, max_cost_usd }
+            }
             TurnError::ModelNotPriced { model } => Self::ModelNotPriced { model },
             TurnError::SessionNotFound => Self::SessionNotFound,
             TurnError::Storage(err) => Self::Storage(err),

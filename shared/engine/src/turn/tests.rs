@@ -10,7 +10,7 @@ use agentplane_domain::agent::{Channel, ClientTool, HumanInTheLoop, VersionedCon
 use agentplane_domain::event::{Event, EventType, NewEvent};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::pricing::{PriceTable, Usage};
-use agentplane_domain::session::{NewSession, Session, StopReason};
+use agentplane_domain::session::{NewSession, Session, SessionBudget, StopReason};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -33,8 +33,12 @@ struct FakeSession {
     cost_usd: f64,
     /// The turn a cancel was recorded for (as `POST …/cancel` records it on the holder).
     cancelled_turn: Option<String>,
-    /// The transcript version a pause wrote (while `requires_action`).
+    /// The transcript version a pause wrote (while `requires_action` or `budget_paused`).
     paused_at: Option<u64>,
+    /// Paused by the budget (`budget_paused`), not for actions.
+    budget_paused: bool,
+    /// Spend before the turns of a test (what a budget counts besides the turn's own).
+    cost_before: f64,
 }
 
 impl FakeSession {
@@ -52,6 +56,12 @@ struct State {
     actions: HashMap<ActionId, Action>,
     /// Records a cancel right after an event of this type is appended (between two checks).
     cancel_after: Option<EventType>,
+    /// The session's own budget, as a continuation's claim reads it.
+    budgets: HashMap<SessionId, SessionBudget>,
+}
+
+fn state_budget(state: &MutexGuard<'_, State>, session: &SessionId) -> Option<SessionBudget> {
+    state.budgets.get(session).copied()
 }
 
 #[derive(Debug, Clone, Default)]
@@ -124,7 +134,7 @@ impl TurnStore for FakeStore {
         let session =
             state.sessions.get_mut(start.session).filter(|s| !s.deleted).ok_or(refused(Refused::Gone))?;
         if session.paused_at.is_some() {
-            return Err(refused(Refused::Paused));
+            return Err(refused(if session.budget_paused { Refused::BudgetPaused } else { Refused::Paused }));
         }
         if session.holder.is_some() && session.hold_until.is_some_and(|until| until >= start.now) {
             return Err(refused(Refused::Busy));
@@ -175,10 +185,12 @@ impl TurnStore for FakeStore {
                 session.cancelled_turn = None;
                 session.stop_reason = Some(*reason);
             }
-            SessionMove::Pause => {
+            SessionMove::Pause { budget } => {
                 session.paused_at = transcript.as_ref().map(|t| t.0);
                 session.hold_until = None;
-                session.stop_reason = Some(StopReason::RequiresAction);
+                session.budget_paused = *budget;
+                session.stop_reason =
+                    Some(if *budget { StopReason::BudgetReached } else { StopReason::RequiresAction });
             }
         }
         Ok(Committed { events, transcript })
@@ -241,9 +253,12 @@ impl TurnStore for FakeStore {
             return Ok(None);
         }
         session.paused_at = None;
+        session.budget_paused = false;
         session.hold_until = Some(hold_until);
         let mut claimed = NewSession::default().into_session(c.session_id, c.project_id, now);
         claimed.last_event_seq = last;
+        claimed.cost_usd = session.cost_usd + session.cost_before;
+        claimed.budget = state_budget(&state, &c.session_id);
         Ok(Some(claimed))
     }
 
@@ -307,6 +322,7 @@ impl TurnStore for FakeStore {
             return Err(refused(Refused::NotHeld));
         }
         s.paused_at = None;
+        s.budget_paused = false;
         s.holder = None;
         s.stop_reason = Some(stop_reason);
         Ok(Self::append(&mut state, session, events, now))
@@ -397,6 +413,7 @@ impl Harness {
             input: "hello".into(),
             deadline: Instant::now() + Duration::from_secs(60),
             context: None,
+            budget: None,
         }
     }
 
@@ -829,7 +846,8 @@ async fn cancelling_a_paused_turn_ends_it_and_its_continuation_does_nothing() {
         Harness::new(vec![calls(vec![call("call_a", "add", &json!({"a": 1, "b": 1}))]), text("never asked")]);
     let outcome = h.engine.run_turn(h.hitl_request(&["add"], approvals(&["add"]))).await.unwrap();
     let continuation = h.continuation(&outcome.turn_id);
-    let cancelled = h.engine.cancel_paused(&h.project, &h.session, 6).await.unwrap().unwrap();
+    let cancelled =
+        h.engine.cancel_paused(&h.project, &h.session, &outcome.turn_id, 6).await.unwrap().unwrap();
     assert_eq!(cancelled.len(), 1);
     assert_eq!(cancelled[0].status, ActionStatus::Cancelled);
     assert_eq!(
@@ -842,7 +860,7 @@ async fn cancelling_a_paused_turn_ends_it_and_its_continuation_does_nothing() {
     assert!(h.engine.continue_paused(&continuation).await.unwrap().is_none());
     assert_eq!(h.requests().len(), 1);
     // Nothing is paused any more: a second cancel has nothing to do, a new turn runs.
-    assert!(h.engine.cancel_paused(&h.project, &h.session, 7).await.unwrap().is_none());
+    assert!(h.engine.cancel_paused(&h.project, &h.session, &outcome.turn_id, 7).await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -869,4 +887,92 @@ async fn a_continuation_while_an_action_is_still_pending_does_nothing() {
     );
     let carried = h.engine.continue_paused(&continuation).await.unwrap();
     assert_eq!(carried.map(|o| o.stop_reason), Some(StopReason::EndTurn));
+}
+
+fn budget(max_cost_usd: f64, on_exceed: agentplane_domain::agent::BudgetAction) -> Option<SessionBudget> {
+    Some(SessionBudget { max_cost_usd, on_exceed })
+}
+
+#[tokio::test]
+async fn a_budget_already_spent_with_stop_ends_the_turn_before_any_model_call() {
+    let h = Harness::new(vec![text("never asked")]);
+    let mut request = h.request(&[]);
+    request.budget = budget(0.0, agentplane_domain::agent::BudgetAction::Stop);
+    let outcome = h.engine.run_turn(request).await.unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::BudgetReached);
+    assert_eq!(outcome.budget.map(|b| (b.paused, b.max_cost_usd)), Some((false, 0.0)));
+    assert!(h.requests().is_empty());
+    assert_eq!(
+        h.store.event_types(h.session),
+        ["turn.started", "message.user", "budget.reached", "turn.ended"]
+    );
+    assert_eq!(h.store.event(h.session, &EventType::TurnEnded).unwrap()["stop_reason"], "budget_reached");
+    assert_eq!(h.session(|s| (s.holder.clone(), s.stop_reason)), (None, Some(StopReason::BudgetReached)));
+}
+
+#[tokio::test]
+async fn a_budget_reached_mid_turn_pauses_it_and_raising_the_budget_carries_the_same_turn_on() {
+    let h = Harness::new(vec![tool_call("add", &json!({"a": 1, "b": 2})), text("it is 3")]);
+    let mut request = h.request(&["add"]);
+    // The first call costs more than this: the second waits.
+    request.budget = budget(0.000_001, agentplane_domain::agent::BudgetAction::Pause);
+    let outcome = h.engine.run_turn(request).await.unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::BudgetReached);
+    let hit = outcome.budget.unwrap();
+    assert!(hit.paused && hit.spent_usd > hit.max_cost_usd, "{hit:?}");
+    assert_eq!(h.requests().len(), 1);
+    assert_eq!(
+        h.store.event_types(h.session),
+        ["turn.started", "message.user", "usage", "tool.call", "tool.result", "budget.reached"]
+    );
+    assert!(h.session(|s| s.budget_paused));
+    // A new message waits for the budget, and says what was spent of what.
+    let refused = h.engine.run_turn(h.request(&[])).await;
+    assert!(matches!(refused, Err(TurnError::BudgetPaused { .. })), "{refused:?}");
+    // Raised: the same turn carries on from the model call it did not make.
+    h.store.state().budgets.insert(
+        h.session,
+        SessionBudget { max_cost_usd: 1.0, on_exceed: agentplane_domain::agent::BudgetAction::Pause },
+    );
+    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id)).await.unwrap().unwrap();
+    assert_eq!(
+        (carried.turn_id.clone(), carried.stop_reason),
+        (outcome.turn_id.clone(), StopReason::EndTurn)
+    );
+    assert_eq!(carried.output_text.as_deref(), Some("it is 3"));
+    assert_eq!(carried.usage, usage(30, 7));
+    assert_eq!(h.requests().len(), 2);
+    assert!(!h.session(|s| s.budget_paused));
+}
+
+#[tokio::test]
+async fn a_budget_that_stays_reached_pauses_the_carried_on_turn_again_without_a_model_call() {
+    let h = Harness::new(vec![tool_call("add", &json!({"a": 1, "b": 2})), text("never asked")]);
+    let mut request = h.request(&["add"]);
+    request.budget = budget(0.000_001, agentplane_domain::agent::BudgetAction::Pause);
+    let outcome = h.engine.run_turn(request).await.unwrap();
+    // Carried on without a raise (a duplicate, a race): it pauses again at once.
+    let again = h.engine.continue_paused(&h.continuation(&outcome.turn_id)).await.unwrap().unwrap();
+    assert_eq!(again.stop_reason, StopReason::BudgetReached);
+    assert_eq!(h.requests().len(), 1);
+    assert!(h.session(|s| s.budget_paused));
+}
+
+#[tokio::test]
+async fn a_model_without_a_price_is_refused_where_a_budget_applies() {
+    let h = Harness::new(vec![text("never asked")]);
+    let mut request = h.request(&[]);
+    request.config.model = "no-such-priced-model".into();
+    request.budget = budget(5.0, agentplane_domain::agent::BudgetAction::Pause);
+    let refused = h.engine.run_turn(request).await;
+    assert!(
+        matches!(&refused, Err(TurnError::ModelNotPriced { model }) if model == "no-such-priced-model"),
+        "{refused:?}"
+    );
+    assert!(h.store.event_types(h.session).is_empty());
+    // Without a budget it runs, its usage recorded as unpriced.
+    let mut request = h.request(&[]);
+    request.config.model = "no-such-priced-model".into();
+    let outcome = h.engine.run_turn(request).await.unwrap();
+    assert_eq!(outcome.unpriced, usage(10, 5));
 }

@@ -226,19 +226,19 @@ impl<'a> Sessions<'a> {
         match patch.budget {
             Some(Some(budget)) => {
                 sets.push("budget = :budget");
-                request = request.expression_attribute_values(":budget", serde_dynamo::to_attribute_value(budget)?);
+                request =
+                    request.expression_attribute_values(":budget", serde_dynamo::to_attribute_value(budget)?);
             }
             Some(None) => expression.push_str(" REMOVE budget"),
             None => {}
         }
         let expression = format!("SET {}{expression}", sets.join(", "));
-        let out =
-            request.update_expression(expression).send().await.map_err(|e| {
-                match conditional(e, |e| e.is_conditional_check_failed_exception()) {
-                    StoreError::Conflict => StoreError::NotFound,
-                    other => other,
-                }
-            })?;
+        let out = request.update_expression(expression).send().await.map_err(|e| {
+            match conditional(e, |e| e.is_conditional_check_failed_exception()) {
+                StoreError::Conflict => StoreError::NotFound,
+                other => other,
+            }
+        })?;
         let item: SessionItem = serde_dynamo::from_item(out.attributes.unwrap_or_default())?;
         Ok(item.session)
     }

@@ -497,9 +497,16 @@ impl<'a> TurnWrites<'a> {
             }
             SessionMove::Pause { budget } => {
                 let version = commit.transcript.as_ref().map_or(0, |t| t.expected + 1);
-                let (status, reason) =
-                    if *budget { ("budget_paused", "budget_reached") } else { ("requires_action", "requires_action") };
-                sets.extend(["runtime_status = :paused", "stop_reason = :paused_reason", "pause_version = :pv"]);
+                let (status, reason) = if *budget {
+                    ("budget_paused", "budget_reached")
+                } else {
+                    ("requires_action", "requires_action")
+                };
+                sets.extend([
+                    "runtime_status = :paused",
+                    "stop_reason = :paused_reason",
+                    "pause_version = :pv",
+                ]);
                 removes.push("turn_held_until");
                 update = update
                     .expression_attribute_values(":paused", s(status))

@@ -123,7 +123,8 @@ async fn read_for_turn(
         .session_with_transcript(&auth.project_id, id)
         .await
         .or_not_found(ClientError::SessionNotFound)?;
-    let context = TurnContext { last_event_seq: session.last_event_seq, transcript, spent_usd: session.cost_usd };
+    let context =
+        TurnContext { last_event_seq: session.last_event_seq, transcript, spent_usd: session.cost_usd };
     Ok((session, context))
 }
 
@@ -200,10 +201,10 @@ async fn respond(
     request_body = CreateResponse,
     responses(
         (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`).", body = ResponseBody),
-        (status = 400, description = "The body is not a valid request (`param` names the field); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
+        (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "`agent` names no agent of this project (`{\"error\": \"…\"}`), or `session_id` no session (`session_not_found`).", body = ResponsesError),
-        (status = 409, description = "A turn is already running in the session (`session_busy`), or its turn waits for actions (`actions_pending`, with `pending_action_ids`).", body = ErrorEnvelope),
+        (status = 409, description = "A turn is already running in the session (`session_busy`), its turn waits for actions (`actions_pending`, with `pending_action_ids`), or its turn is paused by its budget (`budget_paused`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
         (status = 413, description = "The body is too large.", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
@@ -227,10 +228,10 @@ pub async fn create_draft(
     request_body = CreateResponse,
     responses(
         (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`).", body = ResponseBody),
-        (status = 400, description = "The body is not a valid request (`param` names the field); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
+        (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "`agent` names no agent of this project (`{\"error\": \"…\"}`), or `session_id` no session (`session_not_found`).", body = ResponsesError),
-        (status = 409, description = "The agent has no published version (`agent_not_published`), a turn is running in the session (`session_busy`), or its turn waits for actions (`actions_pending`, with `pending_action_ids`).", body = ErrorEnvelope),
+        (status = 409, description = "The agent has no published version (`agent_not_published`), a turn is running in the session (`session_busy`), its turn waits for actions (`actions_pending`, with `pending_action_ids`), or its turn is paused by its budget (`budget_paused`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
         (status = 413, description = "The body is too large.", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
@@ -255,10 +256,10 @@ pub async fn create_published(
     request_body = CreateSessionMessage,
     responses(
         (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`).", body = ResponseBody),
-        (status = 400, description = "The body is not a valid request (`param` names the field).", body = ErrorEnvelope),
+        (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`).", body = ErrorEnvelope),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session (`session_not_found`), or `agent` names no agent of this project (`agent_not_found`).", body = ErrorEnvelope),
-        (status = 409, description = "A turn is already running in the session (`session_busy`), its turn waits for actions (`actions_pending`, with `pending_action_ids`), or the agent has no published version (`agent_not_published`).", body = ErrorEnvelope),
+        (status = 409, description = "A turn is already running in the session (`session_busy`), its turn waits for actions (`actions_pending`, with `pending_action_ids`) or its budget (`budget_paused`, with `spent_usd` and `max_cost_usd`), or the agent has no published version (`agent_not_published`).", body = ErrorEnvelope),
         (status = 413, description = "The body is too large.", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),

@@ -249,6 +249,22 @@ pub struct ResponseBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub required_action: Option<RequiredAction>,
+    /// Present when the session budget stopped the turn before a model call (`status:
+    /// incomplete`, `stop_reason: budget_reached`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub incomplete_details: Option<IncompleteDetails>,
+}
+
+/// Why a turn is incomplete, when its budget says so.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IncompleteDetails {
+    /// `budget_paused`: the turn waits; raise the session budget (PATCH the session) and it
+    /// carries on. `budget_reached`: it ended (`on_exceed: stop`).
+    #[schema(value_type = String, pattern = "^(budget_paused|budget_reached)$")]
+    pub reason: &'static str,
+    pub spent_usd: f64,
+    pub max_cost_usd: f64,
 }
 
 /// What a paused turn waits for.
@@ -343,6 +359,11 @@ impl ResponseBody {
             required_action: (!outcome.actions.is_empty()).then(|| RequiredAction {
                 kind: "actions",
                 actions: outcome.actions.iter().map(RequiredActionItem::from).collect(),
+            }),
+            incomplete_details: outcome.budget.map(|hit| IncompleteDetails {
+                reason: if hit.paused { "budget_paused" } else { "budget_reached" },
+                spent_usd: hit.spent_usd,
+                max_cost_usd: hit.max_cost_usd,
             }),
         }
     }

@@ -1,8 +1,8 @@
 use agentplane_domain::SessionId;
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
-use agentplane_domain::session::{NewSession, SessionPatch};
 use agentplane_domain::session::SessionBudget;
+use agentplane_domain::session::{NewSession, SessionPatch};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
@@ -239,7 +239,11 @@ pub async fn cancel(
             );
             if paused
                 && let Some(turn_id) = &session.current_turn_id
-                && app.engine.cancel_paused(&auth.project_id, &id, turn_id, session.last_event_seq).await?.is_some()
+                && app
+                    .engine
+                    .cancel_paused(&auth.project_id, &id, turn_id, session.last_event_seq)
+                    .await?
+                    .is_some()
             {
                 let session =
                     sessions.get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use agentplane_domain::ValidationError;
-use agentplane_domain::ids::AgentId;
 use agentplane_domain::agent::BudgetAction;
+use agentplane_domain::ids::AgentId;
 use agentplane_domain::session::{
     EnvironmentMode, NewSession, RuntimeStatus, Session, SessionBudget, SessionPatch, StopReason, Title,
 };
