@@ -329,10 +329,10 @@ fn check_execution(execution: &Execution) -> Result<(), ValidationError> {
             "must be from 1 to 1800000",
         ));
     }
-    if execution.max_cost_usd.is_some_and(|c| !c.is_finite() || c < 0.0) {
+    if execution.max_cost_usd.is_some_and(|c| crate::pricing::usd_amount(c) != Some(c)) {
         return Err(ValidationError::new(
             "config.execution.max_cost_usd",
-            "must be a non-negative number or null",
+            "must be a number of USD from 0 to 1000000000 (to the nano-dollar), or null",
         ));
     }
     Ok(())

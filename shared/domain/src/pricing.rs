@@ -128,3 +128,27 @@ mod tests {
         );
     }
 }
+
+/// The largest amount of USD a budget or limit takes.
+pub const MAX_USD: f64 = 1_000_000_000.0;
+
+/// An amount of USD as budgets keep it: finite, 0 to [`MAX_USD`], to the nano-dollar (so that
+/// every stored amount is a number storage can hold: no subnormals, no 1e300).
+pub fn usd_amount(value: f64) -> Option<f64> {
+    (value.is_finite() && (0.0..=MAX_USD).contains(&value)).then(|| (value * 1e9).round() / 1e9)
+}
+
+#[cfg(test)]
+mod usd_tests {
+    use super::*;
+
+    #[test]
+    fn amounts_are_bounded_and_kept_to_the_nano_dollar() {
+        assert_eq!(usd_amount(2.5), Some(2.5));
+        assert_eq!(usd_amount(0.000_001), Some(0.000_001));
+        assert_eq!(usd_amount(2.225_073_858_5e-313), Some(0.0));
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1e300, MAX_USD * 2.0] {
+            assert_eq!(usd_amount(bad), None, "{bad}");
+        }
+    }
+}

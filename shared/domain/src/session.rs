@@ -96,12 +96,12 @@ pub struct SessionBudget {
 impl SessionBudget {
     /// A budget of `max_cost_usd` (finite, not negative; `param` names it when it is not).
     pub fn new(param: &str, max_cost_usd: f64, on_exceed: BudgetAction) -> Result<Self, ValidationError> {
-        if !max_cost_usd.is_finite() || max_cost_usd < 0.0 {
+        let Some(max_cost_usd) = crate::pricing::usd_amount(max_cost_usd) else {
             return Err(ValidationError::new(
                 format!("{param}.max_cost_usd"),
-                format!("`{param}.max_cost_usd` must be a number of USD, 0 or more"),
+                format!("`{param}.max_cost_usd` must be a number of USD from 0 to 1000000000"),
             ));
-        }
+        };
         Ok(Self { max_cost_usd, on_exceed })
     }
 

@@ -38,8 +38,8 @@ pub struct CreateSession {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetInput {
-    /// USD, 0 or more.
-    #[schema(minimum = 0)]
+    /// USD, 0 to 1000000000 (kept to the nano-dollar).
+    #[schema(minimum = 0, maximum = 1_000_000_000)]
     pub max_cost_usd: f64,
     /// `pause` (default): the turn waits, resumable by raising the budget; `stop`: it ends
     /// with `budget_reached`.
