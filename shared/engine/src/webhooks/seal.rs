@@ -40,6 +40,20 @@ impl SealKey {
         Self::from_bytes(&STANDARD.decode(text.trim()).map_err(|_| SealError::BadKey)?)
     }
 
+    /// A key from a secret's text: base64 of 32 bytes as is; any other text of at least 32
+    /// characters (what Secrets Manager generates) through SHA-256.
+    pub fn from_secret_text(text: &str) -> Result<Self, SealError> {
+        let text = text.trim();
+        if let Ok(key) = Self::from_base64(text) {
+            return Ok(key);
+        }
+        if text.chars().count() < 32 {
+            return Err(SealError::BadKey);
+        }
+        use sha2::Digest as _;
+        Self::from_bytes(&sha2::Sha256::digest(text.as_bytes()))
+    }
+
     /// Seals `plaintext` for `context` (the endpoint id) under a fresh random nonce.
     pub fn seal(&self, context: &str, plaintext: &[u8]) -> Result<String, SealError> {
         let mut nonce = [0u8; NONCE_LEN];
@@ -97,6 +111,11 @@ mod tests {
         assert!(SealKey::from_base64(&STANDARD.encode([1u8; 32])).is_ok());
         assert!(SealKey::from_base64(&STANDARD.encode([1u8; 16])).is_err());
         assert!(SealKey::from_base64("not base64!").is_err());
+        let generated = "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb3dEf6hIj9kLm2n";
+        let a = SealKey::from_secret_text(generated).expect("generated text");
+        let sealed = a.seal("ep", b"x").expect("seal");
+        assert!(SealKey::from_secret_text(generated).expect("again").open("ep", &sealed).is_ok());
+        assert!(SealKey::from_secret_text("short").is_err());
         assert_eq!(format!("{:?}", SealKey::from_bytes(&[1; 32]).expect("key")), "SealKey(…)");
     }
 }
