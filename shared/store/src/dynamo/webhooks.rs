@@ -16,6 +16,7 @@
 use agentplane_domain::page::{Page, PageLimit, PageRequest, created_sort_key};
 use agentplane_domain::webhook::{Attempt, Endpoint, EndpointId, MAX_ENDPOINTS, Message};
 use agentplane_domain::{ProjectId, Timestamp};
+use aws_sdk_dynamodb::operation::transact_write_items::builders::TransactWriteItemsFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use serde::{Deserialize, Serialize};
 
@@ -127,15 +128,13 @@ impl<'a> Webhooks<'a> {
             .condition_expression("attribute_not_exists(PK)")
             .build()
             .map_err(StoreError::unavailable)?;
-        self.store
+        let tx = self
+            .store
             .dynamo
             .transact_write_items()
             .transact_items(TransactWriteItem::builder().update(count).build())
-            .transact_items(TransactWriteItem::builder().put(put).build())
-            .send()
-            .await
-            .map_err(super::transaction_conflict)?;
-        Ok(())
+            .transact_items(TransactWriteItem::builder().put(put).build());
+        send_contended(tx).await
     }
 
     async fn raw(&self, project: &ProjectId, id: &EndpointId) -> Result<Item, StoreError> {
@@ -211,16 +210,13 @@ impl<'a> Webhooks<'a> {
             .expression_attribute_values(":one", n(1))
             .build()
             .map_err(StoreError::unavailable)?;
-        let result = self
+        let tx = self
             .store
             .dynamo
             .transact_write_items()
             .transact_items(TransactWriteItem::builder().delete(delete).build())
-            .transact_items(TransactWriteItem::builder().update(count).build())
-            .send()
-            .await
-            .map_err(super::transaction_conflict);
-        match result {
+            .transact_items(TransactWriteItem::builder().update(count).build());
+        match send_contended(tx).await {
             Ok(_) => Ok(()),
             Err(StoreError::Conflict) => Err(StoreError::NotFound),
             Err(err) => Err(err),
@@ -316,6 +312,48 @@ impl<'a> Webhooks<'a> {
                 MessageWithAttempts { message, attempts: of }
             })
             .collect())
+    }
+}
+
+/// Sends a transaction on the project's count item, which concurrent creates and deletes all
+/// touch: a cancellation for a conflicting transaction (not a failed condition) is retried with
+/// a growing, jittered pause a bounded number of times. A failed condition is `Conflict`.
+async fn send_contended(tx: TransactWriteItemsFluentBuilder) -> Result<(), StoreError> {
+    let mut pause_ms = 10u64;
+    for _ in 0..8 {
+        match tx.clone().send().await {
+            Ok(_) => return Ok(()),
+            Err(err) if contended(&err) => {
+                let jitter = u64::from(
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.subsec_nanos())
+                        % 10,
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(pause_ms + jitter * pause_ms / 10)).await;
+                pause_ms = (pause_ms * 2).min(400);
+            }
+            Err(err) => return Err(super::transaction_conflict(err)),
+        }
+    }
+    Err(StoreError::unavailable("the webhook count kept being contended"))
+}
+
+fn contended(
+    err: &aws_sdk_dynamodb::error::SdkError<
+        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError,
+        aws_sdk_dynamodb::config::http::HttpResponse,
+    >,
+) -> bool {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
+    match err.as_service_error() {
+        Some(E::TransactionCanceledException(c)) => {
+            let reasons = c.cancellation_reasons();
+            !reasons.iter().any(|r| r.code() == Some("ConditionalCheckFailed"))
+                && reasons.iter().any(|r| r.code() == Some("TransactionConflict"))
+        }
+        Some(E::TransactionInProgressException(_)) => true,
+        _ => false,
     }
 }
 
