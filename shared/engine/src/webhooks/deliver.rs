@@ -86,10 +86,21 @@ pub async fn deliver(
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .timeout(timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1)));
-    if let Ok(target) = check_url(url)
-        && let UrlHost::Name(name) = target.host
-    {
-        builder = builder.resolve_to_addrs(&name, &addrs);
+    // The HTTP client reads the URL with its own parser: it must see the very host that was
+    // checked, or the pinning below would not apply to the name it connects to.
+    let (Ok(target), Ok(parsed)) = (check_url(url), reqwest::Url::parse(url)) else {
+        return failed("the URL is invalid".to_owned());
+    };
+    let checked = match &target.host {
+        UrlHost::Name(name) => name.clone(),
+        UrlHost::Address(ip) => ip.to_string(),
+    };
+    let seen = parsed.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
+    if seen != checked || parsed.port_or_known_default() != Some(target.port) {
+        return failed("the URL's host is ambiguous".to_owned());
+    }
+    if let UrlHost::Name(name) = &target.host {
+        builder = builder.resolve_to_addrs(name, &addrs);
     }
     let client = match builder.build() {
         Ok(client) => client,
@@ -163,6 +174,16 @@ mod tests {
             Ok(vec!["127.0.0.1:9".parse().expect("addr")])
         );
         assert!(matches!(resolve("ftp://x.example/", true, t).await, Err(TargetError::Invalid(_))));
+    }
+
+    #[tokio::test]
+    async fn the_client_connects_to_the_host_that_was_checked() {
+        let headers = SignedHeaders { id: "evt_1".into(), timestamp: "1".into(), signature: "v1,x".into() };
+        // Nothing listens on port 9 of loopback: the delivery gets as far as connecting.
+        for url in ["http://127.0.0.1:9/", "http://[::1]:9/", "http://LOCALHOST:9/x"] {
+            let outcome = deliver(url, &headers, "{}", true, Duration::from_secs(1)).await;
+            assert_eq!(outcome.error.as_deref(), Some("could not connect"), "{url}: {outcome:?}");
+        }
     }
 
     #[tokio::test]
