@@ -363,6 +363,39 @@ async fn deliveries_are_signed_as_the_reference_library_verifies_and_rotation_ov
         assert_eq!(m["attempts"].as_array().map(Vec::len), Some(1), "{m}");
         assert_eq!(m["attempts"][0]["statusCode"], 200);
     }
+
+    // Redelivery sends the same message (same id, same body) again, signed afresh.
+    let oldest = data[2]["id"].as_str().expect("id").to_owned();
+    let redeliver = format!("/webhooks/{id}/messages/{oldest}/redeliver");
+    let (status, attempt) = send(t.client(&a.key, Method::POST, &redeliver)).await.expect("redeliver");
+    assert_eq!(status, StatusCode::OK, "{attempt}");
+    assert_eq!((attempt["number"].clone(), attempt["statusCode"].clone()), (json!(2), json!(200)));
+    let again = receiver.received().pop().expect("redelivery");
+    let headers = delivered_headers(&again);
+    assert_eq!(headers[0].1, oldest);
+    assert_eq!(again.body, receiver.received()[0].body);
+    assert_eq!(verify(&newest, &headers, &again.body), "ok");
+    let (_, messages) =
+        send(t.client(&a.key, Method::GET, &format!("/webhooks/{id}/messages"))).await.expect("messages");
+    let redelivered = messages["data"].as_array().expect("data").iter().find(|m| m["id"] == oldest.as_str());
+    assert_eq!(redelivered.map(|m| m["attempts"].as_array().map(Vec::len)), Some(Some(2)));
+
+    // Another project's key, an unknown message, or a message of another endpoint: 404.
+    let b = t.tenant().await.expect("tenant");
+    let (status, err) = send(t.client(&b.key, Method::POST, &redeliver)).await.expect("redeliver");
+    assert_eq!((status, err["error"]["code"].clone()), (StatusCode::NOT_FOUND, json!("webhook_not_found")));
+    let (_, other) = create(&t, &a.key, json!({"url": receiver.url})).await;
+    let other = other["id"].as_str().expect("id");
+    for path in [
+        format!("/webhooks/{id}/messages/evt_000000000000000000000000/redeliver"),
+        format!("/webhooks/{id}/messages/nope/redeliver"),
+        format!("/webhooks/{other}/messages/{oldest}/redeliver"),
+    ] {
+        let (status, err) = send(t.client(&a.key, Method::POST, &path)).await.expect("redeliver");
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {err}");
+        assert_eq!(err["error"]["code"], "webhook_message_not_found", "{path}");
+    }
+    assert_eq!(receiver.received().len(), 4, "nothing else was sent");
 }
 
 #[tokio::test]

@@ -105,6 +105,7 @@ pub enum Route {
     ClientWebhooksRotateSecret,
     ClientWebhooksTest,
     ClientWebhooksMessages,
+    ClientWebhooksRedeliver,
 }
 
 impl Route {
@@ -162,6 +163,7 @@ impl Route {
         Route::ClientWebhooksRotateSecret,
         Route::ClientWebhooksTest,
         Route::ClientWebhooksMessages,
+        Route::ClientWebhooksRedeliver,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -349,6 +351,11 @@ impl Route {
             ClientWebhooksMessages => decl("client-webhooks-messages", &[MAIN_R], Buffered, || {
                 routes!(client::webhooks::handlers::messages)
             }),
+            ClientWebhooksRedeliver => {
+                decl("client-webhooks-redeliver", &[MAIN_W, WEBHOOK_KEY], Buffered, || {
+                    routes!(client::webhooks::handlers::redeliver)
+                })
+            }
         }
     }
 

@@ -50,6 +50,9 @@ pub enum ClientError {
     /// 404 `webhook_not_found`.
     #[error("webhook endpoint not found")]
     WebhookNotFound,
+    /// 404 `webhook_message_not_found`.
+    #[error("webhook message not found")]
+    WebhookMessageNotFound,
     /// 409 `webhook_limit_reached`: the project has the most endpoints it may.
     #[error("the project has the most webhook endpoints it may")]
     WebhookLimitReached,
@@ -166,6 +169,12 @@ impl ClientError {
                 "not_found_error",
                 "webhook_not_found",
                 "webhook endpoint not found",
+            ),
+            Self::WebhookMessageNotFound => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "webhook_message_not_found",
+                "webhook message not found",
             ),
             Self::WebhookLimitReached => ApiError::new(
                 StatusCode::CONFLICT,

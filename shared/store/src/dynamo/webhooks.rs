@@ -6,15 +6,18 @@
 //! | count     | `PROJECT#{pid}`   | `WEBHOOKS#COUNT`                    | —                          | —          |
 //! | message   | `WEBHOOK#{ep}`    | `MSG#{created ms:015}#{evt}`        | —                          | —          |
 //! | attempt   | `WEBHOOK#{ep}`    | `ATT#{created ms:015}#{evt}#{n:04}` | —                          | —          |
+//! | locator   | `WEBHOOK#{ep}`    | `MSGID#{evt}`                       | —                          | —          |
 //!
 //! The count item holds `endpoint_count`; every create and delete changes it in the same
 //! transaction as the endpoint, under the condition `endpoint_count < 50` (create) and
 //! `endpoint_count > 0` (delete), so concurrent creates never pass the cap. Messages and
 //! attempts live in the endpoint's own partition, newest last by their message's creation, so
-//! one page of messages and the attempts of exactly those messages are two range queries.
+//! one page of messages and the attempts of exactly those messages are two range queries. A
+//! message's locator (written with it) holds its creation time, so a message named by its id
+//! (redelivery) is two reads.
 
 use agentplane_domain::page::{Page, PageLimit, PageRequest, created_sort_key};
-use agentplane_domain::webhook::{Attempt, Endpoint, EndpointId, MAX_ENDPOINTS, Message};
+use agentplane_domain::webhook::{Attempt, Endpoint, EndpointId, MAX_ENDPOINTS, Message, MessageId};
 use agentplane_domain::{ProjectId, Timestamp};
 use aws_sdk_dynamodb::operation::transact_write_items::builders::TransactWriteItemsFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
@@ -37,6 +40,9 @@ fn messages_pk(endpoint: &EndpointId) -> String {
 }
 fn message_sk(message: &Message) -> String {
     format!("MSG#{:015}#{}", message.created_at.unix_millis().max(0), message.id)
+}
+fn locator_sk(id: &MessageId) -> String {
+    format!("MSGID#{id}")
 }
 fn attempt_prefix(message: &Message) -> String {
     format!("ATT#{:015}#{}#", message.created_at.unix_millis().max(0), message.id)
@@ -76,6 +82,15 @@ struct MessageItem {
     sk: String,
     #[serde(flatten)]
     message: Message,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LocatorItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    created_at: Timestamp,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -223,22 +238,35 @@ impl<'a> Webhooks<'a> {
         }
     }
 
-    /// Writes a message (new, or its new state after an attempt).
+    /// Writes a new message and its locator.
     pub async fn put_message(&self, message: &Message) -> Result<(), StoreError> {
-        let item = MessageItem {
-            pk: messages_pk(&message.endpoint_id),
-            sk: message_sk(message),
-            message: message.clone(),
-        };
-        self.store
-            .dynamo
-            .put_item()
-            .table_name(self.table())
-            .set_item(Some(serde_dynamo::to_item(item)?))
-            .send()
-            .await
-            .map_err(backend)?;
+        let pk = messages_pk(&message.endpoint_id);
+        let item = MessageItem { pk: pk.clone(), sk: message_sk(message), message: message.clone() };
+        let locator = LocatorItem { pk, sk: locator_sk(&message.id), created_at: message.created_at };
+        let mut tx = self.store.dynamo.transact_write_items();
+        for item in [serde_dynamo::to_item(item)?, serde_dynamo::to_item(locator)?] {
+            let put = Put::builder()
+                .table_name(self.table())
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(PK)")
+                .build()
+                .map_err(StoreError::unavailable)?;
+            tx = tx.transact_items(TransactWriteItem::builder().put(put).build());
+        }
+        tx.send().await.map_err(super::transaction_conflict)?;
         Ok(())
+    }
+
+    /// The message `id` of `endpoint`; `NotFound` when it has none such.
+    pub async fn message(&self, endpoint: &EndpointId, id: &MessageId) -> Result<Message, StoreError> {
+        let pk = messages_pk(endpoint);
+        let locator: LocatorItem = super::get_as(self.store, self.table(), pk.clone(), locator_sk(id))
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        let sk = format!("MSG#{:015}#{id}", locator.created_at.unix_millis().max(0));
+        let item: MessageItem =
+            super::get_as(self.store, self.table(), pk, sk).await?.ok_or(StoreError::NotFound)?;
+        Ok(item.message)
     }
 
     /// Records one attempt of `message` and the message's state after it, together.

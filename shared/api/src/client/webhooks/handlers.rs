@@ -310,13 +310,52 @@ pub async fn test(
         created_at: now,
     };
     app.store.webhooks().put_message(&message).await?;
-    let attempt =
-        attempt(&app.store, &app.webhooks, &endpoint, &mut message).await.map_err(|err| match err {
-            SendError::NoKey => ClientError::WebhooksUnavailable,
-            SendError::Seal(err) => ClientError::internal(err.to_string()),
-            SendError::Storage(err) => ClientError::Storage(err),
-        })?;
+    let attempt = attempt(&app.store, &app.webhooks, &endpoint, &mut message).await.map_err(send_error)?;
     Ok(Json(AttemptBody::from(&attempt)))
+}
+
+/// Send a message again now, with the same `evt_` id (receivers deduplicate on it).
+///
+/// Answers the new attempt; the message's status follows it.
+#[utoipa::path(
+    post,
+    path = "/api/client/v1/webhooks/{endpoint_id}/messages/{message_id}/redeliver",
+    tag = "client",
+    operation_id = "client-webhooks-redeliver",
+    params(
+        ("endpoint_id" = String, Path, description = "The endpoint's id (`ep_…`)."),
+        ("message_id" = String, Path, description = "The message's id (`evt_…`)."),
+    ),
+    responses(
+        (status = 200, description = "The new attempt.", body = AttemptBody),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such endpoint in this project (`webhook_not_found`), or no such message of it (`webhook_message_not_found`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
+    ),
+)]
+pub async fn redeliver(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path((id, message_id)): Path<(String, String)>,
+) -> Result<Json<AttemptBody>, ClientError> {
+    let endpoint = load(&app, &auth, &id).await?;
+    let message_id: MessageId = message_id.parse().map_err(|_| ClientError::WebhookMessageNotFound)?;
+    let mut message = app
+        .store
+        .webhooks()
+        .message(&endpoint.id, &message_id)
+        .await
+        .or_not_found(ClientError::WebhookMessageNotFound)?;
+    let attempt = attempt(&app.store, &app.webhooks, &endpoint, &mut message).await.map_err(send_error)?;
+    Ok(Json(AttemptBody::from(&attempt)))
+}
+
+fn send_error(err: SendError) -> ClientError {
+    match err {
+        SendError::NoKey => ClientError::WebhooksUnavailable,
+        SendError::Seal(err) => ClientError::internal(err.to_string()),
+        SendError::Storage(err) => ClientError::Storage(err),
+    }
 }
 
 /// The endpoint's newest messages, each with its attempts.

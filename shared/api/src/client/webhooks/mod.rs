@@ -6,4 +6,4 @@
 pub(crate) mod handlers;
 pub mod wire;
 
-pub use handlers::{create, delete, get, list, messages, rotate_secret, test, update};
+pub use handlers::{create, delete, get, list, messages, redeliver, rotate_secret, test, update};
