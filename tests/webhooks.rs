@@ -516,3 +516,18 @@ async fn a_receiver_that_hangs_is_recorded_as_a_timeout() {
     assert_eq!(messages["data"][0]["status"], "pending");
     assert_eq!(messages["data"][0]["attempts"][0]["error"], attempt["error"]);
 }
+
+#[tokio::test]
+async fn without_a_secret_key_endpoints_cannot_be_created() {
+    let t = TestApp::spawn_with(|app: App| {
+        app.with_webhooks(WebhookConfig { key: None, allow_private: true, timeout: Duration::from_secs(1) })
+    })
+    .await
+    .expect("app");
+    let a = t.tenant().await.expect("tenant");
+    let (status, err) = create(&t, &a.key, json!({"url": "https://example.com/hook"})).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{err}");
+    assert_eq!(err["error"]["code"], "webhooks_unavailable");
+    let project: ProjectId = a.project_id.parse().expect("project");
+    assert_eq!(t.store.webhooks().count(&project).await.expect("count"), 0);
+}
