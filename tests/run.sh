@@ -12,15 +12,19 @@ bash localstack/prereqs.sh bwrap javac curl
 
 # pip tools, in a git-ignored venv of their own.
 # cfn-lint checks the template; schemathesis drives each surface's OpenAPI document
-# (tests/contract.rs).
+# (tests/contract.rs); standardwebhooks (the reference library) verifies real webhook deliveries
+# (tests/webhooks.rs).
 tools="$root/.localstack/tools"
-if [ ! -x "$tools/bin/cfn-lint" ] || [ ! -x "$tools/bin/schemathesis" ]; then
-  say "installing cfn-lint and schemathesis"
+if [ ! -x "$tools/bin/cfn-lint" ] || [ ! -x "$tools/bin/schemathesis" ] \
+  || ! "$tools/bin/python" -c 'import standardwebhooks' 2>/dev/null; then
+  say "installing cfn-lint, schemathesis and standardwebhooks"
   python3 -m venv "$tools"
-  "$tools/bin/pip" install -q --disable-pip-version-check 'cfn-lint==1.*' 'schemathesis==4.32.*'
+  "$tools/bin/pip" install -q --disable-pip-version-check 'cfn-lint==1.*' 'schemathesis==4.32.*' \
+    'standardwebhooks==1.*'
 fi
 export AGENTPLANE_CFN_LINT="$tools/bin/cfn-lint"
 export AGENTPLANE_SCHEMATHESIS="$tools/bin/schemathesis"
+export AGENTPLANE_TOOLS_PYTHON="$tools/bin/python"
 
 say "starting LocalStack"
 bash localstack/emulator.sh start

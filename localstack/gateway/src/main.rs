@@ -14,6 +14,11 @@
 //! - `AGENTPLANE_SAMPLING_INTERVAL_S`: how often the in-process sampler runs (default 30);
 //!   `AGENTPLANE_SAMPLER=off` turns it (and Runtime history) off.
 //! - `AGENTPLANE_SWEEP_INTERVAL_S`: how often the in-process retention sweep runs (default 60).
+//! - `AGENTPLANE_WEBHOOK_SECRET_KEY`: the key sealing webhook signing secrets; when unset, one
+//!   is generated once and kept in `.agentplane/webhook-key` (git-ignored), so that endpoints
+//!   keep signing across restarts.
+//! - `AGENTPLANE_WEBHOOKS_ALLOW_PRIVATE`: `0` to refuse webhook URLs on loopback and private
+//!   addresses as a deployment does (default here: allowed, so local receivers work).
 //! - `AGENTPLANE_RUNS_QUEUE_URL`: the `runs` queue's URL, when it should not be looked up by name.
 //! - `AGENTPLANE_HTTP_HEADER_TIMEOUT_S`, `AGENTPLANE_HTTP_BODY_TIMEOUT_S`,
 //!   `AGENTPLANE_HTTP_IDLE_TIMEOUT_S`: the server's timeouts (default 10, 30, 60; see `server`).
@@ -41,7 +46,7 @@ async fn main() -> anyhow::Result<()> {
     let timeouts = agentplane_local::server::HttpTimeouts::from_env()?;
     let core_key = core_key()?;
     let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
-    let app = App::new(store, Some(core_key.clone())).with_prices(prices);
+    let app = App::new(store, Some(core_key.clone())).with_prices(prices).with_webhooks(webhooks()?);
     if app.runtime.history_enabled {
         tokio::spawn(sampler(app.clone()));
     }
@@ -180,6 +185,29 @@ fn core_key() -> anyhow::Result<CoreKey> {
     std::fs::create_dir_all(state_dir()).context("creating .agentplane/")?;
     std::fs::write(&path, key.expose()).with_context(|| format!("writing {}", path.display()))?;
     Ok(key)
+}
+
+fn webhooks() -> anyhow::Result<agentplane_engine::webhooks::WebhookConfig> {
+    use agentplane_engine::webhooks::{SealKey, WebhookConfig};
+    let mut config = WebhookConfig::from_env().context("AGENTPLANE_WEBHOOK_SECRET_KEY")?;
+    config.allow_private = std::env::var("AGENTPLANE_WEBHOOKS_ALLOW_PRIVATE").as_deref() != Ok("0");
+    if config.key.is_none() {
+        let path = state_dir().join("webhook-key");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(_) => {
+                let bytes: [u8; 32] = edge::random().context("reading randomness")?;
+                let text: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                std::fs::create_dir_all(state_dir()).context("creating .agentplane/")?;
+                std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+                text
+            }
+        };
+        let key = SealKey::from_secret_text(&text)
+            .with_context(|| format!("{} holds no usable key; delete it to get a new one", path.display()))?;
+        config.key = Some(std::sync::Arc::new(key));
+    }
+    Ok(config)
 }
 
 #[allow(clippy::print_stdout)]

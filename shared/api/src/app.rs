@@ -8,6 +8,7 @@ use agentplane_domain::api_key::CoreKey;
 use agentplane_domain::pricing::PriceTable;
 use agentplane_engine::bus::retention_days_from_env;
 use agentplane_engine::runtime::RuntimeTelemetry;
+use agentplane_engine::webhooks::{SealKey, WebhookConfig};
 use agentplane_engine::{Engine, EventBus, ModelConfig};
 use agentplane_store::{ResourceNames, Store};
 use anyhow::Context;
@@ -46,6 +47,8 @@ pub struct App {
     pub sync_ceiling: Duration,
     /// Runtime observation sources, the sampling interval and history settings.
     pub runtime: RuntimeTelemetry,
+    /// Webhook secrets' key, whether private addresses may be reached, the delivery timeout.
+    pub webhooks: WebhookConfig,
 }
 
 impl App {
@@ -70,7 +73,13 @@ impl App {
             engine,
             stream: StreamConfig::default(),
             sync_ceiling: Duration::from_millis(ceiling),
+            webhooks: local_webhooks(),
         }
+    }
+
+    pub fn with_webhooks(mut self, webhooks: WebhookConfig) -> Self {
+        self.webhooks = webhooks;
+        self
     }
 
     pub fn with_model(mut self, config: ModelConfig) -> Self {
@@ -122,13 +131,41 @@ impl App {
         if let Ok(secret_id) = std::env::var("AGENTPLANE_MODEL_API_KEY_SECRET_ID") {
             model.api_key = Some(secret_string(&sdk, &secret_id).await.context("reading the model API key")?);
         }
-        Ok(Self::new(store, core_key).with_prices(prices).with_model(model))
+        // Deployed functions never use a key of their own making: the key is the deployment's
+        // (`AGENTPLANE_WEBHOOK_SECRET_KEY`, or the secret `AGENTPLANE_WEBHOOK_SECRET_KEY_SECRET_ID`
+        // names), else webhook routes answer 503.
+        let mut webhooks = WebhookConfig::from_env().context("AGENTPLANE_WEBHOOK_SECRET_KEY")?;
+        if let Ok(secret_id) = std::env::var("AGENTPLANE_WEBHOOK_SECRET_KEY_SECRET_ID") {
+            let text = secret_string(&sdk, &secret_id).await.context("reading the webhook secret key")?;
+            webhooks.key =
+                Some(Arc::new(SealKey::from_secret_text(&text).context("the webhook secret key")?));
+        }
+        Ok(Self::new(store, core_key).with_prices(prices).with_model(model).with_webhooks(webhooks))
     }
 
     /// `None` when the deployment configured no Core key: every Core request is then refused.
     pub fn core_key(&self) -> Option<&CoreKey> {
         self.core_key.as_deref()
     }
+}
+
+/// The webhook settings of a process that runs everything itself (the local gateway, tests):
+/// `AGENTPLANE_WEBHOOK_SECRET_KEY` when set, else a key of this process's own (secrets sealed
+/// under it open only in this process).
+fn local_webhooks() -> WebhookConfig {
+    let mut config = WebhookConfig::from_env().unwrap_or_else(|err| {
+        tracing::warn!(%err, "AGENTPLANE_WEBHOOK_SECRET_KEY is unusable; using a key of this process");
+        WebhookConfig {
+            key: None,
+            allow_private: false,
+            timeout: agentplane_engine::webhooks::DEFAULT_TIMEOUT,
+        }
+    });
+    if config.key.is_none() {
+        config.key =
+            crate::edge::random::<32>().ok().and_then(|b| SealKey::from_bytes(&b).ok()).map(Arc::new);
+    }
+    config
 }
 
 async fn core_key_from_secret(sdk: &aws_config::SdkConfig, secret_id: &str) -> anyhow::Result<CoreKey> {

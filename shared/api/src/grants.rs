@@ -53,6 +53,8 @@ pub const RUNS_CONSUME: Grant = Grant { resource: "RunsQueue", access: Access::C
 /// Secrets are only ever read.
 pub const CORE_KEY: Grant = read("CoreKeySecret");
 pub const MODEL_KEY: Grant = read("ModelApiKeySecret");
+/// The key that seals webhook signing secrets at rest.
+pub const WEBHOOK_KEY: Grant = read("WebhookSecretKeySecret");
 
 /// What a job's function may touch.
 pub fn job(job: Job) -> &'static [Grant] {

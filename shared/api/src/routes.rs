@@ -97,6 +97,15 @@ pub enum Route {
     CoreRuntimeObservationsList,
     CoreRuntimeObservationGet,
     CoreRuntimeHistoryGet,
+    ClientWebhooksCreate,
+    ClientWebhooksList,
+    ClientWebhooksGet,
+    ClientWebhooksUpdate,
+    ClientWebhooksDelete,
+    ClientWebhooksRotateSecret,
+    ClientWebhooksTest,
+    ClientWebhooksMessages,
+    ClientWebhooksRedeliver,
 }
 
 impl Route {
@@ -146,6 +155,15 @@ impl Route {
         Route::CoreRuntimeObservationsList,
         Route::CoreRuntimeObservationGet,
         Route::CoreRuntimeHistoryGet,
+        Route::ClientWebhooksCreate,
+        Route::ClientWebhooksList,
+        Route::ClientWebhooksGet,
+        Route::ClientWebhooksUpdate,
+        Route::ClientWebhooksDelete,
+        Route::ClientWebhooksRotateSecret,
+        Route::ClientWebhooksTest,
+        Route::ClientWebhooksMessages,
+        Route::ClientWebhooksRedeliver,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -304,6 +322,38 @@ impl Route {
             CoreRuntimeHistoryGet => {
                 decl("core-runtime-history-get", &[MAIN_R, TELEMETRY_R, CORE_KEY], Buffered, || {
                     routes!(core::runtime::history::history)
+                })
+            }
+            // Webhook endpoints: those that seal or open signing secrets read the deployment's key.
+            ClientWebhooksCreate => decl("client-webhooks-create", &[MAIN_W, WEBHOOK_KEY], Buffered, || {
+                routes!(client::webhooks::handlers::create)
+            }),
+            ClientWebhooksList => decl("client-webhooks-list", &[MAIN_R], Buffered, || {
+                routes!(client::webhooks::handlers::list)
+            }),
+            ClientWebhooksGet => {
+                decl("client-webhooks-get", &[MAIN_R], Buffered, || routes!(client::webhooks::handlers::get))
+            }
+            ClientWebhooksUpdate => decl("client-webhooks-update", &[MAIN_W], Buffered, || {
+                routes!(client::webhooks::handlers::update)
+            }),
+            ClientWebhooksDelete => decl("client-webhooks-delete", &[MAIN_W], Buffered, || {
+                routes!(client::webhooks::handlers::delete)
+            }),
+            ClientWebhooksRotateSecret => {
+                decl("client-webhooks-rotate-secret", &[MAIN_W, WEBHOOK_KEY], Buffered, || {
+                    routes!(client::webhooks::handlers::rotate_secret)
+                })
+            }
+            ClientWebhooksTest => decl("client-webhooks-test", &[MAIN_W, WEBHOOK_KEY], Buffered, || {
+                routes!(client::webhooks::handlers::test)
+            }),
+            ClientWebhooksMessages => decl("client-webhooks-messages", &[MAIN_R], Buffered, || {
+                routes!(client::webhooks::handlers::messages)
+            }),
+            ClientWebhooksRedeliver => {
+                decl("client-webhooks-redeliver", &[MAIN_W, WEBHOOK_KEY], Buffered, || {
+                    routes!(client::webhooks::handlers::redeliver)
                 })
             }
         }

@@ -18,6 +18,7 @@ pub mod sandbox;
 pub mod session;
 pub mod telemetry;
 pub mod time;
+pub mod webhook;
 
 pub use error::ValidationError;
 pub use ids::{ApiKeyId, ProjectId, SessionId};

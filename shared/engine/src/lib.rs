@@ -13,6 +13,7 @@ pub mod store_adapter;
 pub mod tools;
 pub mod transcript;
 pub mod turn;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

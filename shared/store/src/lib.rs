@@ -26,6 +26,7 @@ pub use dynamo::sandboxes::Sandboxes;
 pub use dynamo::sessions::{Sessions, TurnHolder};
 pub use dynamo::telemetry::Telemetry;
 pub use dynamo::transcripts::{StoredTranscript, Transcripts};
+pub use dynamo::webhooks::{MessageWithAttempts, Webhooks};
 pub use error::StoreError;
 pub use objects::Objects;
 pub use queue::{ReceivedMessage, RunsMessage, RunsQueue};
@@ -118,6 +119,10 @@ impl Store {
 
     pub fn agents(&self) -> Agents<'_> {
         Agents::new(self)
+    }
+
+    pub fn webhooks(&self) -> Webhooks<'_> {
+        Webhooks::new(self)
     }
 
     pub fn events(&self) -> EventLog<'_> {

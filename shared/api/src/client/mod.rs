@@ -7,4 +7,5 @@ pub mod error;
 pub mod events;
 pub mod responses;
 pub mod sessions;
+pub mod webhooks;
 pub mod wire;

@@ -14,6 +14,8 @@
 //! id (that list's cursor) into its project. An allocation leaves GSI1 when it stops, so the
 //! sampler's listing holds only allocations it must sample.
 //!
+//! Webhook endpoints, their count, messages and attempts: `webhooks.rs`.
+//!
 //! Sandbox items, nodes, node commands and process records keep their key design beside their
 //! adapters: `nodes.rs`, `sandboxes.rs`, `observations.rs`.
 //!

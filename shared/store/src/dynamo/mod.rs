@@ -15,6 +15,7 @@ pub mod sessions;
 pub mod telemetry;
 pub mod transcripts;
 pub mod turns;
+pub mod webhooks;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;

@@ -1,0 +1,390 @@
+//! Webhook endpoints, their per-project count, and the messages and attempts sent to them.
+//!
+//! | item      | PK                | SK                                  | GSI1PK (by_created)        | GSI1SK     |
+//! |-----------|-------------------|-------------------------------------|----------------------------|------------|
+//! | endpoint  | `PROJECT#{pid}`   | `WEBHOOK#{ep}`                      | `PROJECT#{pid}#WEBHOOKS`   | created#id |
+//! | count     | `PROJECT#{pid}`   | `WEBHOOKS#COUNT`                    | —                          | —          |
+//! | message   | `WEBHOOK#{ep}`    | `MSG#{created ms:015}#{evt}`        | —                          | —          |
+//! | attempt   | `WEBHOOK#{ep}`    | `ATT#{created ms:015}#{evt}#{n:04}` | —                          | —          |
+//! | locator   | `WEBHOOK#{ep}`    | `MSGID#{evt}`                       | —                          | —          |
+//!
+//! The count item holds `endpoint_count`; every create and delete changes it in the same
+//! transaction as the endpoint, under the condition `endpoint_count < 50` (create) and
+//! `endpoint_count > 0` (delete), so concurrent creates never pass the cap. Messages and
+//! attempts live in the endpoint's own partition, newest last by their message's creation, so
+//! one page of messages and the attempts of exactly those messages are two range queries. A
+//! message's locator (written with it) holds its creation time, so a message named by its id
+//! (redelivery) is two reads.
+
+use agentplane_domain::page::{Page, PageLimit, PageRequest, created_sort_key};
+use agentplane_domain::webhook::{Attempt, Endpoint, EndpointId, MAX_ENDPOINTS, Message, MessageId};
+use agentplane_domain::{ProjectId, Timestamp};
+use aws_sdk_dynamodb::operation::transact_write_items::builders::TransactWriteItemsFluentBuilder;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use serde::{Deserialize, Serialize};
+
+use super::keys::project_pk;
+use super::page::{Item, query_created, start_key};
+use super::{backend, conditional, s};
+use crate::{Store, StoreError};
+
+fn endpoint_sk(id: &EndpointId) -> String {
+    format!("WEBHOOK#{id}")
+}
+fn endpoints_list(project: &ProjectId) -> String {
+    format!("PROJECT#{project}#WEBHOOKS")
+}
+const COUNT_SK: &str = "WEBHOOKS#COUNT";
+fn messages_pk(endpoint: &EndpointId) -> String {
+    format!("WEBHOOK#{endpoint}")
+}
+fn message_sk(message: &Message) -> String {
+    format!("MSG#{:015}#{}", message.created_at.unix_millis().max(0), message.id)
+}
+fn locator_sk(id: &MessageId) -> String {
+    format!("MSGID#{id}")
+}
+fn attempt_prefix(message: &Message) -> String {
+    format!("ATT#{:015}#{}#", message.created_at.unix_millis().max(0), message.id)
+}
+
+#[derive(Serialize, Deserialize)]
+struct EndpointItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    #[serde(rename = "GSI1PK")]
+    gsi1pk: String,
+    #[serde(rename = "GSI1SK")]
+    gsi1sk: String,
+    #[serde(flatten)]
+    endpoint: Endpoint,
+}
+
+impl EndpointItem {
+    fn of(endpoint: &Endpoint) -> Self {
+        Self {
+            pk: project_pk(&endpoint.project_id),
+            sk: endpoint_sk(&endpoint.id),
+            gsi1pk: endpoints_list(&endpoint.project_id),
+            gsi1sk: created_sort_key(endpoint.created_at, &endpoint.id),
+            endpoint: endpoint.clone(),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct MessageItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    #[serde(flatten)]
+    message: Message,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LocatorItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    created_at: Timestamp,
+}
+
+#[derive(Serialize, Deserialize)]
+struct AttemptItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    #[serde(flatten)]
+    attempt: Attempt,
+}
+
+/// A message with its attempts, oldest attempt first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageWithAttempts {
+    pub message: Message,
+    pub attempts: Vec<Attempt>,
+}
+
+pub struct Webhooks<'a> {
+    store: &'a Store,
+}
+
+impl<'a> Webhooks<'a> {
+    pub(crate) fn new(store: &'a Store) -> Self {
+        Self { store }
+    }
+
+    fn table(&self) -> &str {
+        &self.store.names.main_table
+    }
+
+    /// Writes a new endpoint and counts it; `Conflict` when the project already has
+    /// [`MAX_ENDPOINTS`].
+    pub async fn create(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
+        let count = Update::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(&endpoint.project_id)))
+            .key("SK", s(COUNT_SK))
+            .update_expression("SET endpoint_count = if_not_exists(endpoint_count, :zero) + :one")
+            .condition_expression("attribute_not_exists(endpoint_count) OR endpoint_count < :max")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":max", n(i64::from(MAX_ENDPOINTS)))
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let put = Put::builder()
+            .table_name(self.table())
+            .set_item(Some(serde_dynamo::to_item(EndpointItem::of(endpoint))?))
+            .condition_expression("attribute_not_exists(PK)")
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let tx = self
+            .store
+            .dynamo
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(count).build())
+            .transact_items(TransactWriteItem::builder().put(put).build());
+        send_contended(tx).await
+    }
+
+    async fn raw(&self, project: &ProjectId, id: &EndpointId) -> Result<Item, StoreError> {
+        super::get_item(self.store, self.table(), project_pk(project), endpoint_sk(id))
+            .await?
+            .ok_or(StoreError::NotFound)
+    }
+
+    pub async fn get(&self, project: &ProjectId, id: &EndpointId) -> Result<Endpoint, StoreError> {
+        let item: EndpointItem = serde_dynamo::from_item(self.raw(project, id).await?)?;
+        Ok(item.endpoint)
+    }
+
+    /// How many endpoints the project has (the count item).
+    pub async fn count(&self, project: &ProjectId) -> Result<u32, StoreError> {
+        let item = super::get_item(self.store, self.table(), project_pk(project), COUNT_SK).await?;
+        let count = item
+            .as_ref()
+            .and_then(|i| i.get("endpoint_count"))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        Ok(count)
+    }
+
+    pub async fn list(
+        &self,
+        project: &ProjectId,
+        page: &PageRequest,
+        after: Option<&EndpointId>,
+    ) -> Result<Page<Endpoint>, StoreError> {
+        let start = match after {
+            Some(id) => Some(start_key(&self.raw(project, id).await?).ok_or(StoreError::NotFound)?),
+            None => None,
+        };
+        let page: Page<EndpointItem> =
+            query_created(self.store, &endpoints_list(project), start, page.limit, page.order).await?;
+        Ok(Page { items: page.items.into_iter().map(|i| i.endpoint).collect(), has_more: page.has_more })
+    }
+
+    /// Replaces the endpoint if nobody changed it since `previous_update` (`Conflict`: re-read
+    /// and re-apply; `NotFound`-like conflicts too, when it was deleted meanwhile).
+    pub async fn replace(&self, endpoint: &Endpoint, previous_update: Timestamp) -> Result<(), StoreError> {
+        self.store
+            .dynamo
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(serde_dynamo::to_item(EndpointItem::of(endpoint))?))
+            .condition_expression("attribute_exists(PK) AND updated_at = :prev")
+            .expression_attribute_values(":prev", serde_dynamo::to_attribute_value(previous_update)?)
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    /// Deletes the endpoint and uncounts it; `NotFound` when it is not there.
+    pub async fn delete(&self, project: &ProjectId, id: &EndpointId) -> Result<(), StoreError> {
+        let delete = Delete::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(endpoint_sk(id)))
+            .condition_expression("attribute_exists(PK)")
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let count = Update::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(COUNT_SK))
+            .update_expression("SET endpoint_count = endpoint_count - :one")
+            .condition_expression("endpoint_count > :zero")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let tx = self
+            .store
+            .dynamo
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().delete(delete).build())
+            .transact_items(TransactWriteItem::builder().update(count).build());
+        match send_contended(tx).await {
+            Ok(_) => Ok(()),
+            Err(StoreError::Conflict) => Err(StoreError::NotFound),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Writes a new message and its locator.
+    pub async fn put_message(&self, message: &Message) -> Result<(), StoreError> {
+        let pk = messages_pk(&message.endpoint_id);
+        let item = MessageItem { pk: pk.clone(), sk: message_sk(message), message: message.clone() };
+        let locator = LocatorItem { pk, sk: locator_sk(&message.id), created_at: message.created_at };
+        let mut tx = self.store.dynamo.transact_write_items();
+        for item in [serde_dynamo::to_item(item)?, serde_dynamo::to_item(locator)?] {
+            let put = Put::builder()
+                .table_name(self.table())
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(PK)")
+                .build()
+                .map_err(StoreError::unavailable)?;
+            tx = tx.transact_items(TransactWriteItem::builder().put(put).build());
+        }
+        tx.send().await.map_err(super::transaction_conflict)?;
+        Ok(())
+    }
+
+    /// The message `id` of `endpoint`; `NotFound` when it has none such.
+    pub async fn message(&self, endpoint: &EndpointId, id: &MessageId) -> Result<Message, StoreError> {
+        let pk = messages_pk(endpoint);
+        let locator: LocatorItem = super::get_as(self.store, self.table(), pk.clone(), locator_sk(id))
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        let sk = format!("MSG#{:015}#{id}", locator.created_at.unix_millis().max(0));
+        let item: MessageItem =
+            super::get_as(self.store, self.table(), pk, sk).await?.ok_or(StoreError::NotFound)?;
+        Ok(item.message)
+    }
+
+    /// Records one attempt of `message` and the message's state after it, together.
+    pub async fn record_attempt(&self, message: &Message, attempt: &Attempt) -> Result<(), StoreError> {
+        let pk = messages_pk(&message.endpoint_id);
+        let attempt_item = AttemptItem {
+            pk: pk.clone(),
+            sk: format!("{}{:04}", attempt_prefix(message), attempt.number),
+            attempt: attempt.clone(),
+        };
+        let message_item = MessageItem { pk, sk: message_sk(message), message: message.clone() };
+        let puts = [serde_dynamo::to_item(message_item)?, serde_dynamo::to_item(attempt_item)?];
+        let mut tx = self.store.dynamo.transact_write_items();
+        for item in puts {
+            let put = Put::builder()
+                .table_name(self.table())
+                .set_item(Some(item))
+                .build()
+                .map_err(StoreError::unavailable)?;
+            tx = tx.transact_items(TransactWriteItem::builder().put(put).build());
+        }
+        tx.send().await.map_err(backend)?;
+        Ok(())
+    }
+
+    /// The endpoint's newest `limit` messages, newest first, each with its attempts.
+    pub async fn messages(
+        &self,
+        endpoint: &EndpointId,
+        limit: PageLimit,
+    ) -> Result<Vec<MessageWithAttempts>, StoreError> {
+        let query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("PK = :pk AND begins_with(SK, :msg)")
+            .expression_attribute_values(":pk", s(messages_pk(endpoint)))
+            .expression_attribute_values(":msg", s("MSG#"))
+            .scan_index_forward(false)
+            .consistent_read(true);
+        let page = super::page::keyset_page(query, limit, None, |item| {
+            Ok(serde_dynamo::from_item::<_, MessageItem>(item)?.message)
+        })
+        .await?;
+        let (Some(newest), Some(oldest)) = (page.items.first(), page.items.last()) else {
+            return Ok(Vec::new());
+        };
+        let attempts: Vec<AttemptItem> = super::query_all(
+            self.store
+                .dynamo
+                .query()
+                .table_name(self.table())
+                .key_condition_expression("PK = :pk AND SK BETWEEN :low AND :high")
+                .expression_attribute_values(":pk", s(messages_pk(endpoint)))
+                .expression_attribute_values(":low", s(attempt_prefix(oldest)))
+                .expression_attribute_values(":high", s(format!("{}~", attempt_prefix(newest))))
+                .consistent_read(true),
+        )
+        .await?;
+        Ok(page
+            .items
+            .into_iter()
+            .map(|message| {
+                let mut of: Vec<Attempt> = attempts
+                    .iter()
+                    .filter(|a| a.attempt.message_id == message.id)
+                    .map(|a| a.attempt.clone())
+                    .collect();
+                of.sort_by_key(|a| a.number);
+                MessageWithAttempts { message, attempts: of }
+            })
+            .collect())
+    }
+}
+
+/// Sends a transaction on the project's count item, which concurrent creates and deletes all
+/// touch: a cancellation for a conflicting transaction (not a failed condition) is retried with
+/// a growing, jittered pause a bounded number of times. A failed condition is `Conflict`.
+async fn send_contended(tx: TransactWriteItemsFluentBuilder) -> Result<(), StoreError> {
+    let mut pause_ms = 10u64;
+    for _ in 0..8 {
+        match tx.clone().send().await {
+            Ok(_) => return Ok(()),
+            Err(err) if contended(&err) => {
+                let jitter = u64::from(
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.subsec_nanos())
+                        % 10,
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(pause_ms + jitter * pause_ms / 10)).await;
+                pause_ms = (pause_ms * 2).min(400);
+            }
+            Err(err) => return Err(super::transaction_conflict(err)),
+        }
+    }
+    Err(StoreError::unavailable("the webhook count kept being contended"))
+}
+
+fn contended(
+    err: &aws_sdk_dynamodb::error::SdkError<
+        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError,
+        aws_sdk_dynamodb::config::http::HttpResponse,
+    >,
+) -> bool {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
+    match err.as_service_error() {
+        Some(E::TransactionCanceledException(c)) => {
+            let reasons = c.cancellation_reasons();
+            !reasons.iter().any(|r| r.code() == Some("ConditionalCheckFailed"))
+                && reasons.iter().any(|r| r.code() == Some("TransactionConflict"))
+        }
+        Some(E::TransactionInProgressException(_)) => true,
+        _ => false,
+    }
+}
+
+fn n(value: i64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
