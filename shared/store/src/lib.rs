@@ -73,8 +73,7 @@ impl Store {
         let config = self.dynamo.config().to_builder().interceptor(counter.interceptor()).build();
         self.dynamo = aws_sdk_dynamodb::Client::from_conf(config);
         if let Some(objects) = self.objects.as_mut() {
-            let config = objects.client.config().to_builder().interceptor(counter.interceptor()).build();
-            objects.client = aws_sdk_s3::Client::from_conf(config);
+            objects.count_ops(counter);
         }
         self
     }

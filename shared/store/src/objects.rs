@@ -11,11 +11,17 @@ use crate::StoreError;
 /// An S3 client bound to the bucket it may use.
 #[derive(Clone, Debug)]
 pub struct Objects {
-    pub(crate) client: aws_sdk_s3::Client,
+    client: aws_sdk_s3::Client,
     bucket: String,
 }
 
 impl Objects {
+    /// Records every request of this client in `counter` (bench and tests only).
+    pub(crate) fn count_ops(&mut self, counter: &crate::metrics::OpCounter) {
+        let config = self.client.config().to_builder().interceptor(counter.interceptor()).build();
+        self.client = aws_sdk_s3::Client::from_conf(config);
+    }
+
     /// Path-style addressing against an emulator (`bucket.localhost` does not resolve).
     pub fn new(sdk: &SdkConfig, bucket: String) -> Self {
         let config =
