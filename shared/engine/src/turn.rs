@@ -834,22 +834,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             calls.push(PausedCall { call, action_id });
         }
         events.extend(actions.iter().map(|a| EventPayload::ActionRequired(ActionRequired::of(a))));
-        let state = PausedTurn {
-            agent_id: self.plan.agent_id,
-            channel: self.plan.channel,
-            version: self.plan.version,
-            config: self.plan.config.clone(),
-            step,
-            calls,
-            usage: self.usage,
-            cost_usd: self.cost_usd,
-            unpriced: self.unpriced,
-            budget_ms: u64::try_from(self.plan.budget.as_millis()).unwrap_or(u64::MAX),
-            for_budget: false,
-            spend_budget: self.plan.spend_budget,
-        };
-        let state = serde_json::to_string(&state)
-            .map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
+        let state = self.saved_state(step, calls, false)?;
         let write = Write {
             usage: Some(spent),
             save: true,
@@ -866,25 +851,29 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
         Ok(Ending::Paused(actions))
     }
 
-    /// Pauses the turn before the model call of `step`: the budget is reached. One write of the
-    /// `budget.reached` event, the transcript with the saved state, and `budget_paused`.
-    async fn pause_for_budget(&mut self, step: u32, hit: BudgetHit) -> Result<Ending, Interrupt> {
+    /// The turn's saved state as a pause writes it (JSON): where it stopped and what it spent.
+    fn saved_state(&self, step: u32, calls: Vec<PausedCall>, for_budget: bool) -> Result<String, Interrupt> {
         let state = PausedTurn {
             agent_id: self.plan.agent_id,
             channel: self.plan.channel,
             version: self.plan.version,
             config: self.plan.config.clone(),
             step,
-            calls: Vec::new(),
+            calls,
             usage: self.usage,
             cost_usd: self.cost_usd,
             unpriced: self.unpriced,
             budget_ms: u64::try_from(self.plan.budget.as_millis()).unwrap_or(u64::MAX),
-            for_budget: true,
+            for_budget,
             spend_budget: self.plan.spend_budget,
         };
-        let state = serde_json::to_string(&state)
-            .map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
+        serde_json::to_string(&state).map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))
+    }
+
+    /// Pauses the turn before the model call of `step`: the budget is reached. One write of the
+    /// `budget.reached` event, the transcript with the saved state, and `budget_paused`.
+    async fn pause_for_budget(&mut self, step: u32, hit: BudgetHit) -> Result<Ending, Interrupt> {
+        let state = self.saved_state(step, Vec::new(), true)?;
         let events = [budget_event(hit)];
         let write = Write {
             save: true,
