@@ -127,6 +127,28 @@ pub async fn list(
     Ok(Json(List::of(&found, |e| WebhookBody::from(e), |e| e.id.to_string())))
 }
 
+/// Reads the endpoint, changes it with `change` (given a time after its last change) and
+/// writes it back only if nobody wrote it meanwhile; read again up to five times, then 409
+/// `concurrent_update`.
+async fn edit<T>(
+    app: &App,
+    auth: &ProjectAuth,
+    id: &str,
+    mut change: impl FnMut(&mut Endpoint, Timestamp) -> Result<T, ClientError>,
+) -> Result<(Endpoint, T), ClientError> {
+    for _ in 0..5 {
+        let mut endpoint = load(app, auth, id).await?;
+        let previous = endpoint.updated_at;
+        let out = change(&mut endpoint, edge::now().max(previous.plus_millis(1)))?;
+        match app.store.webhooks().replace(&endpoint, previous).await {
+            Ok(()) => return Ok((endpoint, out)),
+            Err(StoreError::Conflict) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(ClientError::ConcurrentUpdate)
+}
+
 async fn load(app: &App, auth: &ProjectAuth, id: &str) -> Result<Endpoint, ClientError> {
     app.store
         .webhooks()
@@ -186,17 +208,10 @@ pub async fn update(
         webhook::check_url(url)?;
         check_reachable(&app, url).await?;
     }
-    for _ in 0..5 {
-        let mut endpoint = load(&app, &auth, &id).await?;
-        let previous = endpoint.updated_at;
-        webhook::patch_endpoint(&mut endpoint, fields.clone(), edge::now().max(previous.plus_millis(1)))?;
-        match app.store.webhooks().replace(&endpoint, previous).await {
-            Ok(()) => return Ok(Json(WebhookBody::from(&endpoint))),
-            Err(StoreError::Conflict) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(ClientError::ConcurrentUpdate)
+    let (endpoint, ()) =
+        edit(&app, &auth, &id, |endpoint, now| Ok(webhook::patch_endpoint(endpoint, fields.clone(), now)?))
+            .await?;
+    Ok(Json(WebhookBody::from(&endpoint)))
 }
 
 /// Delete a webhook endpoint. Its messages are no longer sent.
@@ -259,19 +274,13 @@ pub async fn rotate_secret(
         )
         .into());
     }
-    for _ in 0..5 {
-        let mut endpoint = load(&app, &auth, &id).await?;
-        let previous = endpoint.updated_at;
-        let now = edge::now().max(previous.plus_millis(1));
+    let (endpoint, secret) = edit(&app, &auth, &id, |endpoint, now| {
         let (secret, stored) = new_secret(&app, &endpoint.id, now)?;
         endpoint.rotate(stored.sealed, overlap, now);
-        match app.store.webhooks().replace(&endpoint, previous).await {
-            Ok(()) => return Ok(Json(WebhookWithSecret { endpoint: WebhookBody::from(&endpoint), secret })),
-            Err(StoreError::Conflict) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(ClientError::ConcurrentUpdate)
+        Ok(secret)
+    })
+    .await?;
+    Ok(Json(WebhookWithSecret { endpoint: WebhookBody::from(&endpoint), secret }))
 }
 
 /// Send a `webhook.test` event to the endpoint now and answer the attempt.
