@@ -4,6 +4,7 @@
 
 pub mod action;
 pub mod agent;
+pub mod agent_run;
 pub mod allocation;
 pub mod api_key;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod pricing;
 pub mod project;
 pub mod query;
 pub mod sandbox;
+pub mod tenant;
 pub mod session;
 pub mod telemetry;
 pub mod time;

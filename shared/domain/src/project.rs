@@ -44,6 +44,9 @@ pub struct Project {
     pub id: ProjectId,
     pub name: Name,
     pub created_at: Timestamp,
+    /// The tenant the project belongs to; `None`: it is its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<crate::tenant::TenantId>,
 }
 
 #[cfg(test)]

@@ -65,7 +65,17 @@ impl crate::Engine {
     /// Claims the paused turn `continuation` names (a conditional write on its saved state's
     /// version) and runs it on. A storage failure is an `Err`: the message is retried.
     pub async fn continue_turn(&self, continuation: &Continuation) -> Result<Continued, StoreError> {
-        match self.continue_paused(continuation).await {
+        self.continue_turn_until(continuation, None).await
+    }
+
+    /// [`Self::continue_turn`], handing the turn over again at `handover_at` (a background run
+    /// whose invocation ends then).
+    pub async fn continue_turn_until(
+        &self,
+        continuation: &Continuation,
+        handover_at: Option<tokio::time::Instant>,
+    ) -> Result<Continued, StoreError> {
+        match self.continue_paused(continuation, handover_at).await {
             Ok(Some(outcome)) => Ok(Continued::Ran(outcome)),
             Ok(None) | Err(crate::TurnError::SessionNotFound) => Ok(Continued::Stale),
             Err(

@@ -56,6 +56,10 @@ impl TurnStore for Store {
         self.sessions().add_usage(project, session, usage, cost_usd).await
     }
 
+    async fn tenant_spent(&self, tenant_key: &str, month: &str) -> Result<f64, PortError> {
+        self.tenants().spent(tenant_key, month).await
+    }
+
     async fn load_transcript(
         &self,
         project: &ProjectId,

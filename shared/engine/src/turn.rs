@@ -68,6 +68,21 @@ pub struct TurnRequest {
     pub context: Option<TurnContext>,
     /// The session budget the turn runs under (the session's own, else the agent's).
     pub budget: Option<SessionBudget>,
+    /// The turn's id; `None`: a fresh one (a background run names its own).
+    pub turn_id: Option<String>,
+    /// When the turn hands itself over to a continuation instead of going on (a background run
+    /// nearing its invocation's end); `None`: it never does.
+    pub handover_at: Option<Instant>,
+    /// The tenant whose monthly spend the turn counts toward, and its limit.
+    pub tenant: Option<TenantSpend>,
+}
+
+/// A project of a tenant: the turn's spend is added to the tenant's monthly counter, and at the
+/// tenant's limit the turn pauses before its next model call, as for a session budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantSpend {
+    pub key: String,
+    pub monthly_limit_usd: Option<f64>,
 }
 
 /// A session budget that stopped a turn before a model call.
@@ -94,6 +109,8 @@ pub struct TurnOutcome {
     pub actions: Vec<Action>,
     /// Set when the session budget paused or ended the turn (`stop_reason: budget_reached`).
     pub budget: Option<BudgetHit>,
+    /// Set when the turn handed itself over: the transcript version its continuation claims.
+    pub handed_over: Option<u64>,
 }
 
 #[derive(Debug, Error)]
@@ -140,6 +157,12 @@ pub struct PausedTurn {
     /// session has its own by then).
     #[serde(default)]
     pub spend_budget: Option<SessionBudget>,
+    /// Handed over (no calls wait, nothing to answer): it carries on at once, with what is left
+    /// of its time (`budget_ms`).
+    #[serde(default)]
+    pub for_handover: bool,
+    #[serde(default)]
+    pub tenant: Option<TenantSpend>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -158,6 +181,8 @@ enum Ending {
     BudgetPaused(BudgetHit),
     /// The budget ended it (`on_exceed: stop`).
     BudgetStopped(BudgetHit),
+    /// Handed over to a continuation; written.
+    HandedOver,
     Limit(&'static str),
     Failed(String, String),
     /// A cancel was recorded for this turn: it ends with `cancelled`.
@@ -196,6 +221,8 @@ struct Plan {
     deadline: Instant,
     budget: Duration,
     spend_budget: Option<SessionBudget>,
+    handover_at: Option<Instant>,
+    tenant: Option<TenantSpend>,
 }
 
 struct Turn<'a, S, M> {
@@ -232,7 +259,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
         if request.budget.is_some() && self.prices.price(&request.config.model).is_none() {
             return Err(TurnError::ModelNotPriced { model: request.config.model.clone() });
         }
-        let turn_id = format!("turn_{}", crate::random_hex::<12>());
+        let turn_id = request.turn_id.clone().unwrap_or_else(|| format!("turn_{}", crate::random_hex::<12>()));
         let now = self.now();
         let budget = request.deadline.saturating_duration_since(Instant::now());
         // The session is ours until the deadline plus a grace for the bookkeeping after it;
@@ -331,6 +358,8 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
                 deadline: request.deadline,
                 budget,
                 spend_budget: request.budget,
+                handover_at: request.handover_at,
+                tenant: request.tenant,
             },
             turn_id,
             usage: Usage::default(),
@@ -354,6 +383,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
     pub async fn continue_paused(
         &self,
         continuation: &Continuation,
+        handover_at: Option<Instant>,
     ) -> Result<Option<TurnOutcome>, TurnError> {
         let (project, session_id) = (continuation.project_id, continuation.session_id);
         // The saved state at the continuation's version, and its actions: a turn carries on only
@@ -397,6 +427,8 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
                 deadline: Instant::now() + budget,
                 budget,
                 spend_budget: session.budget.or(paused.spend_budget),
+                handover_at,
+                tenant: paused.tenant.clone(),
             },
             turn_id: continuation.turn_id.clone(),
             usage: paused.usage,
@@ -411,7 +443,11 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             messages,
             start,
         };
-        let ending = if paused.for_budget {
+        let ending = if paused.for_handover {
+            // Handed over before a model call: that step runs now, after a check that no cancel
+            // came meanwhile.
+            turn.drive(paused.step, true).await
+        } else if paused.for_budget {
             // It stopped before a model call: that step runs now (its budget checked again).
             turn.drive(paused.step, false).await
         } else {
@@ -545,6 +581,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             session_move: write.session_move,
             actions: write.actions,
             despite_cancel: write.despite_cancel,
+            spend_counter: self.plan.tenant.as_ref().map(|t| t.key.as_str()),
         };
         match self.engine.store.commit(&commit).await {
             Ok(committed) => {
@@ -650,6 +687,10 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             if Instant::now() >= self.plan.deadline {
                 return Ok(Ending::Limit("timeout"));
             }
+            // At least one step per invocation, so a handover always makes progress.
+            if step > from_step && self.plan.handover_at.is_some_and(|at| Instant::now() >= at) {
+                return self.hand_over(step).await;
+            }
             // The step's commit checked the hold; a step after a tool round checks it again,
             // so a cancel that came meanwhile costs no model call.
             if step > from_step || check_first {
@@ -665,6 +706,9 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
                     }
                     return self.pause_for_budget(step, hit).await;
                 }
+            }
+            if let Some(hit) = self.tenant_limit_hit().await? {
+                return self.pause_for_budget(step, hit).await;
             }
             let reply = match self
                 .engine
@@ -866,6 +910,8 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             budget_ms: u64::try_from(self.plan.budget.as_millis()).unwrap_or(u64::MAX),
             for_budget,
             spend_budget: self.plan.spend_budget,
+            for_handover: false,
+            tenant: self.plan.tenant.clone(),
         };
         serde_json::to_string(&state).map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))
     }
@@ -883,6 +929,38 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
         };
         self.commit(&events, write).await?;
         Ok(Ending::BudgetPaused(hit))
+    }
+
+    /// The tenant's monthly limit, when its projects' spend reached it (one read, only for a
+    /// project of a tenant with a limit).
+    async fn tenant_limit_hit(&self) -> Result<Option<BudgetHit>, Interrupt> {
+        let Some(TenantSpend { key, monthly_limit_usd: Some(max) }) = &self.plan.tenant else {
+            return Ok(None);
+        };
+        let month = agentplane_domain::tenant::month_of(self.engine.now());
+        let spent = self.engine.store.tenant_spent(key, &month).await?;
+        Ok((spent >= *max).then_some(BudgetHit { paused: true, spent_usd: spent, max_cost_usd: *max }))
+    }
+
+    /// Hands the turn over before the model call of `step`: one write of the transcript with the
+    /// saved state (what is left of the turn's time); the session stays `running`, held for the
+    /// continuation to claim.
+    async fn hand_over(&mut self, step: u32) -> Result<Ending, Interrupt> {
+        let left = self.plan.deadline.saturating_duration_since(Instant::now());
+        let mut state: PausedTurn = serde_json::from_str(&self.saved_state(step, Vec::new(), false)?)
+            .map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
+        state.for_handover = true;
+        state.budget_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        let state = serde_json::to_string(&state).map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
+        let hold_until = self.engine.now().plus_millis(millis(left) + HOLD_GRACE_MS);
+        let write = Write {
+            save: true,
+            paused: Some(&state),
+            session_move: SessionMove::HandOver { hold_until },
+            ..Write::default()
+        };
+        self.commit(&[], write).await?;
+        Ok(Ending::HandedOver)
     }
 
     /// Carries a claimed turn on: each call of the paused step gets its result (the tool run
@@ -923,6 +1001,12 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             Ending::BudgetPaused(hit) => {
                 let mut outcome = self.outcome(StopReason::BudgetReached, None, None, Vec::new());
                 outcome.budget = Some(hit);
+                return Ok(outcome);
+            }
+            Ending::HandedOver => {
+                let version = self.transcript_version;
+                let mut outcome = self.outcome(StopReason::Limit, None, None, Vec::new());
+                outcome.handed_over = Some(version);
                 return Ok(outcome);
             }
             Ending::SessionGone => {
@@ -1011,6 +1095,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             error,
             actions,
             budget: None,
+            handed_over: None,
         }
     }
 }

@@ -96,6 +96,14 @@ impl Store {
         dynamo::turns::TurnWrites::new(self)
     }
 
+    pub fn agent_runs(&self) -> dynamo::agent_runs::AgentRuns<'_> {
+        dynamo::agent_runs::AgentRuns::new(self)
+    }
+
+    pub fn tenants(&self) -> dynamo::tenants::Tenants<'_> {
+        dynamo::tenants::Tenants::new(self)
+    }
+
     pub fn actions(&self) -> Actions<'_> {
         Actions::new(self)
     }

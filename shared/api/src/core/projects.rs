@@ -71,7 +71,7 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<ProjectBody>), CoreError> {
     let name = Name::new("name", &body.name)?;
     let id = ProjectId::from_random(edge::random()?);
-    let project = Project { id, name, created_at: edge::now() };
+    let project = Project { id, name, created_at: edge::now(), tenant_id: None };
     app.store.projects().create(&project).await?;
     Ok((StatusCode::CREATED, Json(ProjectBody::from(&project))))
 }

@@ -98,6 +98,9 @@ macro_rules! hex_id {
     };
 }
 
+/// For prefixed ids defined elsewhere in the crate (background runs), with the same rules.
+pub(crate) use hex_id;
+
 hex_id!(
     /// A webhook endpoint: `ep_` and 24 lowercase hex characters.
     EndpointId,

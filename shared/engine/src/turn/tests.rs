@@ -58,6 +58,8 @@ struct State {
     cancel_after: Option<EventType>,
     /// The session's own budget, as a continuation's claim reads it.
     budgets: HashMap<SessionId, SessionBudget>,
+    /// What the tenant spent this month.
+    tenant_spent: f64,
 }
 
 fn state_budget(state: &MutexGuard<'_, State>, session: &SessionId) -> Option<SessionBudget> {
@@ -185,6 +187,10 @@ impl TurnStore for FakeStore {
                 session.cancelled_turn = None;
                 session.stop_reason = Some(*reason);
             }
+            SessionMove::HandOver { hold_until } => {
+                session.paused_at = transcript.as_ref().map(|t| t.0);
+                session.hold_until = Some(*hold_until);
+            }
             SessionMove::Pause { budget } => {
                 session.paused_at = transcript.as_ref().map(|t| t.0);
                 session.hold_until = None;
@@ -223,6 +229,10 @@ impl TurnStore for FakeStore {
         session.usage = session.usage + usage;
         session.cost_usd += cost_usd.unwrap_or(0.0);
         Ok(())
+    }
+
+    async fn tenant_spent(&self, _tenant_key: &str, _month: &str) -> Result<f64, PortError> {
+        Ok(self.state().tenant_spent)
     }
 
     async fn load_transcript(
@@ -414,6 +424,9 @@ impl Harness {
             deadline: Instant::now() + Duration::from_secs(60),
             context: None,
             budget: None,
+            turn_id: None,
+            handover_at: None,
+            tenant: None,
         }
     }
 
@@ -731,7 +744,7 @@ async fn a_tool_that_needs_approval_pauses_the_turn_and_an_approval_carries_the_
         Some(Answer::Approval { decision: Decision::Approve, reason: None }),
     );
     let continuation = h.continuation(&outcome.turn_id);
-    let carried = h.engine.continue_paused(&continuation).await.unwrap().unwrap();
+    let carried = h.engine.continue_paused(&continuation, None).await.unwrap().unwrap();
     assert_eq!(carried.turn_id, outcome.turn_id);
     assert_eq!(carried.stop_reason, StopReason::EndTurn);
     assert_eq!(carried.output_text.as_deref(), Some("it is 5"));
@@ -752,7 +765,7 @@ async fn a_tool_that_needs_approval_pauses_the_turn_and_an_approval_carries_the_
     assert_eq!(h.session(|s| (s.holder.clone(), s.paused_at)), (None, None));
     // The same continuation again does nothing: no model call, no event.
     let events = h.store.event_types(h.session).len();
-    assert!(h.engine.continue_paused(&continuation).await.unwrap().is_none());
+    assert!(h.engine.continue_paused(&continuation, None).await.unwrap().is_none());
     assert_eq!((h.requests().len(), h.store.event_types(h.session).len()), (2, events));
 }
 
@@ -767,7 +780,7 @@ async fn a_denied_tool_is_not_run_and_the_model_sees_the_denial() {
         ActionStatus::Resolved,
         Some(Answer::Approval { decision: Decision::Deny, reason: Some("too risky".into()) }),
     );
-    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id)).await.unwrap().unwrap();
+    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id), None).await.unwrap().unwrap();
     assert_eq!(carried.stop_reason, StopReason::EndTurn);
     let result = h.store.event(h.session, &EventType::ToolResult).unwrap();
     assert_eq!(result["is_error"], true);
@@ -810,7 +823,7 @@ async fn questions_and_client_tools_pause_and_their_answers_reach_the_model_unch
         ActionStatus::Resolved,
         Some(Answer::ClientTool { output: json!({"Chosen": "red"}) }),
     );
-    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id)).await.unwrap().unwrap();
+    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id), None).await.unwrap().unwrap();
     assert_eq!(carried.output_text.as_deref(), Some("Paris, red"));
     let second = &h.requests()[1];
     let tool_content = |id: &str| {
@@ -834,7 +847,7 @@ async fn an_expired_action_carries_the_turn_on_with_that_result() {
     ]);
     let outcome = h.engine.run_turn(h.hitl_request(&["add"], approvals(&["add"]))).await.unwrap();
     h.store.settle(&outcome.actions[0].id, ActionStatus::Expired, None);
-    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id)).await.unwrap().unwrap();
+    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id), None).await.unwrap().unwrap();
     assert_eq!(carried.stop_reason, StopReason::EndTurn);
     let result = h.store.event(h.session, &EventType::ToolResult).unwrap();
     assert_eq!(result["output"]["expired"], true);
@@ -857,7 +870,7 @@ async fn cancelling_a_paused_turn_ends_it_and_its_continuation_does_nothing() {
     let ended = h.store.event(h.session, &EventType::TurnEnded).unwrap();
     assert_eq!(ended["stop_reason"], "cancelled");
     assert_eq!(ended["usage"]["total_tokens"], 22);
-    assert!(h.engine.continue_paused(&continuation).await.unwrap().is_none());
+    assert!(h.engine.continue_paused(&continuation, None).await.unwrap().is_none());
     assert_eq!(h.requests().len(), 1);
     // Nothing is paused any more: a second cancel has nothing to do, a new turn runs.
     assert!(h.engine.cancel_paused(&h.project, &h.session, &outcome.turn_id, 7).await.unwrap().is_none());
@@ -876,7 +889,7 @@ async fn a_continuation_while_an_action_is_still_pending_does_nothing() {
     let h = Harness::new(vec![calls(vec![call("call_a", "add", &json!({"a": 1, "b": 1}))]), text("done")]);
     let outcome = h.engine.run_turn(h.hitl_request(&["add"], approvals(&["add"]))).await.unwrap();
     let continuation = h.continuation(&outcome.turn_id);
-    assert!(h.engine.continue_paused(&continuation).await.unwrap().is_none());
+    assert!(h.engine.continue_paused(&continuation, None).await.unwrap().is_none());
     assert_eq!(h.requests().len(), 1);
     assert_eq!(h.session(|s| s.stop_reason), Some(StopReason::RequiresAction));
     // Once answered, the same continuation carries it on.
@@ -885,7 +898,7 @@ async fn a_continuation_while_an_action_is_still_pending_does_nothing() {
         ActionStatus::Resolved,
         Some(Answer::Approval { decision: Decision::Approve, reason: None }),
     );
-    let carried = h.engine.continue_paused(&continuation).await.unwrap();
+    let carried = h.engine.continue_paused(&continuation, None).await.unwrap();
     assert_eq!(carried.map(|o| o.stop_reason), Some(StopReason::EndTurn));
 }
 
@@ -934,7 +947,7 @@ async fn a_budget_reached_mid_turn_pauses_it_and_raising_the_budget_carries_the_
         h.session,
         SessionBudget { max_cost_usd: 1.0, on_exceed: agentplane_domain::agent::BudgetAction::Pause },
     );
-    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id)).await.unwrap().unwrap();
+    let carried = h.engine.continue_paused(&h.continuation(&outcome.turn_id), None).await.unwrap().unwrap();
     assert_eq!(
         (carried.turn_id.clone(), carried.stop_reason),
         (outcome.turn_id.clone(), StopReason::EndTurn)
@@ -952,7 +965,7 @@ async fn a_budget_that_stays_reached_pauses_the_carried_on_turn_again_without_a_
     request.budget = budget(0.000_001, agentplane_domain::agent::BudgetAction::Pause);
     let outcome = h.engine.run_turn(request).await.unwrap();
     // Carried on without a raise (a duplicate, a race): it pauses again at once.
-    let again = h.engine.continue_paused(&h.continuation(&outcome.turn_id)).await.unwrap().unwrap();
+    let again = h.engine.continue_paused(&h.continuation(&outcome.turn_id), None).await.unwrap().unwrap();
     assert_eq!(again.stop_reason, StopReason::BudgetReached);
     assert_eq!(h.requests().len(), 1);
     assert!(h.session(|s| s.budget_paused));

@@ -99,6 +99,30 @@ impl<'a> Agents<'a> {
         Ok(item.agent)
     }
 
+    /// The agent and the tenant of its project, in one read (a turn needs both).
+    pub async fn get_with_tenant(
+        &self,
+        project: &ProjectId,
+        id: &AgentId,
+    ) -> Result<(Agent, Option<agentplane_domain::tenant::TenantId>), StoreError> {
+        let keys = [
+            (project_pk(project), agent_sk(id)),
+            (project_pk(project), super::keys::PROJECT_SK.to_owned()),
+        ];
+        let mut agent = None;
+        let mut tenant = None;
+        for item in super::batch_get(self.store, &self.store.names.main_table, keys).await? {
+            match item.get("SK") {
+                Some(aws_sdk_dynamodb::types::AttributeValue::S(sk)) if sk == super::keys::PROJECT_SK => {
+                    let project: agentplane_domain::project::Project = serde_dynamo::from_item(item)?;
+                    tenant = project.tenant_id;
+                }
+                _ => agent = Some(serde_dynamo::from_item::<_, AgentItem>(item)?.agent),
+            }
+        }
+        Ok((agent.ok_or(StoreError::NotFound)?, tenant))
+    }
+
     pub async fn list(
         &self,
         project: &ProjectId,

@@ -1,6 +1,7 @@
 //! DynamoDB adapters, one module per entity: its keys, its item mapping and its queries.
 
 pub mod actions;
+pub mod agent_runs;
 pub mod agents;
 pub mod allocations;
 pub mod api_keys;
@@ -13,6 +14,7 @@ pub mod projects;
 pub mod sandboxes;
 pub mod sessions;
 pub mod telemetry;
+pub mod tenants;
 pub mod transcripts;
 pub mod turns;
 pub mod webhooks;
@@ -123,6 +125,15 @@ pub(crate) async fn batch_get_as<T: serde::de::DeserializeOwned>(
     table: &str,
     keys: impl IntoIterator<Item = (String, String)>,
 ) -> Result<Vec<T>, StoreError> {
+    batch_get(store, table, keys).await?.into_iter().map(|item| Ok(serde_dynamo::from_item(item)?)).collect()
+}
+
+/// [`batch_get_as`] without decoding: items of different kinds read in one call.
+pub(crate) async fn batch_get(
+    store: &crate::Store,
+    table: &str,
+    keys: impl IntoIterator<Item = (String, String)>,
+) -> Result<Vec<std::collections::HashMap<String, AttributeValue>>, StoreError> {
     let keys: Vec<(String, String)> = keys.into_iter().collect();
     let mut found = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(100) {
@@ -146,9 +157,7 @@ pub(crate) async fn batch_get_as<T: serde::de::DeserializeOwned>(
             let Some(request) = pending.take() else { break };
             let out =
                 store.dynamo.batch_get_item().request_items(table, request).send().await.map_err(backend)?;
-            for item in out.responses.and_then(|mut r| r.remove(table)).unwrap_or_default() {
-                found.push(serde_dynamo::from_item(item)?);
-            }
+            found.extend(out.responses.and_then(|mut r| r.remove(table)).unwrap_or_default());
             pending = out.unprocessed_keys.and_then(|mut u| u.remove(table)).filter(|k| !k.keys().is_empty());
         }
         if pending.is_some() {

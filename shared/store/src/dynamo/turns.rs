@@ -97,6 +97,10 @@ pub enum SessionMove {
     /// (`budget`: `budget_paused`); the transcript version this commit writes is the one a
     /// continuation claims.
     Pause { budget: bool },
+    /// The turn hands itself over to a continuation (a background run nearing its invocation's
+    /// end): the session stays `running` and held until `hold_until`, and the transcript version
+    /// this commit writes is the one the continuation claims.
+    HandOver { hold_until: Timestamp },
 }
 
 /// The transcript a step saves.
@@ -129,6 +133,9 @@ pub struct StepCommit<'a> {
     pub actions: &'a [Action],
     /// Write even though a cancel was recorded for the turn (the commit that ends it so).
     pub despite_cancel: bool,
+    /// The tenant key whose monthly spend counter the usage's cost is added to (a project of
+    /// a tenant), in the same transaction.
+    pub spend_counter: Option<&'a str>,
 }
 
 /// What a committed step wrote.
@@ -386,6 +393,13 @@ impl<'a> TurnWrites<'a> {
                     TransactWriteItem::builder().put(super::actions::put_new(self.store, action)?).build(),
                 );
             }
+            if let (Some(key), Some((_, Some(cost)))) = (commit.spend_counter, commit.usage) {
+                let nanos = agentplane_domain::tenant::nanos_of(cost);
+                if nanos > 0 {
+                    let month = agentplane_domain::tenant::month_of(commit.now);
+                    items.push(self.store.tenants().add_spend(key, &month, nanos)?);
+                }
+            }
             match self.store.dynamo.transact_write_items().set_transact_items(Some(items)).send().await {
                 Ok(_) => {
                     if let (Some(old), Some(_)) =
@@ -513,6 +527,13 @@ impl<'a> TurnWrites<'a> {
                     .expression_attribute_values(":paused_reason", s(reason))
                     .expression_attribute_values(":pv", n(version));
             }
+            SessionMove::HandOver { hold_until } => {
+                let version = commit.transcript.as_ref().map_or(0, |t| t.expected + 1);
+                sets.extend(["pause_version = :pv", "turn_held_until = :handover_hold"]);
+                update = update
+                    .expression_attribute_values(":pv", n(version))
+                    .expression_attribute_values(":handover_hold", attr(hold_until)?);
+            }
         }
         if let Some((usage, cost)) = commit.usage {
             let unpriced = if cost.is_some() { Usage::default() } else { usage };
@@ -566,7 +587,7 @@ impl<'a> TurnWrites<'a> {
             .key("PK", s(project_pk(project)))
             .key("SK", s(session_sk(id)))
             .condition_expression(format!(
-                "{LIVE} AND runtime_status IN (:paused, :budget_paused) AND current_turn_id = :turn AND pause_version = :v"
+                "{LIVE} AND runtime_status IN (:paused, :budget_paused, :running) AND current_turn_id = :turn AND pause_version = :v"
             ))
             .expression_attribute_values(":budget_paused", s("budget_paused"))
             .update_expression("SET runtime_status = :running, turn_held_until = :hold, updated_at = :now REMOVE pause_version")

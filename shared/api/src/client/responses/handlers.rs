@@ -154,6 +154,9 @@ async fn run(
         deadline: tokio::time::Instant::now() + timeout,
         context: Some(context),
         budget: SessionBudget::effective(session.budget, &agent.execution),
+        turn_id: None,
+        handover_at: None,
+        tenant: None,
     };
     let engine = app.engine.clone();
     let created_at = edge::now().unix_seconds();

@@ -1,0 +1,477 @@
+//! Background runs and the per-tenant slots that admit them, in the main table.
+//!
+//! | item | PK                    | SK           | GSI1 (by_created)                |
+//! |------|-----------------------|--------------|----------------------------------|
+//! | run  | `PROJECT#{pid}`       | `RUN#{run}`  | `PROJECT#{pid}#RUNS` / created#run |
+//! | slot | `SLOTS#{tenant key}`  | `SLOT#{i}`   | —                                |
+//!
+//! A run's status moves by conditional updates only (`status = :from`). A running run holds one
+//! of its tenant's slots (`0..max`): the slot is taken in the same transaction that moves the run
+//! to `running` (the slot free, or its lease past, or already this run's), renewed while the run
+//! goes on, and given back in the same transaction that moves the run on. A holder that crashed
+//! stops renewing, so its slot comes back when the lease runs out. Runs expire by TTL
+//! (`expires_at`) after the retention period.
+
+use agentplane_domain::agent_run::{AgentRun, RunError, RunId, RunStatus};
+use agentplane_domain::page::{Page, PageRequest, created_sort_key};
+use agentplane_domain::pricing::Usage;
+use agentplane_domain::session::StopReason;
+use agentplane_domain::{ProjectId, SessionId, Timestamp};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, ReturnValue, TransactWriteItem, Update};
+use serde::{Deserialize, Serialize};
+
+use super::keys::project_pk;
+use super::page::{keyset_page, start_key};
+use super::{conditional, get_as, query_all, s, transaction_conflict};
+use crate::resources::BY_CREATED;
+use crate::{Store, StoreError};
+
+pub fn run_sk(id: &RunId) -> String {
+    format!("RUN#{id}")
+}
+
+pub fn runs_list(project: &ProjectId) -> String {
+    format!("PROJECT#{project}#RUNS")
+}
+
+pub fn slots_pk(tenant_key: &str) -> String {
+    format!("SLOTS#{tenant_key}")
+}
+
+pub fn slot_sk(index: u32) -> String {
+    format!("SLOT#{index:03}")
+}
+
+#[derive(Serialize, Deserialize)]
+struct RunItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    #[serde(rename = "GSI1PK")]
+    gsi1pk: String,
+    #[serde(rename = "GSI1SK")]
+    gsi1sk: String,
+    #[serde(flatten)]
+    run: AgentRun,
+}
+
+/// One slot of a tenant: which run holds it, and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slot {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    pub index: u32,
+    pub holder: String,
+    pub lease_until: Timestamp,
+}
+
+/// Where a run holds its slot (a tenant key and an index).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotRef {
+    pub tenant_key: String,
+    pub index: u32,
+}
+
+/// Why a run could not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartRefused {
+    /// Every slot of the tenant is held: the run waits queued.
+    NoSlot,
+    /// The run is not in the status the start expected (started already, canceled, gone).
+    NotStartable,
+}
+
+/// How a run ends or pauses: what the executor writes when its turn stops.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    pub status: RunStatus,
+    pub stop_reason: Option<StopReason>,
+    pub output_text: Option<String>,
+    pub error: Option<RunError>,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    pub pending_action_ids: Vec<String>,
+}
+
+pub struct AgentRuns<'a> {
+    store: &'a Store,
+}
+
+fn attr<T: Serialize>(value: T) -> Result<AttributeValue, StoreError> {
+    Ok(serde_dynamo::to_attribute_value(value)?)
+}
+
+impl<'a> AgentRuns<'a> {
+    pub(crate) fn new(store: &'a Store) -> Self {
+        Self { store }
+    }
+
+    fn table(&self) -> &str {
+        &self.store.names.main_table
+    }
+
+    pub async fn create(&self, run: &AgentRun) -> Result<(), StoreError> {
+        let item = RunItem {
+            pk: project_pk(&run.project_id),
+            sk: run_sk(&run.id),
+            gsi1pk: runs_list(&run.project_id),
+            gsi1sk: created_sort_key(run.created_at, &run.id),
+            run: run.clone(),
+        };
+        super::put_new(self.store, self.table(), item).await
+    }
+
+    /// A run of `project`; `NotFound` for another project's or a missing one.
+    pub async fn get(&self, project: &ProjectId, id: &RunId) -> Result<AgentRun, StoreError> {
+        let item: Option<RunItem> = get_as(self.store, self.table(), project_pk(project), run_sk(id)).await?;
+        item.map(|i| i.run).ok_or(StoreError::NotFound)
+    }
+
+    /// A page of the project's runs, newest first unless asked otherwise, filtered by session
+    /// and status. An `after` that names no run of the project is `NotFound`.
+    pub async fn list(
+        &self,
+        project: &ProjectId,
+        page: &PageRequest,
+        after: Option<&RunId>,
+        session: Option<&SessionId>,
+        status: Option<RunStatus>,
+    ) -> Result<Page<AgentRun>, StoreError> {
+        let start = match after {
+            Some(id) => {
+                let item = super::get_item(self.store, self.table(), project_pk(project), run_sk(id))
+                    .await?
+                    .ok_or(StoreError::NotFound)?;
+                Some(start_key(&item).ok_or(StoreError::NotFound)?)
+            }
+            None => None,
+        };
+        let mut query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(self.table())
+            .index_name(BY_CREATED)
+            .key_condition_expression("GSI1PK = :list")
+            .expression_attribute_values(":list", s(runs_list(project)))
+            .scan_index_forward(page.order == agentplane_domain::page::Order::Asc);
+        let mut filters = Vec::new();
+        if let Some(session) = session {
+            filters.push("session_id = :session");
+            query = query.expression_attribute_values(":session", s(session.to_string()));
+        }
+        if let Some(status) = status {
+            filters.push("#status = :status");
+            query = query
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":status", s(status.as_str()));
+        }
+        if !filters.is_empty() {
+            query = query.filter_expression(filters.join(" AND "));
+        }
+        let page: Page<RunItem> =
+            keyset_page(query, page.limit, start, |item| Ok(serde_dynamo::from_item(item)?)).await?;
+        Ok(Page { items: page.items.into_iter().map(|i| i.run).collect(), has_more: page.has_more })
+    }
+
+    /// The slots of a tenant that are held (by anyone, lease past or not).
+    pub async fn slots(&self, tenant_key: &str) -> Result<Vec<Slot>, StoreError> {
+        let query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(self.table())
+            .consistent_read(true)
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", s(slots_pk(tenant_key)));
+        query_all(query).await
+    }
+
+    fn slot_put(&self, slot: &SlotRef, run: &RunId, now: Timestamp, lease_until: Timestamp) -> Result<Put, StoreError> {
+        let item = Slot {
+            pk: slots_pk(&slot.tenant_key),
+            sk: slot_sk(slot.index),
+            index: slot.index,
+            holder: run.to_string(),
+            lease_until,
+        };
+        Put::builder()
+            .table_name(self.table())
+            .set_item(Some(serde_dynamo::to_item(item)?))
+            .condition_expression("attribute_not_exists(PK) OR lease_until < :now OR holder = :run")
+            .expression_attribute_values(":now", attr(now)?)
+            .expression_attribute_values(":run", s(run.to_string()))
+            .build()
+            .map_err(StoreError::unavailable)
+    }
+
+    fn slot_release(&self, slot: &SlotRef, run: &RunId) -> Result<TransactWriteItem, StoreError> {
+        let delete = Delete::builder()
+            .table_name(self.table())
+            .key("PK", s(slots_pk(&slot.tenant_key)))
+            .key("SK", s(slot_sk(slot.index)))
+            .condition_expression("attribute_not_exists(PK) OR holder = :run")
+            .expression_attribute_values(":run", s(run.to_string()))
+            .build()
+            .map_err(StoreError::unavailable)?;
+        Ok(TransactWriteItem::builder().delete(delete).build())
+    }
+
+    /// Moves the run from `from` (`queued`, or `requires_action` when its turn carries on) to
+    /// `running` and takes a free slot of `tenant_key` (`0..max`) for it, in one transaction
+    /// per slot tried. The free slots are read first, so a full tenant costs one read.
+    pub async fn start(
+        &self,
+        run: &AgentRun,
+        from: RunStatus,
+        tenant_key: &str,
+        max: u32,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Result<SlotRef, StartRefused>, StoreError> {
+        let held = self.slots(tenant_key).await?;
+        if let Some(mine) = held.iter().find(|s| s.holder == run.id.to_string()) {
+            // A retried start after its transaction went through: the slot is this run's.
+            let slot = SlotRef { tenant_key: tenant_key.to_owned(), index: mine.index };
+            return match self.get(&run.project_id, &run.id).await?.status {
+                RunStatus::Running => Ok(Ok(slot)),
+                _ => self.try_start(run, from, &slot, now, lease_until).await,
+            };
+        }
+        let free = agentplane_domain::agent_run::slot_indexes(max)
+            .filter(|i| held.iter().all(|s| s.index != *i || s.lease_until < now));
+        for index in free {
+            let slot = SlotRef { tenant_key: tenant_key.to_owned(), index };
+            match self.try_start(run, from, &slot, now, lease_until).await? {
+                Err(StartRefused::NoSlot) => continue,
+                other => return Ok(other),
+            }
+        }
+        Ok(Err(StartRefused::NoSlot))
+    }
+
+    async fn try_start(
+        &self,
+        run: &AgentRun,
+        from: RunStatus,
+        slot: &SlotRef,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Result<SlotRef, StartRefused>, StoreError> {
+        let mut update = Update::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(&run.project_id)))
+            .key("SK", s(run_sk(&run.id)))
+            .condition_expression("#status = :from AND cancel_requested = :no")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":from", s(from.as_str()))
+            .expression_attribute_values(":no", AttributeValue::Bool(false))
+            .expression_attribute_values(":running", s(RunStatus::Running.as_str()));
+        update = if run.started_at.is_none() {
+            update
+                .update_expression("SET #status = :running, started_at = :now")
+                .expression_attribute_values(":now", attr(now)?)
+        } else {
+            update.update_expression("SET #status = :running")
+        };
+        let items = vec![
+            TransactWriteItem::builder().put(self.slot_put(slot, &run.id, now, lease_until)?).build(),
+            TransactWriteItem::builder().update(update.build().map_err(StoreError::unavailable)?).build(),
+        ];
+        match self.store.dynamo.transact_write_items().set_transact_items(Some(items)).send().await {
+            Ok(_) => Ok(Ok(slot.clone())),
+            Err(err) => {
+                let reasons: Vec<Option<String>> = err
+                    .as_service_error()
+                    .and_then(|e| match e {
+                        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => {
+                            Some(c.cancellation_reasons().iter().map(|r| r.code().map(str::to_owned)).collect())
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                let failed = |i: usize| reasons.get(i).and_then(|r| r.as_deref()) == Some("ConditionalCheckFailed");
+                if failed(1) {
+                    Ok(Err(StartRefused::NotStartable))
+                } else if failed(0) {
+                    Ok(Err(StartRefused::NoSlot))
+                } else {
+                    Err(transaction_conflict(err))
+                }
+            }
+        }
+    }
+
+    /// Renews the run's hold on its slot (the executor does, while the turn goes on).
+    pub async fn renew(&self, slot: &SlotRef, run: &RunId, lease_until: Timestamp) -> Result<(), StoreError> {
+        self.store
+            .dynamo
+            .update_item()
+            .table_name(self.table())
+            .key("PK", s(slots_pk(&slot.tenant_key)))
+            .key("SK", s(slot_sk(slot.index)))
+            .condition_expression("holder = :run")
+            .update_expression("SET lease_until = :until")
+            .expression_attribute_values(":run", s(run.to_string()))
+            .expression_attribute_values(":until", attr(lease_until)?)
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    /// Records how the run's turn stopped (`running` → the outcome's status) and gives its slot
+    /// back, in one transaction. `Conflict`: the run was not running (another writer ended it).
+    pub async fn settle(
+        &self,
+        project: &ProjectId,
+        id: &RunId,
+        slot: Option<&SlotRef>,
+        outcome: &RunOutcome,
+        now: Timestamp,
+    ) -> Result<AgentRun, StoreError> {
+        let mut sets = vec![
+            "#status = :to",
+            "#usage = :usage",
+            "cost_usd = :cost",
+            "pending_action_ids = :pending",
+        ];
+        let mut update = Update::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(run_sk(id)))
+            .condition_expression("#status = :running")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#usage", "usage")
+            .expression_attribute_values(":running", s(RunStatus::Running.as_str()))
+            .expression_attribute_values(":to", s(outcome.status.as_str()))
+            .expression_attribute_values(":usage", attr(outcome.usage)?)
+            .expression_attribute_values(":cost", AttributeValue::N(format!("{:.9}", outcome.cost_usd)))
+            .expression_attribute_values(":pending", attr(&outcome.pending_action_ids)?);
+        if let Some(reason) = outcome.stop_reason {
+            sets.push("stop_reason = :reason");
+            update = update.expression_attribute_values(":reason", attr(reason)?);
+        }
+        if let Some(text) = &outcome.output_text {
+            sets.push("output_text = :text");
+            update = update.expression_attribute_values(":text", s(text.clone()));
+        }
+        if let Some(error) = &outcome.error {
+            sets.push("#error = :error");
+            update = update
+                .expression_attribute_names("#error", "error")
+                .expression_attribute_values(":error", attr(error)?);
+        }
+        if outcome.status.is_terminal() {
+            sets.push("ended_at = :now");
+            update = update.expression_attribute_values(":now", attr(now)?);
+        }
+        let update = update
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let mut items = vec![TransactWriteItem::builder().update(update).build()];
+        if let Some(slot) = slot {
+            items.push(self.slot_release(slot, id)?);
+        }
+        self.store
+            .dynamo
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+            .map_err(transaction_conflict)?;
+        self.get(project, id).await
+    }
+
+    /// Moves a run that is not running from `from` to `to` (a cancel of a queued or waiting
+    /// run). `Conflict` when it is not in `from` any more.
+    pub async fn transition(
+        &self,
+        project: &ProjectId,
+        id: &RunId,
+        from: RunStatus,
+        to: RunStatus,
+        now: Timestamp,
+    ) -> Result<AgentRun, StoreError> {
+        let mut expression = "SET #status = :to".to_owned();
+        if to.is_terminal() {
+            expression.push_str(", ended_at = :now");
+        }
+        let mut update = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(self.table())
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(run_sk(id)))
+            .condition_expression("#status = :from")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":from", s(from.as_str()))
+            .expression_attribute_values(":to", s(to.as_str()))
+            .update_expression(expression)
+            .return_values(ReturnValue::AllNew);
+        if to.is_terminal() {
+            update = update.expression_attribute_values(":now", attr(now)?);
+        }
+        let out = update.send().await.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        let item: RunItem = serde_dynamo::from_item(
+            out.attributes.ok_or_else(|| StoreError::Corrupt("update returned no run".into()))?,
+        )?;
+        Ok(item.run)
+    }
+
+    /// Records a cancel of a running run: its turn stops at the next safe point. `Conflict`
+    /// when the run is not running.
+    pub async fn request_cancel(&self, project: &ProjectId, id: &RunId) -> Result<AgentRun, StoreError> {
+        let out = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(self.table())
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(run_sk(id)))
+            .condition_expression("#status = :running")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":running", s(RunStatus::Running.as_str()))
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .update_expression("SET cancel_requested = :yes")
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        let item: RunItem = serde_dynamo::from_item(
+            out.attributes.ok_or_else(|| StoreError::Corrupt("update returned no run".into()))?,
+        )?;
+        Ok(item.run)
+    }
+
+    /// Records the callback the run's end owes (until webhooks deliver it signed).
+    pub async fn record_callback(
+        &self,
+        project: &ProjectId,
+        id: &RunId,
+        callback: &agentplane_domain::agent_run::CallbackRecord,
+    ) -> Result<(), StoreError> {
+        match self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(self.table())
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(run_sk(id)))
+            .condition_expression("attribute_exists(PK) AND attribute_not_exists(callback)")
+            .update_expression("SET callback = :cb")
+            .expression_attribute_values(":cb", attr(callback)?)
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))
+        {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+}
