@@ -47,7 +47,7 @@ fn record(id: &str, body: String) -> ReceivedMessage {
 }
 
 fn ran(turn: &str) -> Continued {
-    Continued::Ran(TurnOutcome {
+    Continued::Ran(Box::new(TurnOutcome {
         turn_id: turn.into(),
         stop_reason: StopReason::EndTurn,
         output_text: Some("done".into()),
@@ -57,7 +57,8 @@ fn ran(turn: &str) -> Continued {
         error: None,
         actions: Vec::new(),
         budget: None,
-    })
+        handed_over: None,
+    }))
 }
 
 #[tokio::test]

@@ -49,6 +49,8 @@ pub struct App {
     pub runtime: RuntimeTelemetry,
     /// Webhook secrets' key, whether private addresses may be reached, the delivery timeout.
     pub webhooks: WebhookConfig,
+    /// Background runs: slots per tenant, the run ceiling, one invocation's budget.
+    pub background: agentplane_engine::background::BackgroundConfig,
 }
 
 impl App {
@@ -74,7 +76,13 @@ impl App {
             stream: StreamConfig::default(),
             sync_ceiling: Duration::from_millis(ceiling),
             webhooks: local_webhooks(),
+            background: agentplane_engine::background::BackgroundConfig::from_env(),
         }
+    }
+
+    pub fn with_background(mut self, background: agentplane_engine::background::BackgroundConfig) -> Self {
+        self.background = background;
+        self
     }
 
     pub fn with_webhooks(mut self, webhooks: WebhookConfig) -> Self {

@@ -106,6 +106,9 @@ pub enum Route {
     ClientWebhooksTest,
     ClientWebhooksMessages,
     ClientWebhooksRedeliver,
+    ClientRunsGet,
+    ClientRunsList,
+    ClientRunsCancel,
 }
 
 impl Route {
@@ -164,6 +167,9 @@ impl Route {
         Route::ClientWebhooksTest,
         Route::ClientWebhooksMessages,
         Route::ClientWebhooksRedeliver,
+        Route::ClientRunsGet,
+        Route::ClientRunsList,
+        Route::ClientRunsCancel,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -223,17 +229,17 @@ impl Route {
                 routes!(client::agents::handlers::versions)
             }),
             ClientResponsesCreate => {
-                decl("client-responses-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY], Turn, || {
+                decl("client-responses-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND], Turn, || {
                     routes!(client::responses::handlers::create_draft)
                 })
             }
             ClientAgentResponsesCreate => {
-                decl("client-agent-responses-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY], Turn, || {
+                decl("client-agent-responses-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND], Turn, || {
                     routes!(client::responses::handlers::create_published)
                 })
             }
             ClientSessionMessagesCreate => {
-                decl("client-session-messages-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY], Turn, || {
+                decl("client-session-messages-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND], Turn, || {
                     routes!(client::responses::handlers::session_message)
                 })
             }
@@ -356,6 +362,14 @@ impl Route {
                     routes!(client::webhooks::handlers::redeliver)
                 })
             }
+            ClientRunsGet => decl("client-runs-get", &[MAIN_R], Buffered, || routes!(client::runs::handlers::get)),
+            ClientRunsList => {
+                decl("client-runs-list", &[MAIN_R], Buffered, || routes!(client::runs::handlers::list))
+            }
+            // Ends a waiting run's paused turn (its `turn.ended` event) or records the cancel.
+            ClientRunsCancel => decl("client-runs-cancel", &[MAIN_W, EVENTS_W], Buffered, || {
+                routes!(client::runs::handlers::cancel)
+            }),
         }
     }
 

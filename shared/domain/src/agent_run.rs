@@ -43,6 +43,13 @@ impl RunId {
     }
 }
 
+/// The `runs` queue message that starts a background run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartRun {
+    pub project_id: ProjectId,
+    pub run_id: RunId,
+}
+
 /// Concurrent running background runs per tenant (`AGENT_BACKGROUND_MAX_CONCURRENT_RUNS_PER_TENANT`).
 pub const DEFAULT_MAX_CONCURRENT_PER_TENANT: u32 = 10;
 /// How long runs are kept (`AGENT_RUN_RETENTION_DAYS`).

@@ -55,10 +55,12 @@ pub async fn carry_on_after_budget(
 #[derive(Debug, Clone, PartialEq)]
 pub enum Continued {
     /// This delivery claimed the paused turn and ran it on to its next end or pause.
-    Ran(crate::TurnOutcome),
+    Ran(Box<crate::TurnOutcome>),
     /// Nothing to do: another delivery claimed it already, the turn was cancelled, or the
     /// session is gone. The message is done with.
     Stale,
+    /// The turn is a background run's: what its run came to.
+    Run(crate::background::Executed),
 }
 
 impl crate::Engine {
@@ -76,7 +78,7 @@ impl crate::Engine {
         handover_at: Option<tokio::time::Instant>,
     ) -> Result<Continued, StoreError> {
         match self.continue_paused(continuation, handover_at).await {
-            Ok(Some(outcome)) => Ok(Continued::Ran(outcome)),
+            Ok(Some(outcome)) => Ok(Continued::Ran(Box::new(outcome))),
             Ok(None) | Err(crate::TurnError::SessionNotFound) => Ok(Continued::Stale),
             Err(
                 crate::TurnError::Busy

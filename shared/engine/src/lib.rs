@@ -1,6 +1,7 @@
 //! The agent engine: the model client, the tool registry, the event bus and the turn loop. The
 //! synchronous Responses route and (later) the background runner share it.
 
+pub mod background;
 pub mod bus;
 pub mod compute;
 pub mod continuation;

@@ -20,6 +20,8 @@ use crate::StoreError;
 pub enum RunsMessage {
     /// Carry a paused turn on.
     Continuation(Continuation),
+    /// Start a background run.
+    StartRun(agentplane_domain::agent_run::StartRun),
 }
 
 /// A message as received: its id (what a partial batch failure names), the handle that deletes
@@ -75,11 +77,17 @@ impl RunsQueue {
 
     /// Sends one message of any kind.
     pub async fn send_message(&self, message: &RunsMessage) -> Result<(), StoreError> {
+        self.send_delayed(message, 0).await
+    }
+
+    /// Sends one message, delivered no sooner than `delay_s` (0..=900) seconds from now.
+    pub async fn send_delayed(&self, message: &RunsMessage, delay_s: i32) -> Result<(), StoreError> {
         let body = serde_json::to_string(message).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.client
             .send_message()
             .queue_url(self.url().await?)
             .message_body(body)
+            .delay_seconds(delay_s.clamp(0, 900))
             .send()
             .await
             .map_err(|e| StoreError::unavailable(DisplayErrorContext(e)))?;

@@ -65,6 +65,18 @@ pub enum ClientError {
     /// 400 `url_not_allowed`, naming `url`: the host is or resolves to a private address.
     #[error("{0}")]
     UrlNotAllowed(String),
+    /// 404 `run_not_found`.
+    #[error("run not found")]
+    RunNotFound,
+    /// 409 `run_not_active`: the run ended already, with its `run_status`.
+    #[error("the run has ended")]
+    RunNotActive { run_status: agentplane_domain::agent_run::RunStatus },
+    /// 400 `background_not_enabled`: the agent's `config.execution.background_enabled` is off.
+    #[error("background runs are off for this agent")]
+    BackgroundNotEnabled,
+    /// 402 `spend_limit_reached`: the tenant's monthly spend limit is reached.
+    #[error("the tenant's monthly spend limit is reached")]
+    SpendLimitReached { spent_usd: f64, max_cost_usd: f64 },
     /// 503 `webhooks_unavailable`: the deployment has no webhook secret key.
     #[error("webhooks are not configured")]
     WebhooksUnavailable,
@@ -212,6 +224,31 @@ impl ClientError {
                 ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", "url_not_allowed", message)
                     .with("param", "url")
             }
+            Self::RunNotFound => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "run_not_found", "run not found")
+            }
+            Self::RunNotActive { run_status } => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "run_not_active",
+                format!("the run is {}: there is nothing to cancel", run_status.as_str()),
+            )
+            .with("run_status", run_status.as_str()),
+            Self::BackgroundNotEnabled => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "background_not_enabled",
+                "background runs are off for this agent: set its `config.execution.background_enabled` to true, or omit `background`",
+            )
+            .with("param", "background"),
+            Self::SpendLimitReached { spent_usd, max_cost_usd } => ApiError::new(
+                StatusCode::PAYMENT_REQUIRED,
+                "spend_limit_error",
+                "spend_limit_reached",
+                "the tenant's monthly spend limit is reached; raise it (Core) or wait for the next month",
+            )
+            .with("spent_usd", spent_usd)
+            .with("max_cost_usd", max_cost_usd),
             Self::WebhooksUnavailable => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "api_error",

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod error;
 pub mod events;
 pub mod responses;
+pub mod runs;
 pub mod sessions;
 pub mod webhooks;
 pub mod wire;

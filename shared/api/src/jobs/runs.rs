@@ -19,6 +19,8 @@ use std::time::Duration;
 
 use agentplane_domain::action::Continuation;
 use agentplane_engine::Engine;
+use agentplane_domain::agent_run::StartRun;
+use agentplane_engine::background::{BackgroundConfig, Executed};
 use agentplane_engine::continuation::Continued;
 use agentplane_store::{ReceivedMessage, RunsMessage, RunsQueue, StoreError};
 use serde::{Deserialize, Serialize};
@@ -73,6 +75,7 @@ impl From<SqsRecord> for ReceivedMessage {
 /// What a body holds.
 enum Parsed {
     Continuation(Continuation),
+    StartRun(StartRun),
     UnknownKind(String),
     Malformed(String),
 }
@@ -80,12 +83,13 @@ enum Parsed {
 fn parse(body: &str) -> Parsed {
     match serde_json::from_str::<RunsMessage>(body) {
         Ok(RunsMessage::Continuation(c)) => Parsed::Continuation(c),
+        Ok(RunsMessage::StartRun(s)) => Parsed::StartRun(s),
         Err(err) => {
             let kind = serde_json::from_str::<serde_json::Value>(body)
                 .ok()
                 .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_owned));
             match kind {
-                Some(kind) if kind != "continuation" => Parsed::UnknownKind(kind),
+                Some(kind) if kind != "continuation" && kind != "start_run" => Parsed::UnknownKind(kind),
                 _ => Parsed::Malformed(err.to_string()),
             }
         }
@@ -100,11 +104,35 @@ where
     F: Fn(Continuation) -> Fut,
     Fut: Future<Output = Result<Continued, StoreError>>,
 {
+    handle_runs_batch_with(records, run, |_| async { Err(StoreError::unavailable("no background runner")) }).await
+}
+
+/// [`handle_runs_batch`] with the seam that starts background runs (`start`).
+pub async fn handle_runs_batch_with<F, Fut, G, Gut>(records: &[ReceivedMessage], run: F, start: G) -> SqsBatchResponse
+where
+    F: Fn(Continuation) -> Fut,
+    Fut: Future<Output = Result<Continued, StoreError>>,
+    G: Fn(StartRun) -> Gut,
+    Gut: Future<Output = Result<Executed, StoreError>>,
+{
     let outcomes = futures_util::future::join_all(records.iter().map(|record| {
         let parsed = parse(&record.body);
-        let run = &run;
+        let (run, start) = (&run, &start);
         async move {
             let retry = match parsed {
+                Parsed::StartRun(s) => {
+                    let id = s.run_id.clone();
+                    match start(s).await {
+                        Ok(executed) => {
+                            tracing::info!(run = %id, ?executed, "background run message handled");
+                            false
+                        }
+                        Err(err) => {
+                            tracing::warn!(run = %id, error = %err, "starting a background run failed: retried");
+                            true
+                        }
+                    }
+                }
                 Parsed::Continuation(c) => {
                     let (session, turn, version) = (c.session_id, c.turn_id.clone(), c.version);
                     match run(c).await {
@@ -114,6 +142,10 @@ where
                         }
                         Ok(Continued::Stale) => {
                             tracing::info!(%session, %turn, version, "stale continuation: nothing to do");
+                            false
+                        }
+                        Ok(Continued::Run(executed)) => {
+                            tracing::info!(%session, %turn, version, ?executed, "continued a background run");
                             false
                         }
                         Err(err) => {
@@ -141,7 +173,45 @@ where
 /// The Lambda handler: one SQS event through the engine.
 pub async fn handle_runs_event(engine: &Engine, event: SqsEvent) -> SqsBatchResponse {
     let records: Vec<ReceivedMessage> = event.records.into_iter().map(ReceivedMessage::from).collect();
-    handle_runs_batch(&records, |c| async move { engine.continue_turn(&c).await }).await
+    let config = BackgroundConfig::from_env();
+    let (run, start) = engine_seams(engine, config);
+    handle_runs_batch_with(&records, run, start).await
+}
+
+/// A continuation: a background run's goes through its run (a slot first), any other straight
+/// to its turn. A run that found no free slot is sent again after a pause and done with.
+async fn continue_any(engine: &Engine, config: BackgroundConfig, c: Continuation) -> Result<Continued, StoreError> {
+    let end = tokio::time::Instant::now() + config.invocation_budget;
+    match Box::pin(engine.continue_run(&c, &config, end)).await? {
+        Some(Executed::Waiting) => {
+            engine.store.runs_queue()?.send_delayed(&RunsMessage::Continuation(c), config.wait_s).await?;
+            Ok(Continued::Run(Executed::Waiting))
+        }
+        Some(executed) => Ok(Continued::Run(executed)),
+        None => Box::pin(engine.continue_turn(&c)).await,
+    }
+}
+
+async fn start_any(engine: &Engine, config: BackgroundConfig, s: StartRun) -> Result<Executed, StoreError> {
+    let end = tokio::time::Instant::now() + config.invocation_budget;
+    let executed = Box::pin(engine.execute_run(&s, &config, end)).await?;
+    if executed == Executed::Waiting {
+        engine.enqueue_run(&s, config.wait_s).await?;
+    }
+    Ok(executed)
+}
+
+type Seam<'a, T> = std::pin::Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// The two seams of a batch over the engine: continuations and run starts.
+fn engine_seams<'a>(
+    engine: &'a Engine,
+    config: BackgroundConfig,
+) -> (impl Fn(Continuation) -> Seam<'a, Continued>, impl Fn(StartRun) -> Seam<'a, Executed>) {
+    (
+        move |c| -> Seam<'a, Continued> { Box::pin(continue_any(engine, config, c)) },
+        move |s| -> Seam<'a, Executed> { Box::pin(start_any(engine, config, s)) },
+    )
 }
 
 /// How soon a failed message is delivered again by the in-process consumer (the queue's own
@@ -151,9 +221,8 @@ pub const LOCAL_RETRY_AFTER_S: i32 = 2;
 /// One receive from the `runs` queue (waiting up to `wait_seconds`) and its batch through the
 /// engine; see [`consume_batch`]. Returns how many messages it received.
 pub async fn consume_runs_once(app: &App, wait_seconds: i32) -> Result<usize, StoreError> {
-    let engine = &app.engine;
-    consume_batch(app.store.runs_queue()?, wait_seconds, |c| async move { engine.continue_turn(&c).await })
-        .await
+    let (run, start) = engine_seams(&app.engine, app.background);
+    consume_batch_with(app.store.runs_queue()?, wait_seconds, run, start).await
 }
 
 /// One receive from `queue` and its batch through `run`: what did not fail is deleted, what
@@ -164,11 +233,28 @@ where
     F: Fn(Continuation) -> Fut,
     Fut: Future<Output = Result<Continued, StoreError>>,
 {
+    consume_batch_with(queue, wait_seconds, run, |_| async { Err(StoreError::unavailable("no background runner")) })
+        .await
+}
+
+/// [`consume_batch`] with the seam that starts background runs.
+pub async fn consume_batch_with<F, Fut, G, Gut>(
+    queue: &RunsQueue,
+    wait_seconds: i32,
+    run: F,
+    start: G,
+) -> Result<usize, StoreError>
+where
+    F: Fn(Continuation) -> Fut,
+    Fut: Future<Output = Result<Continued, StoreError>>,
+    G: Fn(StartRun) -> Gut,
+    Gut: Future<Output = Result<Executed, StoreError>>,
+{
     let messages = queue.receive(10, wait_seconds).await?;
     if messages.is_empty() {
         return Ok(0);
     }
-    let response = handle_runs_batch(&messages, run).await;
+    let response = handle_runs_batch_with(&messages, run, start).await;
     for m in &messages {
         let done = if response.failed(&m.id) {
             queue.release(&m.receipt_handle, LOCAL_RETRY_AFTER_S).await

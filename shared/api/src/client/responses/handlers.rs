@@ -5,11 +5,14 @@ use agentplane_domain::metadata::Metadata;
 use agentplane_domain::session::{NewSession, Session, SessionBudget};
 use agentplane_engine::{TurnContext, TurnRequest};
 use agentplane_store::StoreError;
+use agentplane_domain::tenant::TenantId;
+use agentplane_engine::turn::TenantSpend;
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
-use super::validation::{foreground, input_text};
+use super::validation::{background, callback_url, input_text};
 use super::wire::{CreateResponse, CreateSessionMessage, Rendered, ResponseBody, ResponsesError};
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
@@ -42,13 +45,13 @@ impl AgentErrors {
     }
 }
 
-/// `agent`: an agent of the caller's project.
+/// `agent`: an agent of the caller's project, and the project's tenant (one read of both).
 async fn load_agent(
     app: &App,
     auth: &ProjectAuth,
     value: Option<&Value>,
     errors: AgentErrors,
-) -> Result<Agent, ClientError> {
+) -> Result<(Agent, Option<TenantId>), ClientError> {
     let text = match value {
         Some(Value::String(s)) => s,
         None | Some(Value::Null) => return Err(errors.invalid("`agent` is required")),
@@ -56,8 +59,8 @@ async fn load_agent(
     };
     let not_found = || errors.not_found(text);
     let id: AgentId = text.parse().map_err(|_| not_found())?;
-    match app.store.agents().get(&auth.project_id, &id).await {
-        Ok(agent) => Ok(agent),
+    match app.store.agents().get_with_tenant(&auth.project_id, &id).await {
+        Ok(found) => Ok(found),
         Err(StoreError::NotFound) => Err(not_found()),
         Err(err) => Err(err.into()),
     }
@@ -128,6 +131,54 @@ async fn read_for_turn(
     Ok((session, context))
 }
 
+/// The tenant's monthly spend, for a project of a tenant with a limit: refused with 402 once
+/// the limit is reached (two reads, only for such a project); the turn counts toward it.
+async fn tenant_spend(app: &App, tenant: Option<TenantId>) -> Result<Option<TenantSpend>, ClientError> {
+    let Some(id) = tenant else { return Ok(None) };
+    let tenant = app.store.tenants().get(&id).await?;
+    let key = agentplane_domain::tenant::TenantKey::Tenant(id).key();
+    if let Some(max) = tenant.monthly_spend_limit_usd {
+        let spent = app.store.tenants().spent(&key, &agentplane_domain::tenant::month_of(edge::now())).await?;
+        if spent >= max {
+            return Err(ClientError::SpendLimitReached { spent_usd: spent, max_cost_usd: max });
+        }
+    }
+    Ok(Some(TenantSpend { key, monthly_limit_usd: tenant.monthly_spend_limit_usd }))
+}
+
+#[allow(clippy::too_many_arguments)]
+/// How a turn route goes on after validation: held while the turn runs, or queued as a
+/// background run (202 with the `agent_run`).
+async fn run_or_queue(
+    app: &App,
+    auth: &ProjectAuth,
+    body: &Map<String, Value>,
+    (agent, tenant): (&Agent, Option<TenantId>),
+    channel: Channel,
+    config: (VersionedConfig, Option<u32>),
+    (session, context): (&Session, TurnContext),
+    input: String,
+    metadata: &Metadata,
+) -> Result<Response, ClientError> {
+    let tenant = tenant_spend(app, tenant).await?;
+    if background(body)? {
+        let budget = SessionBudget::effective(session.budget, &agent.execution);
+        if budget.is_some() && app.engine.prices.price(&config.0.model).is_none() {
+            return Err(ClientError::ModelNotPriced { model: config.0.model.clone() });
+        }
+        let queued = crate::client::runs::handlers::Queued {
+            agent,
+            channel,
+            version: config.1,
+            session,
+            input,
+            callback_url: callback_url(body)?,
+        };
+        return Ok(crate::client::runs::queue(app, auth.project_id, queued).await?.into_response());
+    }
+    Ok(run(app, auth, agent, channel, config, (session, context), input, metadata, tenant).await?.into_response())
+}
+
 /// Runs the turn in its own task (it must end and release the session even if the caller
 /// hangs up) and waits for it.
 #[allow(clippy::too_many_arguments)]
@@ -140,6 +191,7 @@ async fn run(
     (session, context): (&Session, TurnContext),
     input: String,
     metadata: &Metadata,
+    tenant: Option<TenantSpend>,
 ) -> Result<Json<ResponseBody>, ClientError> {
     let timeout = app.sync_ceiling.min(std::time::Duration::from_millis(agent.execution.sync_timeout_ms));
     let model = config.model.clone();
@@ -156,7 +208,7 @@ async fn run(
         budget: SessionBudget::effective(session.budget, &agent.execution),
         turn_id: None,
         handover_at: None,
-        tenant: None,
+        tenant,
     };
     let engine = app.engine.clone();
     let created_at = edge::now().unix_seconds();
@@ -180,9 +232,10 @@ async fn respond(
     auth: ProjectAuth,
     body: Map<String, Value>,
     channel: Channel,
-) -> Result<Json<ResponseBody>, ClientError> {
-    let agent = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
-    foreground(&body)?;
+) -> Result<Response, ClientError> {
+    let (agent, tenant) = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
+    background(&body)?;
+    callback_url(&body)?;
     if channel == Channel::Published && agent.latest_version.is_none() {
         return Err(ClientError::AgentNotPublished);
     }
@@ -190,7 +243,7 @@ async fn respond(
     let input = input_text(body.get("input"), &config.0.attachments)?;
     let metadata = metadata(&body)?;
     let (session, context) = session_for(&app, &auth, &body, &agent, &metadata).await?;
-    run(&app, &auth, &agent, channel, config, (&session, context), input, &metadata).await
+    run_or_queue(&app, &auth, &body, (&agent, tenant), channel, config, (&session, context), input, &metadata).await
 }
 
 /// Run a turn of an agent's draft.
@@ -204,6 +257,8 @@ async fn respond(
     request_body = CreateResponse,
     responses(
         (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`).", body = ResponseBody),
+        (status = 202, description = "`background: true`: the turn is queued as a background run (`agent_run`, `queued`); read it at `GET /api/client/v1/runs/{id}`.", body = crate::client::runs::wire::RunBody),
+        (status = 402, description = "The tenant's monthly spend limit is reached (`spend_limit_reached`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
         (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "`agent` names no agent of this project (`{\"error\": \"…\"}`), or `session_id` no session (`session_not_found`).", body = ResponsesError),
@@ -216,7 +271,7 @@ pub async fn create_draft(
     State(app): State<App>,
     auth: ProjectAuth,
     JsonObject(body, _): JsonObject<ClientError>,
-) -> Result<Json<ResponseBody>, ClientError> {
+) -> Result<Response, ClientError> {
     respond(app, auth, body, Channel::Draft).await
 }
 
@@ -231,6 +286,8 @@ pub async fn create_draft(
     request_body = CreateResponse,
     responses(
         (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`).", body = ResponseBody),
+        (status = 202, description = "`background: true`: the turn is queued as a background run (`agent_run`, `queued`); read it at `GET /api/client/v1/runs/{id}`.", body = crate::client::runs::wire::RunBody),
+        (status = 402, description = "The tenant's monthly spend limit is reached (`spend_limit_reached`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
         (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "`agent` names no agent of this project (`{\"error\": \"…\"}`), or `session_id` no session (`session_not_found`).", body = ResponsesError),
@@ -243,7 +300,7 @@ pub async fn create_published(
     State(app): State<App>,
     auth: ProjectAuth,
     JsonObject(body, _): JsonObject<ClientError>,
-) -> Result<Json<ResponseBody>, ClientError> {
+) -> Result<Response, ClientError> {
     respond(app, auth, body, Channel::Published).await
 }
 
@@ -259,6 +316,8 @@ pub async fn create_published(
     request_body = CreateSessionMessage,
     responses(
         (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`).", body = ResponseBody),
+        (status = 202, description = "`background: true`: the turn is queued as a background run (`agent_run`, `queued`); read it at `GET /api/client/v1/runs/{id}`.", body = crate::client::runs::wire::RunBody),
+        (status = 402, description = "The tenant's monthly spend limit is reached (`spend_limit_reached`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
         (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`).", body = ErrorEnvelope),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session (`session_not_found`), or `agent` names no agent of this project (`agent_not_found`).", body = ErrorEnvelope),
@@ -272,15 +331,15 @@ pub async fn session_message(
     auth: ProjectAuth,
     Path(id): Path<String>,
     JsonObject(body, _): JsonObject<ClientError>,
-) -> Result<Json<ResponseBody>, ClientError> {
+) -> Result<Response, ClientError> {
     let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
     let (session, context) = read_for_turn(&app, &auth, &id).await?;
-    let agent = match (body.get("agent"), session.agent_id) {
+    let (agent, tenant) = match (body.get("agent"), session.agent_id) {
         (Some(value), _) => load_agent(&app, &auth, Some(value), AgentErrors::Standard).await?,
         (None, Some(agent_id)) => app
             .store
             .agents()
-            .get(&auth.project_id, &agent_id)
+            .get_with_tenant(&auth.project_id, &agent_id)
             .await
             .or_not_found(ClientError::AgentNotFound)?,
         (None, None) => {
@@ -291,10 +350,11 @@ pub async fn session_message(
             .into());
         }
     };
-    foreground(&body)?;
+    background(&body)?;
+    callback_url(&body)?;
     let channel = session.agent_channel.unwrap_or(Channel::Draft);
     let config = config_for(&app, &agent, channel).await?;
     let input = input_text(body.get("input"), &config.0.attachments)?;
     let metadata = session.metadata.clone();
-    run(&app, &auth, &agent, channel, config, (&session, context), input, &metadata).await
+    run_or_queue(&app, &auth, &body, (&agent, tenant), channel, config, (&session, context), input, &metadata).await
 }

@@ -6,17 +6,27 @@ use serde_json::{Map, Value};
 
 pub const MAX_INPUT_CHARS: usize = 100_000;
 
-/// `background`: absent or `false`. A turn asked to run in the background is refused until
-/// background runs exist, rather than silently held open as a synchronous one.
-pub fn foreground(body: &Map<String, Value>) -> Result<(), ValidationError> {
+/// `background`: absent, `false` (the call is held while the turn runs) or `true` (the turn is
+/// queued as a background run and the call answers at once).
+pub fn background(body: &Map<String, Value>) -> Result<bool, ValidationError> {
     match body.get("background") {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(()),
-        Some(Value::Bool(true)) => Err(ValidationError::new(
-            "background",
-            "background runs are not available in this deployment yet; omit `background` (or send \
-             `false`) to run the turn synchronously",
-        )),
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(false),
+        Some(Value::Bool(true)) => Ok(true),
         Some(_) => Err(ValidationError::new("background", "`background` must be a boolean")),
+    }
+}
+
+/// `callback_url`: absent, or an http(s) URL of at most 2048 characters that the run's end is
+/// reported to.
+pub fn callback_url(body: &Map<String, Value>) -> Result<Option<String>, ValidationError> {
+    match body.get("callback_url") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(url))
+            if url.len() <= 2048 && (url.starts_with("https://") || url.starts_with("http://")) && url.len() > 8 =>
+        {
+            Ok(Some(url.clone()))
+        }
+        Some(_) => Err(ValidationError::new("callback_url", "`callback_url` must be an http(s) URL")),
     }
 }
 
@@ -145,9 +155,12 @@ mod tests {
             _ => Map::new(),
         };
         assert!(foreground(&body(json!({}))).is_ok());
-        assert!(foreground(&body(json!({"background": false}))).is_ok());
-        assert!(foreground(&body(json!({"background": true}))).is_err());
-        assert!(foreground(&body(json!({"background": "yes"}))).is_err());
+        assert_eq!(background(&body(json!({"background": false}))).ok(), Some(false));
+        assert_eq!(background(&body(json!({"background": true}))).ok(), Some(true));
+        assert_eq!(background(&body(json!({}))).ok(), Some(false));
+        assert!(background(&body(json!({"background": "yes"}))).is_err());
+        assert!(callback_url(&body(json!({"callback_url": "ftp://x"}))).is_err());
+        assert_eq!(callback_url(&body(json!({"callback_url": "https://a.example/cb"}))).ok().flatten().as_deref(), Some("https://a.example/cb"));
     }
 
     #[test]

@@ -88,8 +88,13 @@ pub struct CreateResponse {
     session_id: Option<String>,
     /// The new session's metadata: at most 16 string values.
     metadata: Option<BTreeMap<String, String>>,
-    /// Only `false`: background runs are not available yet (`true` answers 400).
+    /// `true`: queue the turn as a background run and answer 202 at once (the agent's
+    /// `config.execution.background_enabled` must be on, else 400 `background_not_enabled`).
     background: Option<bool>,
+    /// A background run's end is reported here (http or https); else the agent's
+    /// `default_callback_url`.
+    #[schema(max_length = 2048)]
+    callback_url: Option<String>,
 }
 
 /// `POST /api/client/v1/sessions/{session_id}/messages`.
@@ -100,8 +105,13 @@ pub struct CreateSessionMessage {
     #[schema(nullable = false)]
     agent: Option<String>,
     input: Input,
-    /// Only `false`: background runs are not available yet (`true` answers 400).
+    /// `true`: queue the turn as a background run and answer 202 at once (the agent's
+    /// `config.execution.background_enabled` must be on, else 400 `background_not_enabled`).
     background: Option<bool>,
+    /// A background run's end is reported here (http or https); else the agent's
+    /// `default_callback_url`.
+    #[schema(max_length = 2048)]
+    callback_url: Option<String>,
 }
 
 /// The error body of `POST /responses` and `POST /agents/responses`: the standard envelope,

@@ -1,0 +1,393 @@
+//! Background runs: the `run-execution` job's side of an `agent_run`. A run starts once a slot
+//! of its tenant is free (the run moves `queued` → `running` and takes the slot in one
+//! transaction), runs its turn with the run's own turn id, hands the turn over to a continuation
+//! before its invocation ends (so a run may last longer than one Lambda invocation, up to its
+//! ceiling), and records how the turn stopped (the status and the slot given back in one
+//! transaction). A turn that waits for a person leaves the run `requires_action` without a slot;
+//! its continuation takes one again before it carries on.
+//!
+//! Every step is a conditional write, so a duplicate message finds the run started, waiting or
+//! ended and does nothing.
+
+use std::time::Duration;
+
+use agentplane_domain::action::Continuation;
+use agentplane_domain::agent::Channel;
+use agentplane_domain::agent_run::{
+    AgentRun, CallbackRecord, DEFAULT_MAX_CONCURRENT_PER_TENANT, RunId, RunStatus, SLOT_LEASE_MS, StartRun,
+    ending_of,
+};
+use agentplane_domain::session::SessionBudget;
+use agentplane_domain::tenant::TenantKey;
+use agentplane_domain::ProjectId;
+use agentplane_store::dynamo::agent_runs::{RunOutcome, SlotRef, StartRefused};
+use agentplane_store::{RunsMessage, StoreError};
+use tokio::time::Instant;
+
+use crate::turn::TenantSpend;
+use crate::{Engine, TurnContext, TurnError, TurnOutcome, TurnRequest};
+
+/// How background runs are run (from the environment, see [`BackgroundConfig::from_env`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackgroundConfig {
+    /// Running runs per tenant (`AGENT_BACKGROUND_MAX_CONCURRENT_RUNS_PER_TENANT`, 10).
+    pub max_concurrent_per_tenant: u32,
+    /// The deployment's run ceiling (`AGENT_BACKGROUND_MAX_DURATION_MS`, 30 min).
+    pub max_duration_ms: u64,
+    /// How long one invocation runs a turn before handing it over
+    /// (`AGENTPLANE_RUN_INVOCATION_BUDGET_MS`, 13 min: under Lambda's 15 with room to write).
+    pub invocation_budget: Duration,
+    /// How long a run that found no free slot waits before it tries again
+    /// (`AGENTPLANE_RUN_WAIT_S`, 2 s).
+    pub wait_s: i32,
+    /// How long runs are kept (`AGENT_RUN_RETENTION_DAYS`, 30).
+    pub retention_days: i64,
+}
+
+impl Default for BackgroundConfig {
+    fn default() -> Self {
+        Self {
+            max_concurrent_per_tenant: DEFAULT_MAX_CONCURRENT_PER_TENANT,
+            max_duration_ms: agentplane_domain::agent::BACKGROUND_CEILING_MS,
+            invocation_budget: Duration::from_secs(13 * 60),
+            wait_s: 2,
+            retention_days: agentplane_domain::agent_run::DEFAULT_RETENTION_DAYS,
+        }
+    }
+}
+
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+impl BackgroundConfig {
+    pub fn from_env() -> Self {
+        let d = Self::default();
+        Self {
+            max_concurrent_per_tenant: env_number("AGENT_BACKGROUND_MAX_CONCURRENT_RUNS_PER_TENANT")
+                .filter(|n: &u32| (1..=1000).contains(n))
+                .unwrap_or(d.max_concurrent_per_tenant),
+            max_duration_ms: env_number("AGENT_BACKGROUND_MAX_DURATION_MS")
+                .filter(|n: &u64| *n >= 1000)
+                .unwrap_or(d.max_duration_ms),
+            invocation_budget: env_number("AGENTPLANE_RUN_INVOCATION_BUDGET_MS")
+                .filter(|n: &u64| *n >= 100)
+                .map(Duration::from_millis)
+                .unwrap_or(d.invocation_budget),
+            wait_s: env_number("AGENTPLANE_RUN_WAIT_S").filter(|n: &i32| (0..=900).contains(n)).unwrap_or(d.wait_s),
+            retention_days: env_number("AGENT_RUN_RETENTION_DAYS")
+                .filter(|n: &i64| *n >= 1)
+                .unwrap_or(d.retention_days),
+        }
+    }
+}
+
+/// What a delivered message came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Executed {
+    /// The run's turn ran to this status (or handed over and goes on).
+    Ran(RunStatus),
+    /// No slot of the tenant was free: the message is sent again after a pause.
+    Waiting,
+    /// Nothing to do (started already, canceled, ended, gone).
+    Stale,
+}
+
+impl Engine {
+    /// The tenant key of a project, and its monthly limit when it belongs to a tenant.
+    async fn tenant_of(&self, project: &ProjectId) -> Result<(String, Option<TenantSpend>), StoreError> {
+        let tenant = self.store.projects().get(project).await?.tenant_id;
+        let key = TenantKey::of(*project, tenant).key();
+        let spend = match tenant {
+            Some(id) => Some(TenantSpend {
+                key: key.clone(),
+                monthly_limit_usd: self.store.tenants().get(&id).await?.monthly_spend_limit_usd,
+            }),
+            None => None,
+        };
+        Ok((key, spend))
+    }
+
+    /// Starts the run `message` names and runs its turn (until it ends, waits, or hands over at
+    /// `invocation_end`). A storage failure is an `Err`: the message is retried.
+    pub async fn execute_run(
+        &self,
+        message: &StartRun,
+        config: &BackgroundConfig,
+        invocation_end: Instant,
+    ) -> Result<Executed, StoreError> {
+        let run = match self.store.agent_runs().get(&message.project_id, &message.run_id).await {
+            Ok(run) => run,
+            Err(StoreError::NotFound) => return Ok(Executed::Stale),
+            Err(err) => return Err(err),
+        };
+        if run.status != RunStatus::Queued {
+            return Ok(Executed::Stale);
+        }
+        let (tenant_key, tenant) = self.tenant_of(&run.project_id).await?;
+        let now = crate::now();
+        let slot = match self
+            .store
+            .agent_runs()
+            .start(&run, RunStatus::Queued, &tenant_key, config.max_concurrent_per_tenant, now, now.plus_millis(SLOT_LEASE_MS))
+            .await?
+        {
+            Ok(slot) => slot,
+            Err(StartRefused::NoSlot) => return Ok(Executed::Waiting),
+            Err(StartRefused::NotStartable) => return Ok(Executed::Stale),
+        };
+        let run = AgentRun { status: RunStatus::Running, started_at: run.started_at.or(Some(now)), ..run };
+        let request = match self.request_for(&run, tenant).await {
+            Ok(request) => request,
+            Err(Failure::Storage(err)) => {
+                self.requeue(&run, &slot).await;
+                return Err(err);
+            }
+            Err(Failure::Run(code, message)) => {
+                let outcome = RunOutcome {
+                    status: RunStatus::Failed,
+                    stop_reason: None,
+                    output_text: None,
+                    error: Some(agentplane_domain::agent_run::RunError { code, message }),
+                    usage: Default::default(),
+                    cost_usd: 0.0,
+                    pending_action_ids: Vec::new(),
+                };
+                return self.settle(&run, Some(&slot), outcome).await;
+            }
+        };
+        let request = TurnRequest { handover_at: Some(invocation_end), ..request };
+        let result = Box::pin(self.with_lease(&run.id, &slot, Box::pin(self.run_turn(request)))).await;
+        self.after_turn(&run, &slot, result).await
+    }
+
+    /// Carries a background run's turn on (after its actions were answered, its budget raised,
+    /// or a handover): takes a slot again when the run waited, then the continuation. `None`:
+    /// the continuation is not a background run's.
+    pub async fn continue_run(
+        &self,
+        continuation: &Continuation,
+        config: &BackgroundConfig,
+        invocation_end: Instant,
+    ) -> Result<Option<Executed>, StoreError> {
+        let Some(run_id) = RunId::of_turn(&continuation.turn_id) else { return Ok(None) };
+        let run = match self.store.agent_runs().get(&continuation.project_id, &run_id).await {
+            Ok(run) if run.session_id == continuation.session_id => run,
+            Ok(_) | Err(StoreError::NotFound) => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let (tenant_key, _) = self.tenant_of(&run.project_id).await?;
+        let now = crate::now();
+        let slot = match run.status {
+            RunStatus::RequiresAction | RunStatus::Running => {
+                match self
+                    .store
+                    .agent_runs()
+                    .start(&run, run.status, &tenant_key, config.max_concurrent_per_tenant, now, now.plus_millis(SLOT_LEASE_MS))
+                    .await?
+                {
+                    Ok(slot) => slot,
+                    Err(StartRefused::NoSlot) => return Ok(Some(Executed::Waiting)),
+                    Err(StartRefused::NotStartable) => return Ok(Some(Executed::Stale)),
+                }
+            }
+            _ => return Ok(Some(Executed::Stale)),
+        };
+        let run = AgentRun { status: RunStatus::Running, ..run };
+        let result = Box::pin(self.with_lease(
+            &run.id,
+            &slot,
+            Box::pin(self.continue_paused(continuation, Some(invocation_end))),
+        ))
+        .await;
+        match result {
+            Ok(Some(outcome)) => self.after_turn(&run, &slot, Ok(outcome)).await.map(Some),
+            // Not this delivery's to run: the run stays as it is (its holder, or its pause).
+            Ok(None) => Ok(Some(Executed::Stale)),
+            Err(err) => self.after_turn(&run, &slot, Err(err)).await.map(Some),
+        }
+    }
+
+    /// The turn a run executes: its agent's live execution settings, the config of its channel,
+    /// its session as it is now.
+    async fn request_for(&self, run: &AgentRun, tenant: Option<TenantSpend>) -> Result<TurnRequest, Failure> {
+        let agent = match self.store.agents().get(&run.project_id, &run.agent_id).await {
+            Ok(agent) => agent,
+            Err(StoreError::NotFound) => return Err(Failure::Run("agent_not_found".into(), "the run's agent was deleted".into())),
+            Err(err) => return Err(Failure::Storage(err)),
+        };
+        let (config, version) = match run.channel {
+            Channel::Draft => (agent.draft.clone(), None),
+            Channel::Published => {
+                let number = run.version.or(agent.latest_version).ok_or_else(|| {
+                    Failure::Run("agent_not_published".into(), "the agent has no published version".into())
+                })?;
+                (self.store.agents().version(&agent.id, number).await.map_err(Failure::Storage)?.config, Some(number))
+            }
+        };
+        let (session, transcript) = match self.store.turns().session_with_transcript(&run.project_id, &run.session_id).await {
+            Ok(found) => found,
+            Err(StoreError::NotFound) => return Err(Failure::Run("session_not_found".into(), "the run's session was deleted".into())),
+            Err(err) => return Err(Failure::Storage(err)),
+        };
+        let left = run.remaining_ms(crate::now()).min(agent.execution.background_max_duration_ms);
+        Ok(TurnRequest {
+            project_id: run.project_id,
+            session_id: run.session_id,
+            agent_id: run.agent_id,
+            channel: run.channel,
+            version,
+            config,
+            input: run.input.clone(),
+            deadline: Instant::now() + Duration::from_millis(left),
+            context: Some(TurnContext { last_event_seq: session.last_event_seq, transcript, spent_usd: session.cost_usd }),
+            budget: SessionBudget::effective(session.budget, &agent.execution),
+            turn_id: Some(run.id.turn_id()),
+            handover_at: None,
+            tenant,
+        })
+    }
+
+    /// Runs `work` while renewing the run's slot lease, so a live run keeps its slot and a
+    /// crashed one loses it when the lease runs out.
+    async fn with_lease<F: Future>(&self, run: &RunId, slot: &SlotRef, work: F) -> F::Output {
+        let every = Duration::from_millis(u64::try_from(SLOT_LEASE_MS / 3).unwrap_or(40_000));
+        let mut work = std::pin::pin!(work);
+        loop {
+            tokio::select! {
+                out = &mut work => return out,
+                () = tokio::time::sleep(every) => {
+                    let until = crate::now().plus_millis(SLOT_LEASE_MS);
+                    if let Err(err) = self.store.agent_runs().renew(slot, run, until).await {
+                        tracing::warn!(error = %err, run = %run, "could not renew a run's slot");
+                    }
+                }
+            }
+        }
+    }
+
+    /// What a turn's end makes of the run.
+    async fn after_turn(
+        &self,
+        run: &AgentRun,
+        slot: &SlotRef,
+        result: Result<TurnOutcome, TurnError>,
+    ) -> Result<Executed, StoreError> {
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(TurnError::Busy | TurnError::ActionsPending(_) | TurnError::BudgetPaused { .. }) => {
+                // Another turn holds the session: the run waits its turn, queued.
+                self.requeue(run, slot).await;
+                return Ok(Executed::Waiting);
+            }
+            Err(TurnError::Storage(err)) => {
+                self.requeue(run, slot).await;
+                return Err(err);
+            }
+            Err(err) => {
+                let (code, message) = match err {
+                    TurnError::ModelNotPriced { model } => {
+                        ("model_not_priced".to_owned(), format!("the model `{model}` has no price, and a budget applies"))
+                    }
+                    _ => ("session_not_found".to_owned(), "the run's session was deleted".to_owned()),
+                };
+                let outcome = RunOutcome {
+                    status: RunStatus::Failed,
+                    stop_reason: None,
+                    output_text: None,
+                    error: Some(agentplane_domain::agent_run::RunError { code, message }),
+                    usage: Default::default(),
+                    cost_usd: 0.0,
+                    pending_action_ids: Vec::new(),
+                };
+                return self.settle(run, Some(slot), outcome).await;
+            }
+        };
+        if let Some(version) = outcome.handed_over {
+            // The run goes on in the next invocation; its slot stays held (the lease covers the
+            // gap), and the continuation renews it.
+            let continuation = Continuation {
+                project_id: run.project_id,
+                session_id: run.session_id,
+                turn_id: run.id.turn_id(),
+                version,
+            };
+            self.store.runs_queue()?.send(&continuation).await?;
+            return Ok(Executed::Ran(RunStatus::Running));
+        }
+        let ending = ending_of(outcome.stop_reason, outcome.budget.is_some_and(|b| b.paused), outcome.error.clone());
+        let record = RunOutcome {
+            status: ending.status,
+            stop_reason: Some(outcome.stop_reason),
+            output_text: outcome.output_text.clone(),
+            error: ending.error,
+            usage: outcome.usage,
+            cost_usd: outcome.cost_usd,
+            pending_action_ids: outcome.actions.iter().map(|a| a.id.to_string()).collect(),
+        };
+        self.settle(run, Some(slot), record).await
+    }
+
+    /// Records the run's status and gives its slot back; a run another writer ended meanwhile
+    /// keeps that ending.
+    async fn settle(&self, run: &AgentRun, slot: Option<&SlotRef>, outcome: RunOutcome) -> Result<Executed, StoreError> {
+        let status = outcome.status;
+        match self.store.agent_runs().settle(&run.project_id, &run.id, slot, &outcome, crate::now()).await {
+            Ok(settled) => {
+                if status.is_terminal() {
+                    self.record_callback(&settled).await;
+                }
+                Ok(Executed::Ran(status))
+            }
+            Err(StoreError::Conflict) => Ok(Executed::Stale),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Puts a run that could not go on back to `queued` (its slot given back), to be started
+    /// again by the message's next delivery.
+    async fn requeue(&self, run: &AgentRun, slot: &SlotRef) {
+        let outcome = RunOutcome {
+            status: RunStatus::Queued,
+            stop_reason: None,
+            output_text: None,
+            error: None,
+            usage: run.usage,
+            cost_usd: run.cost_usd,
+            pending_action_ids: Vec::new(),
+        };
+        if let Err(err) = self.store.agent_runs().settle(&run.project_id, &run.id, Some(slot), &outcome, crate::now()).await {
+            tracing::warn!(error = %err, run = %run.id, "could not put a run back in the queue");
+        }
+    }
+
+    /// The callback a run owes at its end (the request's `callback_url`, else the agent's
+    /// default), recorded on the run.
+    async fn record_callback(&self, run: &AgentRun) {
+        let url = match &run.callback_url {
+            Some(url) => Some(url.clone()),
+            None => self
+                .store
+                .agents()
+                .get(&run.project_id, &run.agent_id)
+                .await
+                .ok()
+                .and_then(|a| a.execution.default_callback_url),
+        };
+        let (Some(url), Some(event_type)) = (url, run.status.event_type()) else { return };
+        let record = CallbackRecord { url, event_type: event_type.to_owned(), recorded_at: crate::now() };
+        if let Err(err) = self.store.agent_runs().record_callback(&run.project_id, &run.id, &record).await {
+            tracing::warn!(error = %err, run = %run.id, "could not record a run's callback");
+        }
+    }
+
+    /// Sends the message that starts `run` (after a pause of `delay_s`, for a run that waits).
+    pub async fn enqueue_run(&self, run: &StartRun, delay_s: i32) -> Result<(), StoreError> {
+        self.store.runs_queue()?.send_delayed(&RunsMessage::StartRun(run.clone()), delay_s).await
+    }
+}
+
+enum Failure {
+    Run(String, String),
+    Storage(StoreError),
+}
