@@ -131,6 +131,7 @@ mod tests {
                     "GET" => item.get.as_ref(),
                     "POST" => item.post.as_ref(),
                     "PATCH" => item.patch.as_ref(),
+                    "PUT" => item.put.as_ref(),
                     "DELETE" => item.delete.as_ref(),
                     _ => None,
                 };

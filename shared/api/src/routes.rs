@@ -109,6 +109,10 @@ pub enum Route {
     ClientRunsGet,
     ClientRunsList,
     ClientRunsCancel,
+    CoreTenantsCreate,
+    CoreTenantsGet,
+    CoreTenantsUpdate,
+    CoreTenantsProjectsAttach,
 }
 
 impl Route {
@@ -170,6 +174,10 @@ impl Route {
         Route::ClientRunsGet,
         Route::ClientRunsList,
         Route::ClientRunsCancel,
+        Route::CoreTenantsCreate,
+        Route::CoreTenantsGet,
+        Route::CoreTenantsUpdate,
+        Route::CoreTenantsProjectsAttach,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -367,6 +375,20 @@ impl Route {
                 decl("client-runs-list", &[MAIN_R], Buffered, || routes!(client::runs::handlers::list))
             }
             // Ends a waiting run's paused turn (its `turn.ended` event) or records the cancel.
+            CoreTenantsCreate => decl("core-tenants-create", &[MAIN_W, CORE_KEY], Buffered, || {
+                routes!(core::tenants::create)
+            }),
+            CoreTenantsGet => {
+                decl("core-tenants-get", &[MAIN_R, CORE_KEY], Buffered, || routes!(core::tenants::get))
+            }
+            CoreTenantsUpdate => decl("core-tenants-update", &[MAIN_W, CORE_KEY], Buffered, || {
+                routes!(core::tenants::update)
+            }),
+            CoreTenantsProjectsAttach => {
+                decl("core-tenants-projects-attach", &[MAIN_W, CORE_KEY], Buffered, || {
+                    routes!(core::tenants::attach)
+                })
+            }
             ClientRunsCancel => decl("client-runs-cancel", &[MAIN_W, EVENTS_W], Buffered, || {
                 routes!(client::runs::handlers::cancel)
             }),

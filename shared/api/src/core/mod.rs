@@ -7,4 +7,5 @@ pub mod node_reads;
 pub mod nodes;
 pub mod projects;
 pub mod runtime;
+pub mod tenants;
 pub mod wire;

@@ -36,6 +36,9 @@ pub struct ProjectBody {
     pub name: String,
     /// Unix seconds.
     pub created_at: i64,
+    /// The tenant the project belongs to; `null`: it is its own.
+    #[schema(value_type = Option<String>)]
+    pub tenant_id: Option<agentplane_domain::tenant::TenantId>,
 }
 
 impl From<&Project> for ProjectBody {
@@ -45,6 +48,7 @@ impl From<&Project> for ProjectBody {
             object: "project",
             name: project.name.as_str().to_owned(),
             created_at: project.created_at.unix_seconds(),
+            tenant_id: project.tenant_id,
         }
     }
 }

@@ -149,12 +149,11 @@ mod tests {
     }
 
     #[test]
-    fn only_a_foreground_turn_is_taken() {
+    fn background_is_a_boolean_and_callbacks_are_http_urls() {
         let body = |v: Value| match v {
             Value::Object(m) => m,
             _ => Map::new(),
         };
-        assert!(foreground(&body(json!({}))).is_ok());
         assert_eq!(background(&body(json!({"background": false}))).ok(), Some(false));
         assert_eq!(background(&body(json!({"background": true}))).ok(), Some(true));
         assert_eq!(background(&body(json!({}))).ok(), Some(false));
