@@ -108,6 +108,36 @@ impl TestApp {
         Self::serve_with_model(fresh_store().await?, model).await
     }
 
+    /// `spawn_with_model`, the app adjusted by `configure` before it serves.
+    pub async fn spawn_with_model_and(
+        model: &model::ScriptedModel,
+        configure: impl FnOnce(App) -> App,
+    ) -> anyhow::Result<Self> {
+        let store = fresh_store().await?;
+        let this = Self::serve_with_model_unstarted(store, model);
+        let (app, store, core_key) = this;
+        Self::serve_app(configure(app), store, core_key).await
+    }
+
+    fn serve_with_model_unstarted(store: Store, model: &model::ScriptedModel) -> (App, Store, String) {
+        let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
+        let app = App::new(store.clone(), CoreKey::new(core_key.clone()))
+            .with_model(agentplane_engine::ModelConfig {
+                base_url: model.base_url.clone(),
+                api_key: Some(MODEL_KEY.into()),
+                call_timeout: Duration::from_secs(3),
+                max_retries: 2,
+                initial_backoff: Duration::from_millis(20),
+            })
+            .with_stream(agentplane_api::app::StreamConfig {
+                keep_alive: Duration::from_secs(1),
+                poll: Duration::from_millis(200),
+                retry_ms: 1000,
+                max_duration: Duration::from_secs(120),
+            });
+        (app, store, core_key)
+    }
+
     /// `spawn_with_model` on a given store (one that counts its requests, say).
     pub async fn serve_with_model(store: Store, model: &model::ScriptedModel) -> anyhow::Result<Self> {
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
