@@ -156,6 +156,11 @@ async fn background_is_refused_where_the_agent_has_it_off_and_validated() -> R {
 #[tokio::test]
 async fn twenty_five_runs_of_one_tenant_never_run_more_than_ten_at_once() -> R {
     let (model, app, tenant, agent) = setup(config(10, Duration::from_secs(60)), json!({})).await?;
+    // As Lambda would, several consumers take batches at once (each batch is at most ten), so
+    // only the slots hold the tenant to ten.
+    for _ in 0..3 {
+        tokio::spawn(agentplane_api::jobs::consume_runs_forever(app.app.clone()));
+    }
     for _ in 0..25 {
         model.push(Reply::Hang(Duration::from_millis(400)));
     }
