@@ -80,11 +80,13 @@ async fn the_core_surface_keeps_its_document() -> R {
     let session = session(&app, &tenant.key).await?;
     let (_, node) =
         send(app.core(Method::POST, "/core/v1/sandbox/nodes").json(&json!({"name": "contract"}))).await?;
+    let (_, group) = send(app.core(Method::POST, "/core/v1/tenants").json(&json!({"name": "contract"}))).await?;
     let ids = [
         ("project_id", tenant.project_id.clone()),
         ("key_id", spare_key),
         ("session_id", session),
         ("node_id", str_field(&node, "id")?),
+        ("tenant_id", str_field(&group, "id")?),
     ];
     drive(&app, "core", &[format!("Authorization: Bearer {}", app.core_key)], &ids).await
 }
@@ -105,7 +107,18 @@ async fn the_client_surface_keeps_its_document() -> R {
         .await?;
     let session = session(&app, &tenant.key).await?;
     let action = pending_action(&app, &tenant.project_id, &session).await?;
-    let ids = [("agent_id", agent), ("session_id", session), ("action_id", action)];
+    let background = app
+        .create_agent(
+            &tenant.key,
+            json!({"name": "background", "model": "gpt-test", "config": {"execution": {"background_enabled": true}}}),
+        )
+        .await?;
+    let (_, run) = send(
+        app.client(&tenant.key, Method::POST, "/responses")
+            .json(&json!({"agent": background, "input": "hi", "background": true})),
+    )
+    .await?;
+    let ids = [("agent_id", agent), ("session_id", session), ("action_id", action), ("run_id", str_field(&run, "id")?)];
     drive(&app, "client", &[format!("Authorization: Bearer {}", tenant.key)], &ids).await
 }
 
