@@ -327,3 +327,49 @@ async fn cancelling_a_waiting_run_ends_its_turn() -> R {
     assert_eq!(s["stop_reason"], "cancelled");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_crashed_holders_slot_comes_back_when_its_lease_runs_out() -> R {
+    let (model, app, tenant, agent) = setup(config(1, Duration::from_secs(60)), json!({})).await?;
+    // A run that took the tenant's one slot and then died: its lease is never renewed.
+    let project: agentplane_domain::ProjectId = tenant.project_id.parse()?;
+    let now = agentplane_api::edge::now();
+    let dead = agentplane_domain::agent_run::AgentRun {
+        id: agentplane_domain::agent_run::RunId::from_random([7; 12]),
+        project_id: project,
+        session_id: agentplane_domain::SessionId::from_random([7; 16]),
+        agent_id: agent.parse()?,
+        channel: agentplane_domain::agent::Channel::Draft,
+        version: None,
+        status: agentplane_domain::agent_run::RunStatus::Queued,
+        input: "crashed".into(),
+        max_duration_ms: 60_000,
+        callback_url: None,
+        created_at: now,
+        started_at: None,
+        ended_at: None,
+        stop_reason: None,
+        output_text: None,
+        error: None,
+        usage: Default::default(),
+        cost_usd: 0.0,
+        cancel_requested: false,
+        pending_action_ids: Vec::new(),
+        callback: None,
+        expires_at: now.plus_seconds(86_400),
+    };
+    app.store.agent_runs().create(&dead).await?;
+    let key = agentplane_domain::tenant::TenantKey::Project(project).key();
+    let lease = now.plus_millis(3000);
+    let taken =
+        app.store.agent_runs().start(&dead, agentplane_domain::agent_run::RunStatus::Queued, &key, 1, now, lease).await?;
+    assert!(taken.is_ok(), "{taken:?}");
+    model.push(Reply::text("after the lease"));
+    let waiting = str_field(&submit(&app, &tenant, &agent, "waits").await?, "id")?;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(run(&app, &tenant, &waiting).await?["status"], "queued", "the dead run's lease still holds");
+    let end = until_status(&app, &tenant, &waiting, &["succeeded", "failed"]).await?;
+    assert_eq!(end["status"], "succeeded", "{end}");
+    assert!(end["started_at"].as_i64().unwrap_or(0) * 1000 >= lease.unix_millis() - 1000, "{end}");
+    Ok(())
+}
