@@ -37,7 +37,10 @@ async fn setup(
         }
     }
     let agent = app
-        .create_agent(&tenant.key, json!({"name": "worker", "model": "gpt-4o-mini", "tools": ["add"], "config": config}))
+        .create_agent(
+            &tenant.key,
+            json!({"name": "worker", "model": "gpt-4o-mini", "tools": ["add"], "config": config}),
+        )
         .await?;
     Ok((model, app, tenant, agent))
 }
@@ -65,7 +68,10 @@ async fn until_status(app: &TestApp, tenant: &Tenant, id: &str, wanted: &[&str])
         if wanted.iter().any(|w| body["status"] == *w) {
             return Ok(body);
         }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(60), "the run never reached {wanted:?}: {body}");
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run never reached {wanted:?}: {body}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -106,7 +112,8 @@ async fn a_background_turn_is_queued_then_runs_to_succeeded() -> R {
     assert!(log.iter().all(|e| e["turn_id"].is_null() || e["turn_id"] == done["turn_id"]), "{log:?}");
 
     // Lists: by session and by status; another session's filter finds nothing.
-    let (_, page) = send(app.client(&tenant.key, Method::GET, &format!("/runs?session_id={session}"))).await?;
+    let (_, page) =
+        send(app.client(&tenant.key, Method::GET, &format!("/runs?session_id={session}"))).await?;
     assert_eq!(page["data"].as_array().map(Vec::len), Some(1), "{page}");
     let (_, page) = send(app.client(&tenant.key, Method::GET, "/runs?status=queued")).await?;
     assert_eq!(page["data"].as_array().map(Vec::len), Some(0), "{page}");
@@ -138,7 +145,8 @@ async fn background_is_refused_where_the_agent_has_it_off_and_validated() -> R {
     let (_model, app, tenant, _) = setup(config(10, Duration::from_secs(60)), json!({})).await?;
     let off = app.create_agent(&tenant.key, json!({"name": "sync-only", "model": "gpt-4o-mini"})).await?;
     let (status, body) = send(
-        app.client(&tenant.key, Method::POST, "/responses").json(&json!({"agent": off, "input": "x", "background": true})),
+        app.client(&tenant.key, Method::POST, "/responses")
+            .json(&json!({"agent": off, "input": "x", "background": true})),
     )
     .await?;
     assert_error((status, &body), StatusCode::BAD_REQUEST, "background_not_enabled");
@@ -165,8 +173,10 @@ async fn twenty_five_runs_of_one_tenant_never_run_more_than_ten_at_once() -> R {
         model.push(Reply::Hang(Duration::from_millis(400)));
     }
     let inputs: Vec<String> = (0..25).map(|i| format!("job {i}")).collect();
-    let submitted = futures_util::future::join_all(inputs.iter().map(|i| submit(&app, &tenant, &agent, i))).await;
-    let ids: Vec<String> = submitted.into_iter().map(|b| b.and_then(|b| str_field(&b, "id"))).collect::<Result<_, _>>()?;
+    let submitted =
+        futures_util::future::join_all(inputs.iter().map(|i| submit(&app, &tenant, &agent, i))).await;
+    let ids: Vec<String> =
+        submitted.into_iter().map(|b| b.and_then(|b| str_field(&b, "id"))).collect::<Result<_, _>>()?;
     let started = Instant::now();
     let mut most = 0;
     loop {
@@ -202,7 +212,8 @@ async fn a_queued_run_waits_for_a_slot_and_can_be_cancelled_there() -> R {
     let second = str_field(&submit(&app, &tenant, &agent, "second").await?, "id")?;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(run(&app, &tenant, &second).await?["status"], "queued", "the one slot is held");
-    let (status, body) = send(app.client(&tenant.key, Method::POST, &format!("/runs/{second}/cancel"))).await?;
+    let (status, body) =
+        send(app.client(&tenant.key, Method::POST, &format!("/runs/{second}/cancel"))).await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "canceled");
     assert_eq!(until_status(&app, &tenant, &first, &["succeeded"]).await?["output_text"], "late");
@@ -221,7 +232,8 @@ async fn cancel_racing_completion_ends_the_run_once() -> R {
         let queued = submit(&app, &tenant, &agent, "race").await?;
         let id = str_field(&queued, "id")?;
         tokio::time::sleep(Duration::from_millis(delay)).await;
-        let (status, body) = send(app.client(&tenant.key, Method::POST, &format!("/runs/{id}/cancel"))).await?;
+        let (status, body) =
+            send(app.client(&tenant.key, Method::POST, &format!("/runs/{id}/cancel"))).await?;
         assert!(status == StatusCode::OK || status == StatusCode::CONFLICT, "{status} {body}");
         let end = until_status(&app, &tenant, &id, &["succeeded", "canceled", "failed"]).await?;
         assert!(end["status"] == "succeeded" || end["status"] == "canceled", "{end}");
@@ -244,7 +256,10 @@ async fn the_same_start_message_delivered_twice_runs_once() -> R {
     model.push(Reply::text("a second run of the same message"));
     let queued = submit(&app, &tenant, &agent, "once").await?;
     let id = str_field(&queued, "id")?;
-    let message = agentplane_domain::agent_run::StartRun { project_id: tenant.project_id.parse()?, run_id: id.parse()? };
+    let message = agentplane_domain::agent_run::StartRun {
+        project_id: tenant.project_id.parse()?,
+        run_id: id.parse()?,
+    };
     for _ in 0..3 {
         app.app.engine.enqueue_run(&message, 0).await?;
     }
@@ -361,8 +376,11 @@ async fn a_crashed_holders_slot_comes_back_when_its_lease_runs_out() -> R {
     app.store.agent_runs().create(&dead).await?;
     let key = agentplane_domain::tenant::TenantKey::Project(project).key();
     let lease = now.plus_millis(3000);
-    let taken =
-        app.store.agent_runs().start(&dead, agentplane_domain::agent_run::RunStatus::Queued, &key, 1, now, lease).await?;
+    let taken = app
+        .store
+        .agent_runs()
+        .start(&dead, agentplane_domain::agent_run::RunStatus::Queued, &key, 1, now, lease)
+        .await?;
     assert!(taken.is_ok(), "{taken:?}");
     model.push(Reply::text("after the lease"));
     let waiting = str_field(&submit(&app, &tenant, &agent, "waits").await?, "id")?;

@@ -80,7 +80,8 @@ async fn the_core_surface_keeps_its_document() -> R {
     let session = session(&app, &tenant.key).await?;
     let (_, node) =
         send(app.core(Method::POST, "/core/v1/sandbox/nodes").json(&json!({"name": "contract"}))).await?;
-    let (_, group) = send(app.core(Method::POST, "/core/v1/tenants").json(&json!({"name": "contract"}))).await?;
+    let (_, group) =
+        send(app.core(Method::POST, "/core/v1/tenants").json(&json!({"name": "contract"}))).await?;
     let ids = [
         ("project_id", tenant.project_id.clone()),
         ("key_id", spare_key),
@@ -118,7 +119,12 @@ async fn the_client_surface_keeps_its_document() -> R {
             .json(&json!({"agent": background, "input": "hi", "background": true})),
     )
     .await?;
-    let ids = [("agent_id", agent), ("session_id", session), ("action_id", action), ("run_id", str_field(&run, "id")?)];
+    let ids = [
+        ("agent_id", agent),
+        ("session_id", session),
+        ("action_id", action),
+        ("run_id", str_field(&run, "id")?),
+    ];
     drive(&app, "client", &[format!("Authorization: Bearer {}", tenant.key)], &ids).await
 }
 

@@ -31,14 +31,18 @@ async fn tenants_are_created_read_updated_and_take_projects() -> R {
     assert_eq!(tenant["month_spent_usd"], 0.0);
     let id = str_field(&tenant, "id")?;
 
-    let (status, body) =
-        send(app.core(Method::PATCH, &format!("/core/v1/tenants/{id}")).json(&json!({"monthly_spend_limit_usd": null})))
-            .await?;
+    let (status, body) = send(
+        app.core(Method::PATCH, &format!("/core/v1/tenants/{id}"))
+            .json(&json!({"monthly_spend_limit_usd": null})),
+    )
+    .await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["monthly_spend_limit_usd"], Value::Null);
-    let (status, body) =
-        send(app.core(Method::PATCH, &format!("/core/v1/tenants/{id}")).json(&json!({"monthly_spend_limit_usd": -1})))
-            .await?;
+    let (status, body) = send(
+        app.core(Method::PATCH, &format!("/core/v1/tenants/{id}"))
+            .json(&json!({"monthly_spend_limit_usd": -1})),
+    )
+    .await?;
     assert_error((status, &body), StatusCode::BAD_REQUEST, "invalid_request_error");
     let (status, body) =
         send(app.core(Method::POST, "/core/v1/tenants").json(&json!({"name": "x", "extra": 1}))).await?;
@@ -65,7 +69,9 @@ async fn the_spend_limit_counts_every_project_of_the_tenant() -> R {
     let app = TestApp::spawn_with_model(&model).await?;
     // gpt-4o-mini: 10 in / 5 out tokens cost well under a millionth of a cent... so the limit
     // is one nano-dollar: the first answer reaches it.
-    let tenant = create_tenant(&app, json!({"name": "two-projects", "monthly_spend_limit_usd": 0.000_000_001})).await?;
+    let tenant =
+        create_tenant(&app, json!({"name": "two-projects", "monthly_spend_limit_usd": 0.000_000_001}))
+            .await?;
     let id = str_field(&tenant, "id")?;
     let a = app.tenant().await?;
     let b = app.tenant().await?;
@@ -78,12 +84,14 @@ async fn the_spend_limit_counts_every_project_of_the_tenant() -> R {
     let agent_lone = app.create_agent(&lone.key, json!({"name": "c", "model": "gpt-4o-mini"})).await?;
     model.push(Reply::text("spent"));
     let (status, body) =
-        send(app.client(&a.key, Method::POST, "/responses").json(&json!({"agent": agent_a, "input": "hi"}))).await?;
+        send(app.client(&a.key, Method::POST, "/responses").json(&json!({"agent": agent_a, "input": "hi"})))
+            .await?;
     assert_eq!(status, StatusCode::OK, "{body}");
 
     // Project B's turn is refused: project A's spend reached the tenant's limit.
     let (status, body) =
-        send(app.client(&b.key, Method::POST, "/responses").json(&json!({"agent": agent_b, "input": "hi"}))).await?;
+        send(app.client(&b.key, Method::POST, "/responses").json(&json!({"agent": agent_b, "input": "hi"})))
+            .await?;
     assert_error((status, &body), StatusCode::PAYMENT_REQUIRED, "spend_limit_reached");
     assert!(body["error"]["spent_usd"].as_f64().is_some_and(|s| s > 0.0), "{body}");
     assert_eq!(body["error"]["max_cost_usd"], 0.000_000_001);
@@ -102,13 +110,15 @@ async fn the_spend_limit_counts_every_project_of_the_tenant() -> R {
 
     // Raising the limit lets the tenant's turns run again.
     let (status, _) = send(
-        app.core(Method::PATCH, &format!("/core/v1/tenants/{id}")).json(&json!({"monthly_spend_limit_usd": 100})),
+        app.core(Method::PATCH, &format!("/core/v1/tenants/{id}"))
+            .json(&json!({"monthly_spend_limit_usd": 100})),
     )
     .await?;
     assert_eq!(status, StatusCode::OK);
     model.push(Reply::text("again"));
     let (status, body) =
-        send(app.client(&b.key, Method::POST, "/responses").json(&json!({"agent": agent_b, "input": "hi"}))).await?;
+        send(app.client(&b.key, Method::POST, "/responses").json(&json!({"agent": agent_b, "input": "hi"})))
+            .await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     Ok(())
 }
@@ -121,14 +131,16 @@ async fn a_running_turn_pauses_at_the_tenant_limit() -> R {
     let id = str_field(&tenant, "id")?;
     let project = app.tenant().await?;
     assert_eq!(attach(&app, &id, &project.project_id).await?.0, StatusCode::OK);
-    let agent =
-        app.create_agent(&project.key, json!({"name": "a", "model": "gpt-4o-mini", "tools": ["add"]})).await?;
+    let agent = app
+        .create_agent(&project.key, json!({"name": "a", "model": "gpt-4o-mini", "tools": ["add"]}))
+        .await?;
     // The first call is allowed (nothing spent yet); the second would go past the limit.
     model.push(Reply::tool("c1", "add", &json!({"a": 1, "b": 2})));
     model.push(Reply::text("never"));
-    let (status, body) =
-        send(app.client(&project.key, Method::POST, "/responses").json(&json!({"agent": agent, "input": "add"})))
-            .await?;
+    let (status, body) = send(
+        app.client(&project.key, Method::POST, "/responses").json(&json!({"agent": agent, "input": "add"})),
+    )
+    .await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "incomplete", "{body}");
     assert_eq!(model.requests().len(), 1);

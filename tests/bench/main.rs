@@ -1,10 +1,11 @@
 //! The bench command (`bash tests/bench.sh`): everything runs through the same router the local
 //! gateway serves, over real HTTP on loopback, against LocalStack, and prints numbers.
 //! `BENCH_N` sets the calls per measured operation (default 300); an argument picks one suite
-//! (`sessions`, `turns`), none runs them all.
+//! (`sessions`, `turns`, `background`), none runs them all.
 
 #![allow(clippy::print_stdout)]
 
+mod background;
 mod round_trips;
 mod sessions;
 mod stats;
@@ -17,6 +18,10 @@ async fn main() -> anyhow::Result<()> {
     let wants = |suite: &str| only.as_deref().is_none_or(|o| o == suite);
     if wants("sessions") {
         sessions::run(n).await?;
+        println!();
+    }
+    if wants("background") {
+        Box::pin(background::run(n)).await?;
         println!();
     }
     if wants("turns") {

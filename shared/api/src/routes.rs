@@ -236,21 +236,24 @@ impl Route {
             ClientAgentsVersions => decl("client-agents-versions", &[MAIN_R], Buffered, || {
                 routes!(client::agents::handlers::versions)
             }),
-            ClientResponsesCreate => {
-                decl("client-responses-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND], Turn, || {
-                    routes!(client::responses::handlers::create_draft)
-                })
-            }
-            ClientAgentResponsesCreate => {
-                decl("client-agent-responses-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND], Turn, || {
-                    routes!(client::responses::handlers::create_published)
-                })
-            }
-            ClientSessionMessagesCreate => {
-                decl("client-session-messages-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND], Turn, || {
-                    routes!(client::responses::handlers::session_message)
-                })
-            }
+            ClientResponsesCreate => decl(
+                "client-responses-create",
+                &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND],
+                Turn,
+                || routes!(client::responses::handlers::create_draft),
+            ),
+            ClientAgentResponsesCreate => decl(
+                "client-agent-responses-create",
+                &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND],
+                Turn,
+                || routes!(client::responses::handlers::create_published),
+            ),
+            ClientSessionMessagesCreate => decl(
+                "client-session-messages-create",
+                &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND],
+                Turn,
+                || routes!(client::responses::handlers::session_message),
+            ),
             ClientSessionEventsList => {
                 decl("client-session-events-list", &[MAIN_R, EVENTS_R], Buffered, || {
                     routes!(client::events::poll::list)
@@ -370,20 +373,22 @@ impl Route {
                     routes!(client::webhooks::handlers::redeliver)
                 })
             }
-            ClientRunsGet => decl("client-runs-get", &[MAIN_R], Buffered, || routes!(client::runs::handlers::get)),
+            ClientRunsGet => {
+                decl("client-runs-get", &[MAIN_R], Buffered, || routes!(client::runs::handlers::get))
+            }
             ClientRunsList => {
                 decl("client-runs-list", &[MAIN_R], Buffered, || routes!(client::runs::handlers::list))
             }
             // Ends a waiting run's paused turn (its `turn.ended` event) or records the cancel.
-            CoreTenantsCreate => decl("core-tenants-create", &[MAIN_W, CORE_KEY], Buffered, || {
-                routes!(core::tenants::create)
-            }),
+            CoreTenantsCreate => {
+                decl("core-tenants-create", &[MAIN_W, CORE_KEY], Buffered, || routes!(core::tenants::create))
+            }
             CoreTenantsGet => {
                 decl("core-tenants-get", &[MAIN_R, CORE_KEY], Buffered, || routes!(core::tenants::get))
             }
-            CoreTenantsUpdate => decl("core-tenants-update", &[MAIN_W, CORE_KEY], Buffered, || {
-                routes!(core::tenants::update)
-            }),
+            CoreTenantsUpdate => {
+                decl("core-tenants-update", &[MAIN_W, CORE_KEY], Buffered, || routes!(core::tenants::update))
+            }
             CoreTenantsProjectsAttach => {
                 decl("core-tenants-projects-attach", &[MAIN_W, CORE_KEY], Buffered, || {
                     routes!(core::tenants::attach)

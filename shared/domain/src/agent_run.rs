@@ -17,8 +17,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::Channel;
-use crate::ids::InvalidId;
 use crate::ids::AgentId;
+use crate::ids::InvalidId;
 use crate::pricing::Usage;
 use crate::session::StopReason;
 use crate::{ProjectId, SessionId, Timestamp};
@@ -69,14 +69,8 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    pub const ALL: [RunStatus; 6] = [
-        Self::Queued,
-        Self::Running,
-        Self::RequiresAction,
-        Self::Succeeded,
-        Self::Failed,
-        Self::Canceled,
-    ];
+    pub const ALL: [RunStatus; 6] =
+        [Self::Queued, Self::Running, Self::RequiresAction, Self::Succeeded, Self::Failed, Self::Canceled];
 
     pub fn as_str(self) -> &'static str {
         match self {

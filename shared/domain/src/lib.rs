@@ -16,9 +16,9 @@ pub mod pricing;
 pub mod project;
 pub mod query;
 pub mod sandbox;
-pub mod tenant;
 pub mod session;
 pub mod telemetry;
+pub mod tenant;
 pub mod time;
 pub mod webhook;
 

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use agentplane_domain::ProjectId;
 use agentplane_domain::action::Continuation;
 use agentplane_domain::agent::Channel;
 use agentplane_domain::agent_run::{
@@ -19,7 +20,6 @@ use agentplane_domain::agent_run::{
 };
 use agentplane_domain::session::SessionBudget;
 use agentplane_domain::tenant::TenantKey;
-use agentplane_domain::ProjectId;
 use agentplane_store::dynamo::agent_runs::{RunOutcome, SlotRef, StartRefused};
 use agentplane_store::{RunsMessage, StoreError};
 use tokio::time::Instant;
@@ -74,7 +74,9 @@ impl BackgroundConfig {
                 .filter(|n: &u64| *n >= 100)
                 .map(Duration::from_millis)
                 .unwrap_or(d.invocation_budget),
-            wait_s: env_number("AGENTPLANE_RUN_WAIT_S").filter(|n: &i32| (0..=900).contains(n)).unwrap_or(d.wait_s),
+            wait_s: env_number("AGENTPLANE_RUN_WAIT_S")
+                .filter(|n: &i32| (0..=900).contains(n))
+                .unwrap_or(d.wait_s),
             retention_days: env_number("AGENT_RUN_RETENTION_DAYS")
                 .filter(|n: &i64| *n >= 1)
                 .unwrap_or(d.retention_days),
@@ -129,7 +131,14 @@ impl Engine {
         let slot = match self
             .store
             .agent_runs()
-            .start(&run, RunStatus::Queued, &tenant_key, config.max_concurrent_per_tenant, now, now.plus_millis(SLOT_LEASE_MS))
+            .start(
+                &run,
+                RunStatus::Queued,
+                &tenant_key,
+                config.max_concurrent_per_tenant,
+                now,
+                now.plus_millis(SLOT_LEASE_MS),
+            )
             .await?
         {
             Ok(slot) => slot,
@@ -183,7 +192,14 @@ impl Engine {
                 match self
                     .store
                     .agent_runs()
-                    .start(&run, run.status, &tenant_key, config.max_concurrent_per_tenant, now, now.plus_millis(SLOT_LEASE_MS))
+                    .start(
+                        &run,
+                        run.status,
+                        &tenant_key,
+                        config.max_concurrent_per_tenant,
+                        now,
+                        now.plus_millis(SLOT_LEASE_MS),
+                    )
                     .await?
                 {
                     Ok(slot) => slot,
@@ -213,7 +229,9 @@ impl Engine {
     async fn request_for(&self, run: &AgentRun, tenant: Option<TenantSpend>) -> Result<TurnRequest, Failure> {
         let agent = match self.store.agents().get(&run.project_id, &run.agent_id).await {
             Ok(agent) => agent,
-            Err(StoreError::NotFound) => return Err(Failure::Run("agent_not_found".into(), "the run's agent was deleted".into())),
+            Err(StoreError::NotFound) => {
+                return Err(Failure::Run("agent_not_found".into(), "the run's agent was deleted".into()));
+            }
             Err(err) => return Err(Failure::Storage(err)),
         };
         let (config, version) = match run.channel {
@@ -222,14 +240,23 @@ impl Engine {
                 let number = run.version.or(agent.latest_version).ok_or_else(|| {
                     Failure::Run("agent_not_published".into(), "the agent has no published version".into())
                 })?;
-                (self.store.agents().version(&agent.id, number).await.map_err(Failure::Storage)?.config, Some(number))
+                (
+                    self.store.agents().version(&agent.id, number).await.map_err(Failure::Storage)?.config,
+                    Some(number),
+                )
             }
         };
-        let (session, transcript) = match self.store.turns().session_with_transcript(&run.project_id, &run.session_id).await {
-            Ok(found) => found,
-            Err(StoreError::NotFound) => return Err(Failure::Run("session_not_found".into(), "the run's session was deleted".into())),
-            Err(err) => return Err(Failure::Storage(err)),
-        };
+        let (session, transcript) =
+            match self.store.turns().session_with_transcript(&run.project_id, &run.session_id).await {
+                Ok(found) => found,
+                Err(StoreError::NotFound) => {
+                    return Err(Failure::Run(
+                        "session_not_found".into(),
+                        "the run's session was deleted".into(),
+                    ));
+                }
+                Err(err) => return Err(Failure::Storage(err)),
+            };
         let left = run.remaining_ms(crate::now()).min(agent.execution.background_max_duration_ms);
         Ok(TurnRequest {
             project_id: run.project_id,
@@ -240,7 +267,11 @@ impl Engine {
             config,
             input: run.input.clone(),
             deadline: Instant::now() + Duration::from_millis(left),
-            context: Some(TurnContext { last_event_seq: session.last_event_seq, transcript, spent_usd: session.cost_usd }),
+            context: Some(TurnContext {
+                last_event_seq: session.last_event_seq,
+                transcript,
+                spent_usd: session.cost_usd,
+            }),
             budget: SessionBudget::effective(session.budget, &agent.execution),
             turn_id: Some(run.id.turn_id()),
             handover_at: None,
@@ -286,9 +317,10 @@ impl Engine {
             }
             Err(err) => {
                 let (code, message) = match err {
-                    TurnError::ModelNotPriced { model } => {
-                        ("model_not_priced".to_owned(), format!("the model `{model}` has no price, and a budget applies"))
-                    }
+                    TurnError::ModelNotPriced { model } => (
+                        "model_not_priced".to_owned(),
+                        format!("the model `{model}` has no price, and a budget applies"),
+                    ),
                     _ => ("session_not_found".to_owned(), "the run's session was deleted".to_owned()),
                 };
                 let outcome = RunOutcome {
@@ -315,7 +347,8 @@ impl Engine {
             self.store.runs_queue()?.send(&continuation).await?;
             return Ok(Executed::Ran(RunStatus::Running));
         }
-        let ending = ending_of(outcome.stop_reason, outcome.budget.is_some_and(|b| b.paused), outcome.error.clone());
+        let ending =
+            ending_of(outcome.stop_reason, outcome.budget.is_some_and(|b| b.paused), outcome.error.clone());
         let record = RunOutcome {
             status: ending.status,
             stop_reason: Some(outcome.stop_reason),
@@ -330,7 +363,12 @@ impl Engine {
 
     /// Records the run's status and gives its slot back; a run another writer ended meanwhile
     /// keeps that ending.
-    async fn settle(&self, run: &AgentRun, slot: Option<&SlotRef>, outcome: RunOutcome) -> Result<Executed, StoreError> {
+    async fn settle(
+        &self,
+        run: &AgentRun,
+        slot: Option<&SlotRef>,
+        outcome: RunOutcome,
+    ) -> Result<Executed, StoreError> {
         let status = outcome.status;
         match self.store.agent_runs().settle(&run.project_id, &run.id, slot, &outcome, crate::now()).await {
             Ok(settled) => {
@@ -356,7 +394,9 @@ impl Engine {
             cost_usd: run.cost_usd,
             pending_action_ids: Vec::new(),
         };
-        if let Err(err) = self.store.agent_runs().settle(&run.project_id, &run.id, Some(slot), &outcome, crate::now()).await {
+        if let Err(err) =
+            self.store.agent_runs().settle(&run.project_id, &run.id, Some(slot), &outcome, crate::now()).await
+        {
             tracing::warn!(error = %err, run = %run.id, "could not put a run back in the queue");
         }
     }

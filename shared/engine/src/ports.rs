@@ -80,7 +80,11 @@ pub trait TurnStore: Send + Sync {
     ) -> impl Future<Output = Result<(), PortError>> + Send;
 
     /// What a tenant's projects spent in `month` (USD).
-    fn tenant_spent(&self, tenant_key: &str, month: &str) -> impl Future<Output = Result<f64, PortError>> + Send;
+    fn tenant_spent(
+        &self,
+        tenant_key: &str,
+        month: &str,
+    ) -> impl Future<Output = Result<f64, PortError>> + Send;
 
     /// The session's transcript and its version; `None` when it has none yet.
     fn load_transcript(

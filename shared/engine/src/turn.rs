@@ -259,7 +259,8 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
         if request.budget.is_some() && self.prices.price(&request.config.model).is_none() {
             return Err(TurnError::ModelNotPriced { model: request.config.model.clone() });
         }
-        let turn_id = request.turn_id.clone().unwrap_or_else(|| format!("turn_{}", crate::random_hex::<12>()));
+        let turn_id =
+            request.turn_id.clone().unwrap_or_else(|| format!("turn_{}", crate::random_hex::<12>()));
         let now = self.now();
         let budget = request.deadline.saturating_duration_since(Instant::now());
         // The session is ours until the deadline plus a grace for the bookkeeping after it;
@@ -951,7 +952,8 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             .map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
         state.for_handover = true;
         state.budget_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-        let state = serde_json::to_string(&state).map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
+        let state = serde_json::to_string(&state)
+            .map_err(|e| Interrupt::Storage(StoreError::Corrupt(e.to_string())))?;
         let hold_until = self.engine.now().plus_millis(millis(left) + HOLD_GRACE_MS);
         let write = Write {
             save: true,

@@ -18,8 +18,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use agentplane_domain::action::Continuation;
-use agentplane_engine::Engine;
 use agentplane_domain::agent_run::StartRun;
+use agentplane_engine::Engine;
 use agentplane_engine::background::{BackgroundConfig, Executed};
 use agentplane_engine::continuation::Continued;
 use agentplane_store::{ReceivedMessage, RunsMessage, RunsQueue, StoreError};
@@ -104,11 +104,16 @@ where
     F: Fn(Continuation) -> Fut,
     Fut: Future<Output = Result<Continued, StoreError>>,
 {
-    handle_runs_batch_with(records, run, |_| async { Err(StoreError::unavailable("no background runner")) }).await
+    handle_runs_batch_with(records, run, |_| async { Err(StoreError::unavailable("no background runner")) })
+        .await
 }
 
 /// [`handle_runs_batch`] with the seam that starts background runs (`start`).
-pub async fn handle_runs_batch_with<F, Fut, G, Gut>(records: &[ReceivedMessage], run: F, start: G) -> SqsBatchResponse
+pub async fn handle_runs_batch_with<F, Fut, G, Gut>(
+    records: &[ReceivedMessage],
+    run: F,
+    start: G,
+) -> SqsBatchResponse
 where
     F: Fn(Continuation) -> Fut,
     Fut: Future<Output = Result<Continued, StoreError>>,
@@ -180,7 +185,11 @@ pub async fn handle_runs_event(engine: &Engine, event: SqsEvent) -> SqsBatchResp
 
 /// A continuation: a background run's goes through its run (a slot first), any other straight
 /// to its turn. A run that found no free slot is sent again after a pause and done with.
-async fn continue_any(engine: &Engine, config: BackgroundConfig, c: Continuation) -> Result<Continued, StoreError> {
+async fn continue_any(
+    engine: &Engine,
+    config: BackgroundConfig,
+    c: Continuation,
+) -> Result<Continued, StoreError> {
     let end = tokio::time::Instant::now() + config.invocation_budget;
     match Box::pin(engine.continue_run(&c, &config, end)).await? {
         Some(Executed::Waiting) => {
@@ -233,8 +242,10 @@ where
     F: Fn(Continuation) -> Fut,
     Fut: Future<Output = Result<Continued, StoreError>>,
 {
-    consume_batch_with(queue, wait_seconds, run, |_| async { Err(StoreError::unavailable("no background runner")) })
-        .await
+    consume_batch_with(queue, wait_seconds, run, |_| async {
+        Err(StoreError::unavailable("no background runner"))
+    })
+    .await
 }
 
 /// [`consume_batch`] with the seam that starts background runs.
@@ -255,7 +266,13 @@ where
         return Ok(0);
     }
     let response = handle_runs_batch_with(&messages, run, start).await;
-    for m in &messages {
+    settle_batch(queue, &messages, response).await;
+    Ok(messages.len())
+}
+
+/// What did not fail is deleted; what failed is released for a retry in [`LOCAL_RETRY_AFTER_S`].
+async fn settle_batch(queue: &RunsQueue, messages: &[ReceivedMessage], response: SqsBatchResponse) {
+    for m in messages {
         let done = if response.failed(&m.id) {
             queue.release(&m.receipt_handle, LOCAL_RETRY_AFTER_S).await
         } else {
@@ -265,27 +282,66 @@ where
             tracing::warn!(message = %m.id, error = %err, "settling a runs message with the queue failed");
         }
     }
-    Ok(messages.len())
 }
 
 /// The `run-execution` job in-process (local gateway, tests): long-polls the `runs` queue for
 /// as long as the process lives. Returns at once if the app was given no queue. Each batch runs
 /// in a task of its own, so that a panicking run ends its batch, not the consumer (its messages
-/// come back after the queue's visibility timeout).
+/// come back after the queue's visibility timeout); up to [`LOCAL_BATCHES_IN_FLIGHT`] batches run
+/// at once, as several Lambda invocations would, so a long turn does not hold up the queue.
 pub async fn consume_runs_forever(app: App) {
     if app.store.runs_queue().is_err() {
         tracing::debug!("no runs queue: continuations are not consumed in-process");
         return;
     }
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(LOCAL_BATCHES_IN_FLIGHT));
     loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else { return };
         let batch_app = app.clone();
-        match tokio::spawn(async move { consume_runs_once(&batch_app, 5).await }).await {
-            Ok(Ok(_)) => {}
+        let (tell, told) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let outcome = tokio::spawn(consume_runs_once_then(batch_app, tell)).await;
+            if let Err(err) = outcome {
+                tracing::error!(error = %err, "a batch of the runs queue panicked");
+            }
+        });
+        // The next receive starts once this one has its messages (or found none).
+        match told.await {
+            Ok(Ok(_)) | Err(_) => {}
             Ok(Err(err)) => {
                 tracing::warn!(error = %err, "receiving from the runs queue failed");
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
-            Err(err) => tracing::error!(error = %err, "a batch of the runs queue panicked"),
         }
     }
+}
+
+/// Batches the in-process consumer runs at once.
+pub const LOCAL_BATCHES_IN_FLIGHT: usize = 4;
+
+type Received = tokio::sync::oneshot::Sender<Result<usize, StoreError>>;
+
+/// One receive and its batch, telling `received` how the receive went as soon as it is known.
+async fn consume_runs_once_then(app: App, received: Received) {
+    let queue = match app.store.runs_queue() {
+        Ok(queue) => queue,
+        Err(err) => {
+            let _ = received.send(Err(err));
+            return;
+        }
+    };
+    let messages = match queue.receive(10, 5).await {
+        Ok(messages) => messages,
+        Err(err) => {
+            let _ = received.send(Err(err));
+            return;
+        }
+    };
+    let _ = received.send(Ok(messages.len()));
+    if messages.is_empty() {
+        return;
+    }
+    let (run, start) = engine_seams(&app.engine, app.background);
+    settle_batch(queue, &messages, handle_runs_batch_with(&messages, run, start).await).await;
 }

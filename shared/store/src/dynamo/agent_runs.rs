@@ -190,7 +190,13 @@ impl<'a> AgentRuns<'a> {
         query_all(query).await
     }
 
-    fn slot_put(&self, slot: &SlotRef, run: &RunId, now: Timestamp, lease_until: Timestamp) -> Result<Put, StoreError> {
+    fn slot_put(
+        &self,
+        slot: &SlotRef,
+        run: &RunId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Put, StoreError> {
         let item = Slot {
             pk: slots_pk(&slot.tenant_key),
             sk: slot_sk(slot.index),
@@ -234,12 +240,10 @@ impl<'a> AgentRuns<'a> {
     ) -> Result<Result<SlotRef, StartRefused>, StoreError> {
         let held = self.slots(tenant_key).await?;
         if let Some(mine) = held.iter().find(|s| s.holder == run.id.to_string()) {
-            // A retried start after its transaction went through: the slot is this run's.
+            // The run holds a slot already (a run handed over to its next invocation): it goes
+            // on in it, still only if it is in `from`.
             let slot = SlotRef { tenant_key: tenant_key.to_owned(), index: mine.index };
-            return match self.get(&run.project_id, &run.id).await?.status {
-                RunStatus::Running => Ok(Ok(slot)),
-                _ => self.try_start(run, from, &slot, now, lease_until).await,
-            };
+            return self.try_start(run, from, &slot, now, lease_until).await;
         }
         let free = agentplane_domain::agent_run::slot_indexes(max)
             .filter(|i| held.iter().all(|s| s.index != *i || s.lease_until < now));
@@ -261,15 +265,22 @@ impl<'a> AgentRuns<'a> {
         now: Timestamp,
         lease_until: Timestamp,
     ) -> Result<Result<SlotRef, StartRefused>, StoreError> {
+        // A cancelled run does not start; one that is running already (handed over) goes on,
+        // so that its turn sees the cancel and ends.
         let mut update = Update::builder()
             .table_name(self.table())
             .key("PK", s(project_pk(&run.project_id)))
             .key("SK", s(run_sk(&run.id)))
-            .condition_expression("#status = :from AND cancel_requested = :no")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":from", s(from.as_str()))
-            .expression_attribute_values(":no", AttributeValue::Bool(false))
             .expression_attribute_values(":running", s(RunStatus::Running.as_str()));
+        update = if from == RunStatus::Running {
+            update.condition_expression("#status = :from")
+        } else {
+            update
+                .condition_expression("#status = :from AND cancel_requested = :no")
+                .expression_attribute_values(":no", AttributeValue::Bool(false))
+        };
         update = if run.started_at.is_none() {
             update
                 .update_expression("SET #status = :running, started_at = :now")
@@ -293,7 +304,8 @@ impl<'a> AgentRuns<'a> {
                         _ => None,
                     })
                     .unwrap_or_default();
-                let failed = |i: usize| reasons.get(i).and_then(|r| r.as_deref()) == Some("ConditionalCheckFailed");
+                let failed =
+                    |i: usize| reasons.get(i).and_then(|r| r.as_deref()) == Some("ConditionalCheckFailed");
                 if failed(1) {
                     Ok(Err(StartRefused::NotStartable))
                 } else if failed(0) {
@@ -333,12 +345,8 @@ impl<'a> AgentRuns<'a> {
         outcome: &RunOutcome,
         now: Timestamp,
     ) -> Result<AgentRun, StoreError> {
-        let mut sets = vec![
-            "#status = :to",
-            "#usage = :usage",
-            "cost_usd = :cost",
-            "pending_action_ids = :pending",
-        ];
+        let mut sets =
+            vec!["#status = :to", "#usage = :usage", "cost_usd = :cost", "pending_action_ids = :pending"];
         let mut update = Update::builder()
             .table_name(self.table())
             .key("PK", s(project_pk(project)))
@@ -417,7 +425,8 @@ impl<'a> AgentRuns<'a> {
         if to.is_terminal() {
             update = update.expression_attribute_values(":now", attr(now)?);
         }
-        let out = update.send().await.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        let out =
+            update.send().await.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
         let item: RunItem = serde_dynamo::from_item(
             out.attributes.ok_or_else(|| StoreError::Corrupt("update returned no run".into()))?,
         )?;

@@ -105,10 +105,8 @@ impl<'a> Agents<'a> {
         project: &ProjectId,
         id: &AgentId,
     ) -> Result<(Agent, Option<agentplane_domain::tenant::TenantId>), StoreError> {
-        let keys = [
-            (project_pk(project), agent_sk(id)),
-            (project_pk(project), super::keys::PROJECT_SK.to_owned()),
-        ];
+        let keys =
+            [(project_pk(project), agent_sk(id)), (project_pk(project), super::keys::PROJECT_SK.to_owned())];
         let mut agent = None;
         let mut tenant = None;
         for item in super::batch_get(self.store, &self.store.names.main_table, keys).await? {

@@ -83,7 +83,11 @@ impl<'a> Tenants<'a> {
         item.map(|i| i.tenant).ok_or(StoreError::NotFound)
     }
 
-    pub async fn list(&self, page: &PageRequest, after: Option<&TenantId>) -> Result<Page<Tenant>, StoreError> {
+    pub async fn list(
+        &self,
+        page: &PageRequest,
+        after: Option<&TenantId>,
+    ) -> Result<Page<Tenant>, StoreError> {
         let start = match after {
             Some(id) => {
                 let item = super::get_item(self.store, self.table(), tenant_pk(id), TENANT_SK)
@@ -159,12 +163,18 @@ impl<'a> Tenants<'a> {
 
     /// What the tenant key's projects spent in `month` (USD).
     pub async fn spent(&self, tenant_key: &str, month: &str) -> Result<f64, StoreError> {
-        let item: Option<SpendItem> = get_as(self.store, self.table(), spend_pk(tenant_key), spend_sk(month)).await?;
+        let item: Option<SpendItem> =
+            get_as(self.store, self.table(), spend_pk(tenant_key), spend_sk(month)).await?;
         Ok(agentplane_domain::tenant::usd_of(item.map_or(0, |i| i.spent_nanos)))
     }
 
     /// A transaction's atomic add of `nanos` to the month's spend counter.
-    pub fn add_spend(&self, tenant_key: &str, month: &str, nanos: i64) -> Result<TransactWriteItem, StoreError> {
+    pub fn add_spend(
+        &self,
+        tenant_key: &str,
+        month: &str,
+        nanos: i64,
+    ) -> Result<TransactWriteItem, StoreError> {
         let update = Update::builder()
             .table_name(self.table())
             .key("PK", s(spend_pk(tenant_key)))

@@ -3,10 +3,10 @@ use agentplane_domain::agent::{Agent, Channel, VersionedConfig};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::session::{NewSession, Session, SessionBudget};
-use agentplane_engine::{TurnContext, TurnRequest};
-use agentplane_store::StoreError;
 use agentplane_domain::tenant::TenantId;
 use agentplane_engine::turn::TenantSpend;
+use agentplane_engine::{TurnContext, TurnRequest};
+use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -138,7 +138,8 @@ async fn tenant_spend(app: &App, tenant: Option<TenantId>) -> Result<Option<Tena
     let tenant = app.store.tenants().get(&id).await?;
     let key = agentplane_domain::tenant::TenantKey::Tenant(id).key();
     if let Some(max) = tenant.monthly_spend_limit_usd {
-        let spent = app.store.tenants().spent(&key, &agentplane_domain::tenant::month_of(edge::now())).await?;
+        let spent =
+            app.store.tenants().spent(&key, &agentplane_domain::tenant::month_of(edge::now())).await?;
         if spent >= max {
             return Err(ClientError::SpendLimitReached { spent_usd: spent, max_cost_usd: max });
         }
@@ -176,7 +177,9 @@ async fn run_or_queue(
         };
         return Ok(crate::client::runs::queue(app, auth.project_id, queued).await?.into_response());
     }
-    Ok(run(app, auth, agent, channel, config, (session, context), input, metadata, tenant).await?.into_response())
+    Ok(run(app, auth, agent, channel, config, (session, context), input, metadata, tenant)
+        .await?
+        .into_response())
 }
 
 /// Runs the turn in its own task (it must end and release the session even if the caller
@@ -243,7 +246,8 @@ async fn respond(
     let input = input_text(body.get("input"), &config.0.attachments)?;
     let metadata = metadata(&body)?;
     let (session, context) = session_for(&app, &auth, &body, &agent, &metadata).await?;
-    run_or_queue(&app, &auth, &body, (&agent, tenant), channel, config, (&session, context), input, &metadata).await
+    run_or_queue(&app, &auth, &body, (&agent, tenant), channel, config, (&session, context), input, &metadata)
+        .await
 }
 
 /// Run a turn of an agent's draft.
@@ -356,5 +360,6 @@ pub async fn session_message(
     let config = config_for(&app, &agent, channel).await?;
     let input = input_text(body.get("input"), &config.0.attachments)?;
     let metadata = session.metadata.clone();
-    run_or_queue(&app, &auth, &body, (&agent, tenant), channel, config, (&session, context), input, &metadata).await
+    run_or_queue(&app, &auth, &body, (&agent, tenant), channel, config, (&session, context), input, &metadata)
+        .await
 }

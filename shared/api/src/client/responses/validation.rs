@@ -22,7 +22,9 @@ pub fn callback_url(body: &Map<String, Value>) -> Result<Option<String>, Validat
     match body.get("callback_url") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(url))
-            if url.len() <= 2048 && (url.starts_with("https://") || url.starts_with("http://")) && url.len() > 8 =>
+            if url.len() <= 2048
+                && (url.starts_with("https://") || url.starts_with("http://"))
+                && url.len() > 8 =>
         {
             Ok(Some(url.clone()))
         }
@@ -159,7 +161,10 @@ mod tests {
         assert_eq!(background(&body(json!({}))).ok(), Some(false));
         assert!(background(&body(json!({"background": "yes"}))).is_err());
         assert!(callback_url(&body(json!({"callback_url": "ftp://x"}))).is_err());
-        assert_eq!(callback_url(&body(json!({"callback_url": "https://a.example/cb"}))).ok().flatten().as_deref(), Some("https://a.example/cb"));
+        assert_eq!(
+            callback_url(&body(json!({"callback_url": "https://a.example/cb"}))).ok().flatten().as_deref(),
+            Some("https://a.example/cb")
+        );
     }
 
     #[test]

@@ -29,7 +29,11 @@ pub struct Queued<'a> {
 /// Queues a turn as a background run: the run is stored `queued` and its start message sent;
 /// the `run-execution` job starts it once a slot of the tenant is free. A run whose message
 /// could not be sent is recorded `failed` and the call answers 503 (nothing runs unseen).
-pub async fn queue(app: &App, project: ProjectId, queued: Queued<'_>) -> Result<(StatusCode, Json<RunBody>), ClientError> {
+pub async fn queue(
+    app: &App,
+    project: ProjectId,
+    queued: Queued<'_>,
+) -> Result<(StatusCode, Json<RunBody>), ClientError> {
     let agent = queued.agent;
     if !agent.execution.background_enabled {
         return Err(ClientError::BackgroundNotEnabled);
@@ -64,7 +68,11 @@ pub async fn queue(app: &App, project: ProjectId, queued: Queued<'_>) -> Result<
     let start = StartRun { project_id: project, run_id: run.id.clone() };
     if let Err(err) = app.engine.enqueue_run(&start, 0).await {
         tracing::error!(error = %err, run = %run.id, "could not queue a background run");
-        let _ = app.store.agent_runs().transition(&project, &run.id, RunStatus::Queued, RunStatus::Failed, now).await;
+        let _ = app
+            .store
+            .agent_runs()
+            .transition(&project, &run.id, RunStatus::Queued, RunStatus::Failed, now)
+            .await;
         return Err(ClientError::Storage(err));
     }
     Ok((StatusCode::ACCEPTED, Json(RunBody::from(&run))))
@@ -95,7 +103,8 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<RunBody>, ClientError> {
     let id = run_id(&id)?;
-    let run = app.store.agent_runs().get(&auth.project_id, &id).await.or_not_found(ClientError::RunNotFound)?;
+    let run =
+        app.store.agent_runs().get(&auth.project_id, &id).await.or_not_found(ClientError::RunNotFound)?;
     Ok(Json(RunBody::from(&run)))
 }
 
@@ -182,7 +191,9 @@ pub async fn cancel(
         let now = edge::now();
         let moved = match run.status {
             status if status.is_terminal() => return Err(ClientError::RunNotActive { run_status: status }),
-            RunStatus::Queued => runs.transition(&project, &id, RunStatus::Queued, RunStatus::Canceled, now).await,
+            RunStatus::Queued => {
+                runs.transition(&project, &id, RunStatus::Queued, RunStatus::Canceled, now).await
+            }
             RunStatus::Running => {
                 let run = match runs.request_cancel(&project, &id).await {
                     Ok(run) => run,

@@ -109,7 +109,10 @@ impl From<&AgentRun> for RunBody {
             ended_at: run.ended_at.map(|t| t.unix_seconds()),
             stop_reason: run.stop_reason,
             output_text: run.output_text.clone(),
-            error: run.error.as_ref().map(|e| RunErrorBody { code: e.code.clone(), message: e.message.clone() }),
+            error: run
+                .error
+                .as_ref()
+                .map(|e| RunErrorBody { code: e.code.clone(), message: e.message.clone() }),
             usage: RunUsageBody {
                 input_tokens: run.usage.input_tokens,
                 output_tokens: run.usage.output_tokens,
