@@ -322,6 +322,39 @@ async fn a_run_that_waits_for_an_approval_is_requires_action_then_carries_on() -
     assert_eq!(end["status"], "succeeded", "{end}");
     assert_eq!(end["output_text"], "five");
     assert_eq!(end["pending_action_ids"], json!([]));
+    // No callback was asked for, and the agent has no default one.
+    assert_eq!(end["callback"], Value::Null);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_end_of_a_run_is_recorded_for_its_callback() -> R {
+    let execution = json!({"execution": {"background_enabled": true, "default_callback_url": "https://agent.example/default"}});
+    let (model, app, tenant, agent) = setup(config(10, Duration::from_secs(60)), execution).await?;
+    model.push(Reply::text("one"));
+    model.push(Reply::Status(400));
+    let (status, body) = send(app.client(&tenant.key, Method::POST, "/responses").json(
+        &json!({"agent": agent, "input": "x", "background": true, "callback_url": "https://caller.example/cb"}),
+    ))
+    .await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["callback_url"], "https://caller.example/cb", "{body}");
+    let end = until_status(&app, &tenant, &str_field(&body, "id")?, &["succeeded"]).await?;
+    assert_eq!(end["callback_url"], "https://caller.example/cb");
+    assert_eq!(end["callback"]["url"], "https://caller.example/cb");
+    assert_eq!(end["callback"]["event_type"], "agent_run.succeeded");
+    // Without one on the request, the agent's default is told; a failed run says so.
+    let failed = submit(&app, &tenant, &agent, "y").await?;
+    let end = until_status(&app, &tenant, &str_field(&failed, "id")?, &["failed", "succeeded"]).await?;
+    assert_eq!(end["status"], "failed", "{end}");
+    assert!(end["error"]["code"].as_str().is_some(), "{end}");
+    assert_eq!(end["callback"]["url"], "https://agent.example/default");
+    assert_eq!(end["callback"]["event_type"], "agent_run.failed");
+    let (status, body) = send(app.client(&tenant.key, Method::POST, "/responses").json(
+        &json!({"agent": agent, "input": "x", "background": true, "callback_url": "file:///etc/passwd"}),
+    ))
+    .await?;
+    assert_error((status, &body), StatusCode::BAD_REQUEST, "invalid_request_error");
     Ok(())
 }
 

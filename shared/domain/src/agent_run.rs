@@ -148,8 +148,9 @@ pub struct AgentRun {
     /// The ids of the actions a `requires_action` run waits for.
     #[serde(default)]
     pub pending_action_ids: Vec<String>,
-    /// What the callback came to (until webhooks sign it: recorded here).
-    #[serde(default)]
+    /// What the callback came to (until webhooks sign it: recorded here). Absent until then,
+    /// so that recording it once can be conditional on its absence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback: Option<CallbackRecord>,
     /// When the stored run is deleted (the retention period after its creation).
     pub expires_at: Timestamp,
