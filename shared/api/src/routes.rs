@@ -222,21 +222,15 @@ impl Route {
             ClientAgentsVersions => decl("client-agents-versions", &[MAIN_R], Buffered, || {
                 routes!(client::agents::handlers::versions)
             }),
-            ClientResponsesCreate => {
-                decl("client-responses-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY], Turn, || {
-                    routes!(client::responses::handlers::create_draft)
-                })
-            }
-            ClientAgentResponsesCreate => {
-                decl("client-agent-responses-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY], Turn, || {
-                    routes!(client::responses::handlers::create_published)
-                })
-            }
-            ClientSessionMessagesCreate => {
-                decl("client-session-messages-create", &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY], Turn, || {
-                    routes!(client::responses::handlers::session_message)
-                })
-            }
+            ClientResponsesCreate => decl("client-responses-create", TURN_ROUTE, Turn, || {
+                routes!(client::responses::handlers::create_draft)
+            }),
+            ClientAgentResponsesCreate => decl("client-agent-responses-create", TURN_ROUTE, Turn, || {
+                routes!(client::responses::handlers::create_published)
+            }),
+            ClientSessionMessagesCreate => decl("client-session-messages-create", TURN_ROUTE, Turn, || {
+                routes!(client::responses::handlers::session_message)
+            }),
             ClientSessionEventsList => {
                 decl("client-session-events-list", &[MAIN_R, EVENTS_R], Buffered, || {
                     routes!(client::events::poll::list)

@@ -100,6 +100,19 @@ impl TurnStore for Store {
         self.actions().cancel_pending(project, session, turn_id, now).await
     }
 
+    async fn has_webhooks(&self, project: &ProjectId) -> Result<bool, PortError> {
+        Ok(self.webhooks().count(project).await? > 0)
+    }
+
+    async fn dispatch_webhooks(&self, events: &[crate::ports::OutboxEvent]) {
+        if events.is_empty() {
+            return;
+        }
+        if let Err(err) = self.webhooks().dispatch(events).await {
+            tracing::warn!(error = %err, "sending emitted webhook events to the queue failed: the retry job sends them");
+        }
+    }
+
     async fn end_paused(
         &self,
         project: &ProjectId,

@@ -7,6 +7,8 @@
 use std::sync::Arc;
 
 use agentplane_domain::action::Continuation;
+use agentplane_domain::webhook::{EndpointId, MessageId};
+use agentplane_domain::{ProjectId, Timestamp};
 use aws_config::SdkConfig;
 use aws_sdk_sqs::error::DisplayErrorContext;
 use serde::{Deserialize, Serialize};
@@ -21,6 +23,26 @@ pub enum RunsMessage {
     /// Carry a paused turn on.
     Continuation(Continuation),
 }
+
+/// One message of the `webhooks` queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WebhooksMessage {
+    /// An event was emitted: write its messages (the fan-out) and send their first attempts.
+    Event { project_id: ProjectId, event_id: MessageId },
+    /// Make attempt `attempt` of the message `event_id` to `endpoint_id`.
+    Attempt {
+        project_id: ProjectId,
+        endpoint_id: EndpointId,
+        event_id: MessageId,
+        created_at: Timestamp,
+        attempt: u32,
+    },
+}
+
+/// The `webhooks` queue's client: the same SQS client as the `runs` queue's, bound to that
+/// queue (`Store::with_webhooks_queue`).
+pub type WebhooksQueue = RunsQueue;
 
 /// A message as received: its id (what a partial batch failure names), the handle that deletes
 /// or releases it, and its body.
@@ -75,6 +97,11 @@ impl RunsQueue {
 
     /// Sends one message of any kind.
     pub async fn send_message(&self, message: &RunsMessage) -> Result<(), StoreError> {
+        self.send_json(message).await
+    }
+
+    /// Sends one message, its body `message` as JSON.
+    pub async fn send_json(&self, message: &impl Serialize) -> Result<(), StoreError> {
         let body = serde_json::to_string(message).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.client
             .send_message()

@@ -99,6 +99,26 @@ impl<'a> Agents<'a> {
         Ok(item.agent)
     }
 
+    /// The agent, and whether its project has any webhook endpoint, in one read (a turn needs
+    /// both: the second decides whether its state changes emit webhook events at all).
+    pub async fn get_for_turn(&self, project: &ProjectId, id: &AgentId) -> Result<(Agent, bool), StoreError> {
+        let table = &self.store.names.main_table;
+        let agent_key = (project_pk(project), agent_sk(id));
+        let count_key = super::webhooks::count_key(project);
+        let items = super::batch_get(self.store, table, [agent_key.clone(), count_key.clone()]).await?;
+        let sk = |item: &Item| item.get("SK").and_then(|v| v.as_s().ok()).cloned();
+        let mut agent = None;
+        let mut hooks = false;
+        for item in items {
+            if sk(&item).as_deref() == Some(agent_key.1.as_str()) {
+                agent = Some(serde_dynamo::from_item::<_, AgentItem>(item)?.agent);
+            } else if sk(&item).as_deref() == Some(count_key.1.as_str()) {
+                hooks = super::webhooks::counts_any(&item);
+            }
+        }
+        Ok((agent.ok_or(StoreError::NotFound)?, hooks))
+    }
+
     pub async fn list(
         &self,
         project: &ProjectId,

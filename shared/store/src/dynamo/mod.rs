@@ -15,6 +15,7 @@ pub mod sessions;
 pub mod telemetry;
 pub mod transcripts;
 pub mod turns;
+pub mod webhook_events;
 pub mod webhooks;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
@@ -123,6 +124,19 @@ pub(crate) async fn batch_get_as<T: serde::de::DeserializeOwned>(
     table: &str,
     keys: impl IntoIterator<Item = (String, String)>,
 ) -> Result<Vec<T>, StoreError> {
+    let mut found = Vec::new();
+    for item in batch_get(store, table, keys).await? {
+        found.push(serde_dynamo::from_item(item)?);
+    }
+    Ok(found)
+}
+
+/// [`batch_get_as`], the items as read.
+pub(crate) async fn batch_get(
+    store: &crate::Store,
+    table: &str,
+    keys: impl IntoIterator<Item = (String, String)>,
+) -> Result<Vec<std::collections::HashMap<String, AttributeValue>>, StoreError> {
     let keys: Vec<(String, String)> = keys.into_iter().collect();
     let mut found = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(100) {
@@ -146,9 +160,7 @@ pub(crate) async fn batch_get_as<T: serde::de::DeserializeOwned>(
             let Some(request) = pending.take() else { break };
             let out =
                 store.dynamo.batch_get_item().request_items(table, request).send().await.map_err(backend)?;
-            for item in out.responses.and_then(|mut r| r.remove(table)).unwrap_or_default() {
-                found.push(serde_dynamo::from_item(item)?);
-            }
+            found.extend(out.responses.and_then(|mut r| r.remove(table)).unwrap_or_default());
             pending = out.unprocessed_keys.and_then(|mut u| u.remove(table)).filter(|k| !k.keys().is_empty());
         }
         if pending.is_some() {

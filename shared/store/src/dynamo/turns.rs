@@ -129,6 +129,8 @@ pub struct StepCommit<'a> {
     pub actions: &'a [Action],
     /// Write even though a cancel was recorded for the turn (the commit that ends it so).
     pub despite_cancel: bool,
+    /// The webhook events this step emits, written in its transaction (see `webhook_events`).
+    pub emit: &'a [crate::OutboxEvent],
 }
 
 /// What a committed step wrote.
@@ -347,7 +349,7 @@ impl<'a> TurnWrites<'a> {
     /// Writes one step of the turn `commit.turn_id` holds, all or nothing.
     pub async fn commit(&self, commit: &StepCommit<'_>) -> Result<Committed, TurnWriteError> {
         // A step with more events than a transaction holds writes the first ones ahead.
-        let fixed = 1 + usize::from(commit.transcript.is_some()) + commit.actions.len();
+        let fixed = 1 + usize::from(commit.transcript.is_some()) + commit.actions.len() + commit.emit.len();
         let room = MAX_TRANSACTION_ITEMS.saturating_sub(fixed).max(1);
         let mut from = commit.from_seq.max(1);
         let mut ahead = Vec::new();
@@ -385,6 +387,9 @@ impl<'a> TurnWrites<'a> {
                 items.push(
                     TransactWriteItem::builder().put(super::actions::put_new(self.store, action)?).build(),
                 );
+            }
+            for event in commit.emit {
+                items.push(self.store.webhooks().emit_item(event)?);
             }
             match self.store.dynamo.transact_write_items().set_transact_items(Some(items)).send().await {
                 Ok(_) => {

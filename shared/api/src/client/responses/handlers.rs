@@ -42,13 +42,14 @@ impl AgentErrors {
     }
 }
 
-/// `agent`: an agent of the caller's project.
+/// `agent`: an agent of the caller's project, and whether the project has webhook endpoints
+/// (read with it).
 async fn load_agent(
     app: &App,
     auth: &ProjectAuth,
     value: Option<&Value>,
     errors: AgentErrors,
-) -> Result<Agent, ClientError> {
+) -> Result<(Agent, bool), ClientError> {
     let text = match value {
         Some(Value::String(s)) => s,
         None | Some(Value::Null) => return Err(errors.invalid("`agent` is required")),
@@ -56,8 +57,8 @@ async fn load_agent(
     };
     let not_found = || errors.not_found(text);
     let id: AgentId = text.parse().map_err(|_| not_found())?;
-    match app.store.agents().get(&auth.project_id, &id).await {
-        Ok(agent) => Ok(agent),
+    match app.store.agents().get_for_turn(&auth.project_id, &id).await {
+        Ok(found) => Ok(found),
         Err(StoreError::NotFound) => Err(not_found()),
         Err(err) => Err(err.into()),
     }
@@ -123,8 +124,12 @@ async fn read_for_turn(
         .session_with_transcript(&auth.project_id, id)
         .await
         .or_not_found(ClientError::SessionNotFound)?;
-    let context =
-        TurnContext { last_event_seq: session.last_event_seq, transcript, spent_usd: session.cost_usd };
+    let context = TurnContext {
+        last_event_seq: session.last_event_seq,
+        transcript,
+        spent_usd: session.cost_usd,
+        webhooks: false,
+    };
     Ok((session, context))
 }
 
@@ -137,10 +142,12 @@ async fn run(
     agent: &Agent,
     channel: Channel,
     (config, version): (VersionedConfig, Option<u32>),
-    (session, context): (&Session, TurnContext),
+    (session, mut context): (&Session, TurnContext),
     input: String,
     metadata: &Metadata,
+    webhooks: bool,
 ) -> Result<Json<ResponseBody>, ClientError> {
+    context.webhooks = webhooks;
     let timeout = app.sync_ceiling.min(std::time::Duration::from_millis(agent.execution.sync_timeout_ms));
     let model = config.model.clone();
     let request = TurnRequest {
@@ -178,7 +185,7 @@ async fn respond(
     body: Map<String, Value>,
     channel: Channel,
 ) -> Result<Json<ResponseBody>, ClientError> {
-    let agent = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
+    let (agent, webhooks) = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
     foreground(&body)?;
     if channel == Channel::Published && agent.latest_version.is_none() {
         return Err(ClientError::AgentNotPublished);
@@ -187,7 +194,7 @@ async fn respond(
     let input = input_text(body.get("input"), &config.0.attachments)?;
     let metadata = metadata(&body)?;
     let (session, context) = session_for(&app, &auth, &body, &agent, &metadata).await?;
-    run(&app, &auth, &agent, channel, config, (&session, context), input, &metadata).await
+    run(&app, &auth, &agent, channel, config, (&session, context), input, &metadata, webhooks).await
 }
 
 /// Run a turn of an agent's draft.
@@ -272,12 +279,12 @@ pub async fn session_message(
 ) -> Result<Json<ResponseBody>, ClientError> {
     let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
     let (session, context) = read_for_turn(&app, &auth, &id).await?;
-    let agent = match (body.get("agent"), session.agent_id) {
+    let (agent, webhooks) = match (body.get("agent"), session.agent_id) {
         (Some(value), _) => load_agent(&app, &auth, Some(value), AgentErrors::Standard).await?,
         (None, Some(agent_id)) => app
             .store
             .agents()
-            .get(&auth.project_id, &agent_id)
+            .get_for_turn(&auth.project_id, &agent_id)
             .await
             .or_not_found(ClientError::AgentNotFound)?,
         (None, None) => {
@@ -293,5 +300,5 @@ pub async fn session_message(
     let config = config_for(&app, &agent, channel).await?;
     let input = input_text(body.get("input"), &config.0.attachments)?;
     let metadata = session.metadata.clone();
-    run(&app, &auth, &agent, channel, config, (&session, context), input, &metadata).await
+    run(&app, &auth, &agent, channel, config, (&session, context), input, &metadata, webhooks).await
 }
