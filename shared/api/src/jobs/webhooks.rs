@@ -143,26 +143,40 @@ pub async fn consume_webhooks_once(app: &App, wait_seconds: i32) -> Result<usize
         return Ok(0);
     }
     let response = handle_webhooks_batch(&app.store, &app.webhooks, &messages).await;
-    for m in &messages {
-        let done = if response.failed(&m.id) {
-            queue.release(&m.receipt_handle, LOCAL_RETRY_AFTER_S).await
-        } else {
-            queue.delete(&m.receipt_handle).await
-        };
-        if let Err(err) = done {
-            tracing::warn!(message = %m.id, error = %err, "settling a webhooks message with the queue failed");
+    let settled = messages.iter().map(|m| {
+        let failed = response.failed(&m.id);
+        async move {
+            let done = if failed {
+                queue.release(&m.receipt_handle, LOCAL_RETRY_AFTER_S).await
+            } else {
+                queue.delete(&m.receipt_handle).await
+            };
+            if let Err(err) = done {
+                tracing::warn!(message = %m.id, error = %err, "settling a webhooks message with the queue failed");
+            }
         }
-    }
+    });
+    futures_util::future::join_all(settled).await;
     Ok(messages.len())
 }
 
-/// `webhook-delivery` in-process: long-polls the `webhooks` queue for as long as the process
-/// lives (each batch in a task of its own). Returns at once without a queue.
+/// How many batches the in-process consumer runs at once (Lambda runs as many as the queue
+/// needs).
+pub const LOCAL_CONSUMERS: usize = 4;
+
+/// `webhook-delivery` in-process: [`LOCAL_CONSUMERS`] loops long-poll the `webhooks` queue for
+/// as long as the process lives (each batch in a task of its own). Returns at once without a
+/// queue.
 pub async fn consume_webhooks_forever(app: App) {
     if app.store.webhooks_queue().is_err() {
         tracing::debug!("no webhooks queue: webhook events are not consumed in-process");
         return;
     }
+    let loops = (0..LOCAL_CONSUMERS).map(|_| consume_loop(app.clone()));
+    futures_util::future::join_all(loops).await;
+}
+
+async fn consume_loop(app: App) {
     loop {
         let batch_app = app.clone();
         match tokio::spawn(async move { consume_webhooks_once(&batch_app, 5).await }).await {

@@ -152,11 +152,10 @@ impl Webhooks<'_> {
         endpoints: &[Endpoint],
         first_due: Timestamp,
     ) -> Result<Vec<Message>, StoreError> {
-        let mut created = Vec::new();
-        for endpoint in
-            endpoints.iter().filter(|e| e.project_id == event.project_id && e.receives(&event.event_type))
-        {
-            let message = Message {
+        let messages: Vec<Message> = endpoints
+            .iter()
+            .filter(|e| e.project_id == event.project_id && e.receives(&event.event_type))
+            .map(|endpoint| Message {
                 id: event.id.clone(),
                 project_id: event.project_id,
                 endpoint_id: endpoint.id.clone(),
@@ -166,8 +165,13 @@ impl Webhooks<'_> {
                 attempts: 0,
                 next_attempt_at: Some(first_due),
                 created_at: event.created_at,
-            };
-            match self.put_message(&message).await {
+            })
+            .collect();
+        // Each endpoint's message is its own conditional write: they go at once.
+        let written = futures_util::future::join_all(messages.iter().map(|m| self.put_message(m))).await;
+        let mut created = Vec::new();
+        for (message, result) in messages.into_iter().zip(written) {
+            match result {
                 Ok(()) => created.push(message),
                 Err(StoreError::Conflict) => {}
                 Err(err) => return Err(err),
