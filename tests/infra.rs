@@ -487,8 +487,8 @@ fn only_the_functions_granted_the_runs_queue_build_its_client() {
     assert_eq!(str_of(&globals["AGENTPLANE_RUNS_QUEUE_URL"]), "!Ref RunsQueue");
 }
 
-/// The same for the `webhooks` queue: the functions that emit events (those that run turns) and
-/// the two webhook jobs, and nothing else.
+/// The same for the `webhooks` queue: the functions that emit events (those that run or cancel
+/// turns) and the two webhook jobs, and nothing else.
 #[test]
 fn only_the_functions_granted_the_webhooks_queue_build_its_client() {
     for (name, dir) in lambda_crates() {
@@ -510,8 +510,9 @@ fn only_the_functions_granted_the_webhooks_queue_build_its_client() {
         assert_eq!(grants::uses_webhooks_queue(grants::job(*job)), expected, "{job:?}");
     }
     for route in Route::ALL {
-        let runs_turns = route.grants().contains(&grants::MODEL_KEY);
-        assert_eq!(grants::uses_webhooks_queue(route.grants()), runs_turns, "{route:?}");
+        // The routes that run turns, and cancel (ending a paused turn idles its session).
+        let emits = route.grants().contains(&grants::MODEL_KEY) || *route == Route::ClientSessionsCancel;
+        assert_eq!(grants::uses_webhooks_queue(route.grants()), emits, "{route:?}");
     }
     let t = template();
     let globals = &t["Globals"]["Function"]["Environment"]["Variables"];

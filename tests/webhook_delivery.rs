@@ -31,12 +31,12 @@ type R = anyhow::Result<()>;
 /// The schedule a thousand times faster: 5 ms, 300 ms, 1.8 s, …
 const SCALE: f64 = 0.001;
 
-fn config(grace: Duration) -> WebhookConfig {
+fn config(grace: Duration, scale: f64) -> WebhookConfig {
     let mut key = [0u8; 32];
     getrandom::fill(&mut key).expect("random");
     WebhookConfig {
         timeout: Duration::from_secs(2),
-        retry_scale: SCALE,
+        retry_scale: scale,
         queue_grace: grace,
         ..WebhookConfig::new(Some(Arc::new(SealKey::from_bytes(&key).expect("key"))), true)
     }
@@ -155,10 +155,11 @@ struct Setup {
 
 /// An app on `store` whose webhooks run the scaled schedule with the retry job every 100 ms,
 /// a project and an agent (`execution` and `humanInTheLoop` as given).
-async fn setup_on(store: Store, grace: Duration, config_json: Value) -> anyhow::Result<Setup> {
+async fn setup_on(store: Store, grace: Duration, scale: f64, config_json: Value) -> anyhow::Result<Setup> {
     let model = ScriptedModel::start().await?;
-    let app = TestApp::serve_with_model_and(store, &model, move |app: App| app.with_webhooks(config(grace)))
-        .await?;
+    let app =
+        TestApp::serve_with_model_and(store, &model, move |app: App| app.with_webhooks(config(grace, scale)))
+            .await?;
     tokio::spawn(retry_forever(app.app.clone(), Duration::from_millis(100)));
     let tenant = app.tenant().await?;
     let agent = app
@@ -171,7 +172,7 @@ async fn setup_on(store: Store, grace: Duration, config_json: Value) -> anyhow::
 }
 
 async fn setup(config_json: Value) -> anyhow::Result<Setup> {
-    setup_on(fresh_store().await?, Duration::from_secs(60), config_json).await
+    setup_on(fresh_store().await?, Duration::from_secs(60), SCALE, config_json).await
 }
 
 /// Creates an endpoint at `url`; its id and secret.
@@ -453,7 +454,7 @@ async fn an_event_whose_queue_send_failed_is_delivered_by_the_retry_job() -> R {
     // refuses the send after the turn's transaction committed.
     let mut store = fresh_store().await?;
     store.webhooks_queue = None;
-    let s = setup_on(store, Duration::from_secs(1), json!({})).await?;
+    let s = setup_on(store, Duration::from_secs(1), SCALE, json!({})).await?;
     let receiver = Receiver::start().await;
     let (ep, secret) = endpoint(&s.app, &s.tenant.key, &receiver.url, json!([])).await?;
     s.model.push(Reply::text("hello"));
@@ -473,5 +474,48 @@ async fn an_event_whose_queue_send_failed_is_delivered_by_the_retry_job() -> R {
     assert!(s.app.store.webhooks().unsent_events(agentplane_api::edge::now(), 10).await?.is_empty());
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(receiver.received().len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn cancelling_a_paused_turn_delivers_session_idled() -> R {
+    let s = setup(json!({"humanInTheLoop": {"tool_approvals": ["add"]}})).await?;
+    let receiver = Receiver::start().await;
+    endpoint(&s.app, &s.tenant.key, &receiver.url, json!(["session.idled"])).await?;
+    s.model.push(Reply::tool("call_1", "add", &json!({"a": 2, "b": 3})));
+    let paused = turn(&s, "add").await?;
+    assert_eq!(paused["status"], "requires_action", "{paused}");
+    let session = str_field(&paused, "session_id")?;
+    let (status, body) = send(
+        s.app.client(&s.tenant.key, Method::POST, &format!("/sessions/{session}/cancel")).json(&json!({})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let got = receiver.wait_for(1).await;
+    assert_eq!(got.len(), 1);
+    let body = body_json(&got[0]);
+    assert_eq!(body["type"], "session.idled");
+    assert_eq!(body["data"]["sessionId"], session);
+    assert_eq!(body["data"]["stopReason"], "cancelled");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.received().len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn after_the_eighth_failed_attempt_the_message_is_failed() -> R {
+    // The whole schedule (about 41.6 h) in about 1.5 s.
+    let s = setup_on(fresh_store().await?, Duration::from_secs(60), 0.000_01, json!({})).await?;
+    let receiver = Receiver::start().await;
+    receiver.answer(&[500; 20]);
+    let (ep, _) = endpoint(&s.app, &s.tenant.key, &receiver.url, json!([])).await?;
+    s.model.push(Reply::text("hello"));
+    turn(&s, "hi").await?;
+    let message = settled(&s.app, &s.tenant.key, &ep).await?;
+    assert_eq!(message["status"], "failed", "{message}");
+    assert_eq!(message["attempts"].as_array().map(Vec::len), Some(8), "{message}");
+    assert_eq!(message["nextAttemptAt"], Value::Null);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.received().len(), 8, "no ninth attempt");
     Ok(())
 }

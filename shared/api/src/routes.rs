@@ -201,9 +201,11 @@ impl Route {
             ClientSessionsDelete => decl("client-sessions-delete", &[MAIN_W], Buffered, || {
                 routes!(client::sessions::handlers::delete)
             }),
-            ClientSessionsCancel => decl("client-sessions-cancel", &[MAIN_W], Buffered, || {
-                routes!(client::sessions::handlers::cancel)
-            }),
+            ClientSessionsCancel => {
+                decl("client-sessions-cancel", &[MAIN_W, WEBHOOKS_SEND], Buffered, || {
+                    routes!(client::sessions::handlers::cancel)
+                })
+            }
             ClientAgentsCreate => decl("client-agents-create", &[MAIN_W], Buffered, || {
                 routes!(client::agents::handlers::create)
             }),

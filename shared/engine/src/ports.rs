@@ -131,8 +131,8 @@ pub trait TurnStore: Send + Sync {
         async {}
     }
 
-    /// Ends the paused turn `turn_id` from outside (idle, `stop_reason`) with `events`, in one
-    /// write; refused `NotHeld` when it is not paused any more.
+    /// Ends the paused turn `turn_id` from outside (idle, `stop_reason`) with `events` and the
+    /// webhook events `emit`, in one write; refused `NotHeld` when it is not paused any more.
     #[allow(clippy::too_many_arguments)]
     fn end_paused(
         &self,
@@ -144,6 +144,7 @@ pub trait TurnStore: Send + Sync {
         from_seq: u64,
         now: Timestamp,
         retention_days: i64,
+        emit: &[OutboxEvent],
     ) -> impl Future<Output = Result<Vec<Event>, TurnWriteError>> + Send;
 }
 

@@ -123,9 +123,10 @@ impl TurnStore for Store {
         from_seq: u64,
         now: Timestamp,
         retention_days: i64,
+        emit: &[crate::ports::OutboxEvent],
     ) -> Result<Vec<Event>, TurnWriteError> {
         self.turns()
-            .end_paused(project, session, turn_id, stop_reason, events, from_seq, now, retention_days)
+            .end_paused(project, session, turn_id, stop_reason, events, from_seq, now, retention_days, emit)
             .await
     }
 }

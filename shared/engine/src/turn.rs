@@ -453,6 +453,15 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
         let ended = ended_event(StopReason::Cancelled, None, spent.0, spent.1, spent.2);
         let events = [NewEvent::from_payload(&ended, Some(turn_id.clone()))];
         let now = self.now();
+        let emit: Vec<OutboxEvent> = match self.store.has_webhooks(project).await.map_err(storage)? {
+            true => {
+                use agentplane_domain::webhook::events as hook;
+                let data = hook::session_idled(project, session, &turn_id, StopReason::Cancelled);
+                let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes::<12>());
+                vec![OutboxEvent::new(id, *project, hook::SESSION_IDLED, &data, now)]
+            }
+            false => Vec::new(),
+        };
         match self
             .store
             .end_paused(
@@ -464,10 +473,14 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
                 last_event_seq + 1,
                 now,
                 self.bus.retention_days(),
+                &emit,
             )
             .await
         {
-            Ok(_) => self.bus.notify(session),
+            Ok(_) => {
+                self.bus.notify(session);
+                self.store.dispatch_webhooks(&emit).await;
+            }
             Err(TurnWriteError::Refused(_)) => return Ok(None),
             Err(TurnWriteError::Store(err)) => return Err(storage(err)),
         }

@@ -599,7 +599,8 @@ impl<'a> TurnWrites<'a> {
     }
 
     /// Ends a paused turn from outside (a cancel): idle with `stop_reason`, only while
-    /// `turn_id` is paused; appends `events` in the same write. `Refused(NotHeld)` otherwise.
+    /// `turn_id` is paused; appends `events` and emits `emit` in the same write.
+    /// `Refused(NotHeld)` otherwise.
     #[allow(clippy::too_many_arguments)]
     pub async fn end_paused(
         &self,
@@ -611,6 +612,7 @@ impl<'a> TurnWrites<'a> {
         from_seq: u64,
         now: Timestamp,
         retention_days: i64,
+        emit: &[crate::OutboxEvent],
     ) -> Result<Vec<Event>, TurnWriteError> {
         let mut from = from_seq.max(1);
         for attempt in 0..ATTEMPTS {
@@ -637,6 +639,9 @@ impl<'a> TurnWrites<'a> {
                 .map_err(StoreError::unavailable)?;
             let mut items = vec![TransactWriteItem::builder().update(update).build()];
             let written = self.event_puts(id, events, from, now, retention_days, &mut items)?;
+            for event in emit {
+                items.push(self.store.webhooks().emit_item(event)?);
+            }
             match self.store.dynamo.transact_write_items().set_transact_items(Some(items)).send().await {
                 Ok(_) => return Ok(written),
                 Err(err) => match cancellation(&err) {
