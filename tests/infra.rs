@@ -487,6 +487,38 @@ fn only_the_functions_granted_the_runs_queue_build_its_client() {
     assert_eq!(str_of(&globals["AGENTPLANE_RUNS_QUEUE_URL"]), "!Ref RunsQueue");
 }
 
+/// The same for the `webhooks` queue: the functions that emit events (those that run or cancel
+/// turns) and the two webhook jobs, and nothing else.
+#[test]
+fn only_the_functions_granted_the_webhooks_queue_build_its_client() {
+    for (name, dir) in lambda_crates() {
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("source");
+            if text.contains(".with_webhooks_queue(") {
+                assert!(file.ends_with("shared/api/src/app.rs"), "{name}: {} builds SQS", file.display());
+                assert!(
+                    text.contains("if crate::grants::uses_webhooks_queue(grants) {"),
+                    "only when granted"
+                );
+            }
+        }
+    }
+    for job in Job::ALL {
+        let expected = matches!(job, Job::RunExecution | Job::WebhookDelivery | Job::WebhookRetry);
+        assert_eq!(grants::uses_webhooks_queue(grants::job(*job)), expected, "{job:?}");
+    }
+    for route in Route::ALL {
+        // The routes that run turns, and cancel (ending a paused turn idles its session).
+        let emits = route.grants().contains(&grants::MODEL_KEY) || *route == Route::ClientSessionsCancel;
+        assert_eq!(grants::uses_webhooks_queue(route.grants()), emits, "{route:?}");
+    }
+    let t = template();
+    let globals = &t["Globals"]["Function"]["Environment"]["Variables"];
+    assert_eq!(str_of(&globals["AGENTPLANE_WEBHOOKS_QUEUE_URL"]), "!Ref WebhooksQueue");
+}
+
 #[test]
 fn read_only_routes_get_read_only_grants() {
     // The table itself: a GET never writes (long-polling the command queue claims commands).

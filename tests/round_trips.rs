@@ -25,9 +25,18 @@ struct Counted {
 }
 
 async fn setup() -> anyhow::Result<Counted> {
+    setup_with(|app| app).await
+}
+
+async fn setup_with(
+    configure: impl FnOnce(agentplane_api::App) -> agentplane_api::App,
+) -> anyhow::Result<Counted> {
     let model = ScriptedModel::start().await?;
     let counter = OpCounter::new();
-    let app = TestApp::serve_with_model(fresh_store().await?.with_op_counter(&counter), &model).await?;
+    let mut store = fresh_store().await?.with_op_counter(&counter);
+    // No webhook consumer: its fan-out would count on this store in the background.
+    store.webhooks_queue = None;
+    let app = TestApp::serve_with_model_and(store, &model, configure).await?;
     let tenant = app.tenant().await?;
     let agent = app
         .create_agent(
@@ -209,5 +218,36 @@ async fn the_hundredth_turn_of_a_session_costs_what_the_second_did() -> R {
     // The history grew all along (at least three events a turn) while the cost did not.
     let last_seq = c.app.store.events().last_seq(&session.parse()?).await?;
     assert!(last_seq >= 300, "only {last_seq} events in 100 turns");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_plain_turn_of_a_project_with_a_webhook_endpoint_still_takes_four_round_trips() -> R {
+    // The endpoint is on loopback (nothing listens there), so private addresses are allowed.
+    // The store has no webhooks queue here, so the events stay where the turns wrote them.
+    let c = setup_with(|app| {
+        let mut webhooks = app.webhooks.clone();
+        webhooks.allow_private = true;
+        app.with_webhooks(webhooks)
+    })
+    .await?;
+    let (status, body) = send(
+        c.app
+            .client(&c.tenant.key, Method::POST, "/webhooks")
+            .json(&json!({"url": "http://127.0.0.1:9/hook"})),
+    )
+    .await?;
+    anyhow::ensure!(status == StatusCode::CREATED, "{status} {body}");
+    for session in [None, Some(c.turn(None).await?.0)] {
+        let (_, ops) = c.turn(session.as_deref()).await?;
+        eprintln!("a plain turn with an endpoint, after auth: {ops}");
+        assert_plain(&ops, c.events_table());
+        // Whether to emit is read with the agent, and the event is written in the turn's last
+        // transaction: no request of its own (the queue send is SQS, not storage).
+        assert_eq!(ops.count("GetItem"), 0, "{ops}");
+    }
+    let emitted = c.app.store.webhooks().unsent_events(agentplane_api::edge::now(), 10).await?;
+    let types: Vec<&str> = emitted.iter().map(|e| e.event_type.as_str()).collect();
+    assert_eq!(types, ["session.idled"; 3], "each turn emitted its event with its last write");
     Ok(())
 }

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 fn config(allow_private: bool, timeout: Duration) -> WebhookConfig {
     let key = SealKey::from_bytes(&getrandom_bytes()).expect("key");
-    WebhookConfig { key: Some(Arc::new(key)), allow_private, timeout }
+    WebhookConfig { timeout, ..WebhookConfig::new(Some(Arc::new(key)), allow_private) }
 }
 
 fn getrandom_bytes() -> [u8; 32] {
@@ -520,7 +520,7 @@ async fn a_receiver_that_hangs_is_recorded_as_a_timeout() {
 #[tokio::test]
 async fn without_a_secret_key_endpoints_cannot_be_created() {
     let t = TestApp::spawn_with(|app: App| {
-        app.with_webhooks(WebhookConfig { key: None, allow_private: true, timeout: Duration::from_secs(1) })
+        app.with_webhooks(WebhookConfig { timeout: Duration::from_secs(1), ..WebhookConfig::new(None, true) })
     })
     .await
     .expect("app");

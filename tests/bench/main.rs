@@ -1,7 +1,7 @@
 //! The bench command (`bash tests/bench.sh`): everything runs through the same router the local
 //! gateway serves, over real HTTP on loopback, against LocalStack, and prints numbers.
 //! `BENCH_N` sets the calls per measured operation (default 300); an argument picks one suite
-//! (`sessions`, `turns`, `background`), none runs them all.
+//! (`sessions`, `turns`, `background`, `webhooks`), none runs them all.
 
 #![allow(clippy::print_stdout)]
 
@@ -10,6 +10,7 @@ mod round_trips;
 mod sessions;
 mod stats;
 mod turns;
+mod webhooks;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -26,6 +27,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if wants("turns") {
         Box::pin(turns::run(n)).await?;
+        println!();
+    }
+    if wants("webhooks") {
+        Box::pin(webhooks::run(n)).await?;
         println!();
     }
     Ok(())

@@ -63,7 +63,7 @@ pub async fn fresh_store() -> anyhow::Result<Store> {
     let sdk = agentplane_store::aws::emulator_sdk_config(&endpoint()).await;
     let names = ResourceNames::with_prefix(&unique_prefix());
     provision::provision(&sdk, &names).await.context("provisioning test resources")?;
-    Ok(Store::new(&sdk, names).with_objects(&sdk).with_runs_queue(&sdk))
+    Ok(Store::new(&sdk, names).with_objects(&sdk).with_runs_queue(&sdk).with_webhooks_queue(&sdk))
 }
 
 pub struct TestApp {
@@ -140,6 +140,16 @@ impl TestApp {
 
     /// `spawn_with_model` on a given store (one that counts its requests, say).
     pub async fn serve_with_model(store: Store, model: &model::ScriptedModel) -> anyhow::Result<Self> {
+        Self::serve_with_model_and(store, model, |app| app).await
+    }
+
+    /// `serve_with_model`, the app adjusted by `configure` before it serves (webhook settings,
+    /// say).
+    pub async fn serve_with_model_and(
+        store: Store,
+        model: &model::ScriptedModel,
+        configure: impl FnOnce(App) -> App,
+    ) -> anyhow::Result<Self> {
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
         let app = App::new(store.clone(), CoreKey::new(core_key.clone()))
             .with_model(agentplane_engine::ModelConfig {
@@ -155,7 +165,7 @@ impl TestApp {
                 retry_ms: 1000,
                 max_duration: Duration::from_secs(120),
             });
-        Self::serve_app(app, store, core_key).await
+        Self::serve_app(configure(app), store, core_key).await
     }
 
     async fn serve_app(app: App, store: Store, core_key: String) -> anyhow::Result<Self> {
@@ -168,6 +178,13 @@ impl TestApp {
         ));
         // The run-execution job in-process, on this app's own queue (a no-op without one).
         tokio::spawn(agentplane_api::jobs::consume_runs_forever(app.clone()));
+        // The webhook jobs too: the queue's consumer, and the retry job every
+        // AGENTPLANE_WEBHOOK_RETRY_INTERVAL_S (a minute unless set).
+        tokio::spawn(agentplane_api::jobs::consume_webhooks_forever(app.clone()));
+        tokio::spawn(agentplane_api::jobs::retry_forever(
+            app.clone(),
+            agentplane_api::jobs::retry_interval_from_env(),
+        ));
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
         Ok(Self { app, base, http, core_key, store })
     }

@@ -126,6 +126,9 @@ impl App {
         if crate::grants::uses_runs_queue(grants) {
             store = store.with_runs_queue(&sdk);
         }
+        if crate::grants::uses_webhooks_queue(grants) {
+            store = store.with_webhooks_queue(&sdk);
+        }
         let core_key =
             match (std::env::var("AGENTPLANE_CORE_KEY"), std::env::var("AGENTPLANE_CORE_KEY_SECRET_ID")) {
                 (Ok(key), _) => {
@@ -163,11 +166,7 @@ impl App {
 fn local_webhooks() -> WebhookConfig {
     let mut config = WebhookConfig::from_env().unwrap_or_else(|err| {
         tracing::warn!(%err, "AGENTPLANE_WEBHOOK_SECRET_KEY is unusable; using a key of this process");
-        WebhookConfig {
-            key: None,
-            allow_private: false,
-            timeout: agentplane_engine::webhooks::DEFAULT_TIMEOUT,
-        }
+        WebhookConfig::new(None, false)
     });
     if config.key.is_none() {
         config.key =

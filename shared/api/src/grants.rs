@@ -50,6 +50,14 @@ pub const FILES_W: Grant = write("FilesBucket");
 /// answer route, the retention sweep) and consumed by the `run-execution` job.
 pub const RUNS_SEND: Grant = Grant { resource: "RunsQueue", access: Access::Send };
 pub const RUNS_CONSUME: Grant = Grant { resource: "RunsQueue", access: Access::Consume };
+/// The `webhooks` queue: emitted events are sent by whatever commits them (the turn routes and
+/// `run-execution`), first attempts by the fan-out; `webhook-delivery` consumes it.
+pub const WEBHOOKS_SEND: Grant = Grant { resource: "WebhooksQueue", access: Access::Send };
+pub const WEBHOOKS_CONSUME: Grant = Grant { resource: "WebhooksQueue", access: Access::Consume };
+/// What a route that runs a turn touches: sessions and their events, large transcripts, the
+/// model, the webhooks queue its state changes' events go to, and the runs queue a
+/// `background: true` turn is queued on.
+pub const TURN_ROUTE: &[Grant] = &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, WEBHOOKS_SEND, RUNS_SEND];
 /// Secrets are only ever read.
 pub const CORE_KEY: Grant = read("CoreKeySecret");
 pub const MODEL_KEY: Grant = read("ModelApiKeySecret");
@@ -65,7 +73,12 @@ pub fn job(job: Job) -> &'static [Grant] {
         Job::Placer => &[MAIN_W],
         // Claims and runs paused turns (sessions, actions, events, large transcripts, the
         // model); consumes continuations and sends the next one when a turn pauses again.
-        Job::RunExecution => &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_CONSUME, RUNS_SEND],
+        Job::RunExecution => &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_CONSUME, RUNS_SEND, WEBHOOKS_SEND],
+        // Fans emitted events out into messages and makes first attempts (endpoints, messages,
+        // attempts; opens the signing secrets); sends the first attempts it fans out.
+        Job::WebhookDelivery => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_CONSUME, WEBHOOKS_SEND],
+        // Makes due attempts and fans out events whose queue message never came.
+        Job::WebhookRetry => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_SEND],
         // Expires due actions and carries their turns on.
         Job::RetentionSweep => &[MAIN_W, EVENTS_W, RUNS_SEND],
     }
@@ -79,6 +92,11 @@ pub fn uses_objects(grants: &[Grant]) -> bool {
 /// Whether a function of `grants` builds the SQS client of the `runs` queue.
 pub fn uses_runs_queue(grants: &[Grant]) -> bool {
     grants.iter().any(|g| g.resource == RUNS_SEND.resource)
+}
+
+/// Whether a function of `grants` builds the SQS client of the `webhooks` queue.
+pub fn uses_webhooks_queue(grants: &[Grant]) -> bool {
+    grants.iter().any(|g| g.resource == WEBHOOKS_SEND.resource)
 }
 
 /// The resources of `grants`, without their access, each once.

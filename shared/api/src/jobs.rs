@@ -3,12 +3,17 @@
 
 mod runs;
 mod sweep;
+mod webhooks;
 
 pub use runs::{
     BatchItemFailure, LOCAL_RETRY_AFTER_S, SqsBatchResponse, SqsEvent, SqsRecord, consume_batch,
     consume_runs_forever, consume_runs_once, handle_runs_batch, handle_runs_event,
 };
 pub use sweep::{DEFAULT_SWEEP_INTERVAL, SweepReport, sweep_forever, sweep_interval_from_env, sweep_once};
+pub use webhooks::{
+    DEFAULT_RETRY_INTERVAL, consume_webhooks_forever, consume_webhooks_once, handle_webhooks_batch,
+    handle_webhooks_event, retry_forever, retry_interval_from_env, webhook_retry_once,
+};
 
 use agentplane_engine::runtime::{RuntimeTelemetry, sample_once};
 use agentplane_store::{ResourceNames, Store, StoreError};
@@ -28,10 +33,21 @@ pub enum Job {
     RunExecution,
     /// Expires actions nobody answered in time and carries their turns on.
     RetentionSweep,
+    /// Consumes the `webhooks` queue: fans emitted events out and makes first attempts.
+    WebhookDelivery,
+    /// Makes due webhook attempts; fans out events whose queue message never came.
+    WebhookRetry,
 }
 
 impl Job {
-    pub const ALL: &'static [Job] = &[Job::Sampler, Job::Placer, Job::RunExecution, Job::RetentionSweep];
+    pub const ALL: &'static [Job] = &[
+        Job::Sampler,
+        Job::Placer,
+        Job::RunExecution,
+        Job::RetentionSweep,
+        Job::WebhookDelivery,
+        Job::WebhookRetry,
+    ];
 
     pub fn function_name(self) -> &'static str {
         match self {
@@ -39,6 +55,8 @@ impl Job {
             Job::Placer => "placer",
             Job::RunExecution => "run-execution",
             Job::RetentionSweep => "retention-sweep",
+            Job::WebhookDelivery => "webhook-delivery",
+            Job::WebhookRetry => "webhook-retry",
         }
     }
 
@@ -46,7 +64,8 @@ impl Job {
     pub fn queue(self) -> Option<&'static str> {
         match self {
             Job::RunExecution => Some(agentplane_store::resources::RUNS_QUEUE.logical_id),
-            Job::Sampler | Job::Placer | Job::RetentionSweep => None,
+            Job::WebhookDelivery => Some(agentplane_store::resources::WEBHOOKS_QUEUE.logical_id),
+            Job::Sampler | Job::Placer | Job::RetentionSweep | Job::WebhookRetry => None,
         }
     }
 
@@ -100,6 +119,29 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
             let engine = &app.engine;
             lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
                 Ok::<_, lambda_runtime::Error>(handle_runs_event(engine, event.payload).await)
+            }))
+            .await
+        }
+        Job::WebhookDelivery => {
+            let app = crate::App::from_env(crate::grants::job(job)).await?;
+            let app = &app;
+            lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
+                Ok::<_, lambda_runtime::Error>(handle_webhooks_event(app, event.payload).await)
+            }))
+            .await
+        }
+        Job::WebhookRetry => {
+            let app = crate::App::from_env(crate::grants::job(job)).await?;
+            Box::pin(every_tick(|| async {
+                let report = webhook_retry_once(&app).await?;
+                tracing::info!(?report, "webhook retry pass");
+                Ok(json!({
+                    "events": report.events,
+                    "due": report.due,
+                    "attempted": report.attempted,
+                    "skipped": report.skipped,
+                    "failed": report.failed,
+                }))
             }))
             .await
         }

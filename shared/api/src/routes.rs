@@ -215,9 +215,11 @@ impl Route {
             ClientSessionsDelete => decl("client-sessions-delete", &[MAIN_W], Buffered, || {
                 routes!(client::sessions::handlers::delete)
             }),
-            ClientSessionsCancel => decl("client-sessions-cancel", &[MAIN_W], Buffered, || {
-                routes!(client::sessions::handlers::cancel)
-            }),
+            ClientSessionsCancel => {
+                decl("client-sessions-cancel", &[MAIN_W, WEBHOOKS_SEND], Buffered, || {
+                    routes!(client::sessions::handlers::cancel)
+                })
+            }
             ClientAgentsCreate => decl("client-agents-create", &[MAIN_W], Buffered, || {
                 routes!(client::agents::handlers::create)
             }),
@@ -236,24 +238,15 @@ impl Route {
             ClientAgentsVersions => decl("client-agents-versions", &[MAIN_R], Buffered, || {
                 routes!(client::agents::handlers::versions)
             }),
-            ClientResponsesCreate => decl(
-                "client-responses-create",
-                &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND],
-                Turn,
-                || routes!(client::responses::handlers::create_draft),
-            ),
-            ClientAgentResponsesCreate => decl(
-                "client-agent-responses-create",
-                &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND],
-                Turn,
-                || routes!(client::responses::handlers::create_published),
-            ),
-            ClientSessionMessagesCreate => decl(
-                "client-session-messages-create",
-                &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_SEND],
-                Turn,
-                || routes!(client::responses::handlers::session_message),
-            ),
+            ClientResponsesCreate => decl("client-responses-create", TURN_ROUTE, Turn, || {
+                routes!(client::responses::handlers::create_draft)
+            }),
+            ClientAgentResponsesCreate => decl("client-agent-responses-create", TURN_ROUTE, Turn, || {
+                routes!(client::responses::handlers::create_published)
+            }),
+            ClientSessionMessagesCreate => decl("client-session-messages-create", TURN_ROUTE, Turn, || {
+                routes!(client::responses::handlers::session_message)
+            }),
             ClientSessionEventsList => {
                 decl("client-session-events-list", &[MAIN_R, EVENTS_R], Buffered, || {
                     routes!(client::events::poll::list)
@@ -394,9 +387,11 @@ impl Route {
                     routes!(core::tenants::attach)
                 })
             }
-            ClientRunsCancel => decl("client-runs-cancel", &[MAIN_W, EVENTS_W], Buffered, || {
-                routes!(client::runs::handlers::cancel)
-            }),
+            ClientRunsCancel => {
+                decl("client-runs-cancel", &[MAIN_W, EVENTS_W, WEBHOOKS_SEND], Buffered, || {
+                    routes!(client::runs::handlers::cancel)
+                })
+            }
         }
     }
 

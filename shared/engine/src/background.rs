@@ -227,8 +227,8 @@ impl Engine {
     /// The turn a run executes: its agent's live execution settings, the config of its channel,
     /// its session as it is now.
     async fn request_for(&self, run: &AgentRun, tenant: Option<TenantSpend>) -> Result<TurnRequest, Failure> {
-        let agent = match self.store.agents().get(&run.project_id, &run.agent_id).await {
-            Ok(agent) => agent,
+        let (agent, hooks) = match self.store.agents().get_for_turn(&run.project_id, &run.agent_id).await {
+            Ok(found) => (found.agent, found.hooks),
             Err(StoreError::NotFound) => {
                 return Err(Failure::Run("agent_not_found".into(), "the run's agent was deleted".into()));
             }
@@ -271,6 +271,7 @@ impl Engine {
                 last_event_seq: session.last_event_seq,
                 transcript,
                 spent_usd: session.cost_usd,
+                webhooks: hooks,
             }),
             budget: SessionBudget::effective(session.budget, &agent.execution),
             turn_id: Some(run.id.turn_id()),

@@ -23,10 +23,10 @@ use crate::model::{ChatMessage, ModelError, ModelReply, ToolDefinition};
 
 pub use agentplane_domain::allocation::Allocation;
 pub use agentplane_domain::sandbox::retention::{RetentionState, StoredChunk};
-pub use agentplane_store::StoredTranscript;
 pub use agentplane_store::dynamo::turns::{
     Committed, Refused, SessionMove, StepCommit, TranscriptWrite, TurnStart, TurnWriteError,
 };
+pub use agentplane_store::{OutboxEvent, StoredTranscript};
 /// What a port call can end in (see the module docs).
 pub type PortError = agentplane_store::StoreError;
 
@@ -126,8 +126,20 @@ pub trait TurnStore: Send + Sync {
         now: Timestamp,
     ) -> impl Future<Output = Result<Vec<Action>, PortError>> + Send;
 
-    /// Ends the paused turn `turn_id` from outside (idle, `stop_reason`) with `events`, in one
-    /// write; refused `NotHeld` when it is not paused any more.
+    /// Whether the project has any webhook endpoint (a turn that was not told emits events only
+    /// then). Stores without webhooks answer `false`.
+    fn has_webhooks(&self, _project: &ProjectId) -> impl Future<Output = Result<bool, PortError>> + Send {
+        async { Ok(false) }
+    }
+
+    /// Sends events a committed step emitted on to their delivery; a failure is only logged
+    /// (the `webhook-retry` job fans out what was never sent).
+    fn dispatch_webhooks(&self, _events: &[OutboxEvent]) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// Ends the paused turn `turn_id` from outside (idle, `stop_reason`) with `events` and the
+    /// webhook events `emit`, in one write; refused `NotHeld` when it is not paused any more.
     #[allow(clippy::too_many_arguments)]
     fn end_paused(
         &self,
@@ -139,6 +151,7 @@ pub trait TurnStore: Send + Sync {
         from_seq: u64,
         now: Timestamp,
         retention_days: i64,
+        emit: &[OutboxEvent],
     ) -> impl Future<Output = Result<Vec<Event>, TurnWriteError>> + Send;
 }
 

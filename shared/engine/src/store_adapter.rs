@@ -104,6 +104,19 @@ impl TurnStore for Store {
         self.actions().cancel_pending(project, session, turn_id, now).await
     }
 
+    async fn has_webhooks(&self, project: &ProjectId) -> Result<bool, PortError> {
+        Ok(self.webhooks().count(project).await? > 0)
+    }
+
+    async fn dispatch_webhooks(&self, events: &[crate::ports::OutboxEvent]) {
+        if events.is_empty() {
+            return;
+        }
+        if let Err(err) = self.webhooks().dispatch(events).await {
+            tracing::warn!(error = %err, "sending emitted webhook events to the queue failed: the retry job sends them");
+        }
+    }
+
     async fn end_paused(
         &self,
         project: &ProjectId,
@@ -114,9 +127,10 @@ impl TurnStore for Store {
         from_seq: u64,
         now: Timestamp,
         retention_days: i64,
+        emit: &[crate::ports::OutboxEvent],
     ) -> Result<Vec<Event>, TurnWriteError> {
         self.turns()
-            .end_paused(project, session, turn_id, stop_reason, events, from_seq, now, retention_days)
+            .end_paused(project, session, turn_id, stop_reason, events, from_seq, now, retention_days, emit)
             .await
     }
 }

@@ -43,6 +43,7 @@ use crate::ports::{
     ChatModel, PortError as StoreError, Refused, SessionMove, StepCommit, StoredTranscript, TranscriptWrite,
     TurnHold, TurnStart, TurnStore, TurnWriteError,
 };
+use agentplane_store::OutboxEvent;
 
 /// What the route read before the turn: where the session's event log ends and its transcript.
 #[derive(Debug, Clone, Default)]
@@ -51,6 +52,9 @@ pub struct TurnContext {
     pub transcript: Option<StoredTranscript>,
     /// The session's spend before this turn (what its budget is checked against).
     pub spent_usd: f64,
+    /// Whether the project has webhook endpoints: the turn's state changes then emit events
+    /// (`session.idled`, `action.required`, `budget.reached`) in their own commits.
+    pub webhooks: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -246,6 +250,8 @@ struct Turn<'a, S, M> {
     messages: Vec<ChatMessage>,
     /// `messages[start..]` is the transcript (the instructions come first, afresh each turn).
     start: usize,
+    /// Whether its state changes emit webhook events (the project has endpoints).
+    webhooks: bool,
 }
 
 fn millis(d: Duration) -> i64 {
@@ -271,6 +277,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             None => TurnContext {
                 last_event_seq: 0,
                 spent_usd: 0.0,
+                webhooks: self.store.has_webhooks(&request.project_id).await.map_err(storage)?,
                 transcript: self
                     .store
                     .load_transcript(&request.project_id, &request.session_id)
@@ -374,6 +381,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             transcript_object: context.transcript.and_then(|t| t.object),
             messages,
             start,
+            webhooks: context.webhooks,
         };
         let ending = turn.drive(1, false).await;
         turn.finish(ending).await
@@ -403,6 +411,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
         if actions.iter().any(|a| a.status == ActionStatus::Pending) {
             return Ok(None);
         }
+        let webhooks = self.store.has_webhooks(&project).await.map_err(storage)?;
         let now = self.now();
         let budget = Duration::from_millis(paused.budget_ms).min(CONTINUATION_CEILING);
         let hold_until = now.plus_millis(millis(budget) + HOLD_GRACE_MS);
@@ -443,6 +452,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             transcript_object: stored.object,
             messages,
             start,
+            webhooks,
         };
         let ending = if paused.for_handover {
             // Handed over before a model call: that step runs now, after a check that no cancel
@@ -480,6 +490,15 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
         let ended = ended_event(StopReason::Cancelled, None, spent.0, spent.1, spent.2);
         let events = [NewEvent::from_payload(&ended, Some(turn_id.clone()))];
         let now = self.now();
+        let emit: Vec<OutboxEvent> = match self.store.has_webhooks(project).await.map_err(storage)? {
+            true => {
+                use agentplane_domain::webhook::events as hook;
+                let data = hook::session_idled(project, session, &turn_id, StopReason::Cancelled);
+                let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes::<12>());
+                vec![OutboxEvent::new(id, *project, hook::SESSION_IDLED, &data, now)]
+            }
+            false => Vec::new(),
+        };
         match self
             .store
             .end_paused(
@@ -491,10 +510,14 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
                 last_event_seq + 1,
                 now,
                 self.bus.retention_days(),
+                &emit,
             )
             .await
         {
-            Ok(_) => self.bus.notify(session),
+            Ok(_) => {
+                self.bus.notify(session);
+                self.store.dispatch_webhooks(&emit).await;
+            }
             Err(TurnWriteError::Refused(_)) => return Ok(None),
             Err(TurnWriteError::Store(err)) => return Err(storage(err)),
         }
@@ -557,13 +580,14 @@ impl Default for Write<'_> {
 
 impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
     /// Writes one step; a refusal becomes the interrupt it means.
-    async fn commit(&mut self, events: &[EventPayload], write: Write<'_>) -> Result<(), Interrupt> {
+    async fn commit(&mut self, events_in: &[EventPayload], write: Write<'_>) -> Result<(), Interrupt> {
         let events: Vec<NewEvent> =
-            events.iter().map(|p| NewEvent::from_payload(p, Some(self.turn_id.clone()))).collect();
+            events_in.iter().map(|p| NewEvent::from_payload(p, Some(self.turn_id.clone()))).collect();
         let body = match write.save {
             true => Some(crate::transcript::encode(&self.messages[self.start..])?),
             false => None,
         };
+        let emit = if self.webhooks { self.webhook_events(events_in, &write) } else { Vec::new() };
         let commit = StepCommit {
             project: &self.plan.project_id,
             session: &self.plan.session_id,
@@ -583,9 +607,11 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             actions: write.actions,
             despite_cancel: write.despite_cancel,
             spend_counter: self.plan.tenant.as_ref().map(|t| t.key.as_str()),
+            emit: &emit,
         };
         match self.engine.store.commit(&commit).await {
             Ok(committed) => {
+                self.engine.store.dispatch_webhooks(&emit).await;
                 if let Some(last) = committed.events.last() {
                     self.next_seq = last.seq + 1;
                 }
@@ -602,6 +628,39 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             Err(TurnWriteError::Refused(_)) => Err(Interrupt::LeaseLost),
             Err(TurnWriteError::Store(err)) => Err(err.into()),
         }
+    }
+
+    /// The webhook events a step's write emits: `budget.reached` with the budget's event,
+    /// `session.idled` when the session goes idle, `action.required` when it pauses for actions.
+    fn webhook_events(&self, events: &[EventPayload], write: &Write<'_>) -> Vec<OutboxEvent> {
+        use agentplane_domain::webhook::events as hook;
+        let (p, s, t) = (&self.plan.project_id, &self.plan.session_id, self.turn_id.as_str());
+        let mut found: Vec<(&str, Value)> = Vec::new();
+        for event in events {
+            if let EventPayload::BudgetReached(b) = event {
+                found.push((
+                    hook::BUDGET_REACHED,
+                    hook::budget_reached(p, s, t, b.on_exceed, b.spent_usd, b.max_cost_usd),
+                ));
+            }
+        }
+        match &write.session_move {
+            SessionMove::End(reason) => {
+                found.push((hook::SESSION_IDLED, hook::session_idled(p, s, t, *reason)))
+            }
+            SessionMove::Pause { budget: false } => {
+                found.push((hook::ACTION_REQUIRED, hook::action_required(p, s, t, write.actions)))
+            }
+            SessionMove::Pause { budget: true } | SessionMove::Stay | SessionMove::HandOver { .. } => {}
+        }
+        let now = self.engine.now();
+        found
+            .into_iter()
+            .map(|(kind, data)| {
+                let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes::<12>());
+                OutboxEvent::new(id, *p, kind, &data, now)
+            })
+            .collect()
     }
 
     async fn why_not_held(&self) -> Interrupt {

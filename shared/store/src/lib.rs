@@ -26,10 +26,11 @@ pub use dynamo::sandboxes::Sandboxes;
 pub use dynamo::sessions::{Sessions, TurnHolder};
 pub use dynamo::telemetry::Telemetry;
 pub use dynamo::transcripts::{StoredTranscript, Transcripts};
+pub use dynamo::webhook_events::OutboxEvent;
 pub use dynamo::webhooks::{MessageWithAttempts, Webhooks};
 pub use error::StoreError;
 pub use objects::Objects;
-pub use queue::{ReceivedMessage, RunsMessage, RunsQueue};
+pub use queue::{ReceivedMessage, RunsMessage, RunsQueue, WebhooksMessage, WebhooksQueue};
 pub use resources::ResourceNames;
 
 /// The clients and names every adapter shares; cheap to clone. DynamoDB; S3 only for the
@@ -44,11 +45,19 @@ pub struct Store {
     pub objects: Option<Objects>,
     /// The `runs` queue, for the functions that continue turns; `None` elsewhere.
     pub runs: Option<RunsQueue>,
+    /// The `webhooks` queue, for the functions that emit webhook events or deliver them.
+    pub webhooks_queue: Option<WebhooksQueue>,
 }
 
 impl Store {
     pub fn new(sdk: &aws_config::SdkConfig, names: ResourceNames) -> Self {
-        Self { dynamo: aws_sdk_dynamodb::Client::new(sdk), names, objects: None, runs: None }
+        Self {
+            dynamo: aws_sdk_dynamodb::Client::new(sdk),
+            names,
+            objects: None,
+            runs: None,
+            webhooks_queue: None,
+        }
     }
 
     /// The same store with the S3 client of the files bucket (the functions that run turns).
@@ -64,6 +73,21 @@ impl Store {
         let url = std::env::var("AGENTPLANE_RUNS_QUEUE_URL").ok().filter(|u| !u.is_empty());
         self.runs = Some(RunsQueue::new(sdk, self.names.runs_queue.clone(), url));
         self
+    }
+
+    /// The same store with the SQS client of the `webhooks` queue (the functions that emit or
+    /// deliver webhook events); its URL from `AGENTPLANE_WEBHOOKS_QUEUE_URL` when set.
+    pub fn with_webhooks_queue(mut self, sdk: &aws_config::SdkConfig) -> Self {
+        let url = std::env::var("AGENTPLANE_WEBHOOKS_QUEUE_URL").ok().filter(|u| !u.is_empty());
+        self.webhooks_queue = Some(WebhooksQueue::new(sdk, self.names.webhooks_queue.clone(), url));
+        self
+    }
+
+    /// The `webhooks` queue; `Unavailable` in a function that was not given it.
+    pub fn webhooks_queue(&self) -> Result<&WebhooksQueue, StoreError> {
+        self.webhooks_queue
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("this function has no access to the webhooks queue"))
     }
 
     /// The same store with every DynamoDB and S3 request it sends recorded in `counter` (the

@@ -7,6 +7,8 @@
 use std::sync::Arc;
 
 use agentplane_domain::action::Continuation;
+use agentplane_domain::webhook::{EndpointId, MessageId};
+use agentplane_domain::{ProjectId, Timestamp};
 use aws_config::SdkConfig;
 use aws_sdk_sqs::error::DisplayErrorContext;
 use serde::{Deserialize, Serialize};
@@ -23,6 +25,26 @@ pub enum RunsMessage {
     /// Start a background run.
     StartRun(agentplane_domain::agent_run::StartRun),
 }
+
+/// One message of the `webhooks` queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WebhooksMessage {
+    /// An event was emitted: write its messages (the fan-out) and send their first attempts.
+    Event { project_id: ProjectId, event_id: MessageId },
+    /// Make attempt `attempt` of the message `event_id` to `endpoint_id`.
+    Attempt {
+        project_id: ProjectId,
+        endpoint_id: EndpointId,
+        event_id: MessageId,
+        created_at: Timestamp,
+        attempt: u32,
+    },
+}
+
+/// The `webhooks` queue's client: the same SQS client as the `runs` queue's, bound to that
+/// queue (`Store::with_webhooks_queue`).
+pub type WebhooksQueue = RunsQueue;
 
 /// A message as received: its id (what a partial batch failure names), the handle that deletes
 /// or releases it, and its body.
@@ -82,6 +104,16 @@ impl RunsQueue {
 
     /// Sends one message, delivered no sooner than `delay_s` (0..=900) seconds from now.
     pub async fn send_delayed(&self, message: &RunsMessage, delay_s: i32) -> Result<(), StoreError> {
+        self.send_json_delayed(message, delay_s).await
+    }
+
+    /// Sends one message, its body `message` as JSON.
+    pub async fn send_json(&self, message: &impl Serialize) -> Result<(), StoreError> {
+        self.send_json_delayed(message, 0).await
+    }
+
+    /// Sends one message, its body `message` as JSON, delivered no sooner than `delay_s` seconds.
+    pub async fn send_json_delayed(&self, message: &impl Serialize, delay_s: i32) -> Result<(), StoreError> {
         let body = serde_json::to_string(message).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.client
             .send_message()

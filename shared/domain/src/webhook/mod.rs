@@ -7,6 +7,7 @@
 //! secrets are `whsec_` + base64 of 32 random bytes (see [`signature::SigningSecret`]).
 
 pub mod address;
+pub mod events;
 pub mod schedule;
 pub mod signature;
 
@@ -370,6 +371,8 @@ pub enum MessageStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub id: MessageId,
+    /// The endpoint's project (where the endpoint is read from).
+    pub project_id: ProjectId,
     pub endpoint_id: EndpointId,
     pub event_type: String,
     /// The exact body sent (its bytes are what is signed).
@@ -431,8 +434,15 @@ pub fn excerpt(body: &[u8]) -> String {
     text[..end].to_owned()
 }
 
-/// Records `attempt` on `message`: delivered, failed for good, or pending with the next try due.
+/// Records `attempt` on `message`: delivered, failed for good, or pending with the next try due
+/// on the production schedule.
 pub fn settle(message: &mut Message, attempt: &Attempt) -> Verdict {
+    settle_scaled(message, attempt, 1.0)
+}
+
+/// [`settle`] with the schedule's delays multiplied by `scale` (tests shorten it; the
+/// deployment runs 1.0).
+pub fn settle_scaled(message: &mut Message, attempt: &Attempt, scale: f64) -> Verdict {
     let verdict = verdict(attempt.status_code);
     message.attempts = message.attempts.max(attempt.number);
     match verdict {
@@ -444,10 +454,10 @@ pub fn settle(message: &mut Message, attempt: &Attempt) -> Verdict {
             message.status = MessageStatus::Failed;
             message.next_attempt_at = None;
         }
-        Verdict::Retry => match schedule::delay_after(attempt.number) {
+        Verdict::Retry => match schedule::delay_ms_after(attempt.number, scale) {
             Some(delay) => {
                 message.status = MessageStatus::Pending;
-                message.next_attempt_at = Some(attempt.at.plus_seconds(delay));
+                message.next_attempt_at = Some(attempt.at.plus_millis(delay));
             }
             None => {
                 message.status = MessageStatus::Failed;

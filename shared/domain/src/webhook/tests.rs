@@ -190,6 +190,7 @@ fn answers_decide_the_message() {
     };
     let mut message = Message {
         id: MessageId::from_random([3; 12]),
+        project_id: crate::ProjectId::from_random([4; 16]),
         endpoint_id: EndpointId::from_random([1; 12]),
         event_type: "webhook.test".into(),
         payload: "{}".into(),

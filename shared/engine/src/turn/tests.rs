@@ -325,6 +325,7 @@ impl TurnStore for FakeStore {
         _from_seq: u64,
         now: Timestamp,
         _retention_days: i64,
+        _emit: &[crate::ports::OutboxEvent],
     ) -> Result<Vec<Event>, TurnWriteError> {
         let mut state = self.state();
         let s = state.sessions.get_mut(session).ok_or(refused(Refused::NotHeld))?;

@@ -3,11 +3,12 @@
 //! endpoint's current secrets, delivers it, and records the attempt and what it means (a 410
 //! disables the endpoint).
 //!
-//! Event emission (session.idled, action.required, agent_run.*) plugs in later: the emitter
-//! writes a `Message` for every endpoint that `receives` the type and hands it to the webhooks
-//! queue, whose job calls [`attempt`] and re-enqueues by `schedule::delay_after`.
+//! Events are emitted by the state changes they report (see the store's `webhook_events`);
+//! [`delivery`] fans them out into messages, makes the first attempt of each from the
+//! `webhooks` queue and the later ones from the `webhook-retry` job.
 
 pub mod deliver;
+pub mod delivery;
 pub mod seal;
 
 use std::sync::Arc;
@@ -33,6 +34,32 @@ pub struct WebhookConfig {
     pub allow_private: bool,
     /// One delivery's ceiling (connect, send, answer).
     pub timeout: Duration,
+    /// The retry schedule's delays are multiplied by this (1.0 deployed;
+    /// `AGENTPLANE_WEBHOOK_RETRY_SCALE` shortens it for tests).
+    pub retry_scale: f64,
+    /// How long a first attempt (or an emitted event) may wait for its queue message before the
+    /// retry job takes it up (`AGENTPLANE_WEBHOOK_QUEUE_GRACE_S`, default 60).
+    pub queue_grace: Duration,
+}
+
+/// How long a first attempt waits for the queue by default before the retry job makes it.
+pub const DEFAULT_QUEUE_GRACE: Duration = Duration::from_secs(60);
+
+impl WebhookConfig {
+    /// No key, the guard on, the production schedule.
+    pub fn new(key: Option<Arc<SealKey>>, allow_private: bool) -> Self {
+        Self {
+            key,
+            allow_private,
+            timeout: DEFAULT_TIMEOUT,
+            retry_scale: 1.0,
+            queue_grace: DEFAULT_QUEUE_GRACE,
+        }
+    }
+}
+
+fn env_f64(name: &str) -> Option<f64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0)
 }
 
 impl WebhookConfig {
@@ -43,11 +70,15 @@ impl WebhookConfig {
             Ok(text) => Some(Arc::new(SealKey::from_base64(&text)?)),
             Err(_) => None,
         };
-        Ok(Self {
-            key,
-            allow_private: std::env::var("AGENTPLANE_WEBHOOKS_ALLOW_PRIVATE").as_deref() == Ok("1"),
-            timeout: DEFAULT_TIMEOUT,
-        })
+        let mut config =
+            Self::new(key, std::env::var("AGENTPLANE_WEBHOOKS_ALLOW_PRIVATE").as_deref() == Ok("1"));
+        if let Some(scale) = env_f64("AGENTPLANE_WEBHOOK_RETRY_SCALE") {
+            config.retry_scale = scale;
+        }
+        if let Some(grace) = env_f64("AGENTPLANE_WEBHOOK_QUEUE_GRACE_S") {
+            config.queue_grace = Duration::from_secs_f64(grace.min(3600.0));
+        }
+        Ok(config)
     }
 }
 
@@ -85,23 +116,8 @@ pub async fn attempt(
     endpoint: &Endpoint,
     message: &mut Message,
 ) -> Result<Attempt, SendError> {
-    let key = config.key.as_deref().ok_or(SendError::NoKey)?;
-    let at = crate::now();
-    let secrets = signing_secrets(key, endpoint, at)?;
-    let headers = sign(message.id.as_str(), at.unix_seconds(), message.payload.as_bytes(), &secrets);
-    let outcome =
-        deliver::deliver(&endpoint.url, &headers, &message.payload, config.allow_private, config.timeout)
-            .await;
-    let attempt = Attempt {
-        message_id: message.id.clone(),
-        number: message.attempts + 1,
-        at,
-        status_code: outcome.status_code,
-        duration_ms: outcome.duration_ms,
-        error: outcome.error,
-        response_excerpt: outcome.response_excerpt,
-    };
-    let verdict = webhook::settle(message, &attempt);
+    let attempt = send_once(config, endpoint, message).await?;
+    let verdict = webhook::settle_scaled(message, &attempt, config.retry_scale);
     store.webhooks().record_attempt(message, &attempt).await?;
     if verdict == Verdict::Gone {
         disable(store, endpoint).await?;
@@ -109,8 +125,33 @@ pub async fn attempt(
     Ok(attempt)
 }
 
+/// Signs `message` with the endpoint's current secrets and delivers it once: the attempt after
+/// the `message.attempts` made.
+pub(crate) async fn send_once(
+    config: &WebhookConfig,
+    endpoint: &Endpoint,
+    message: &Message,
+) -> Result<Attempt, SendError> {
+    let key = config.key.as_deref().ok_or(SendError::NoKey)?;
+    let at = crate::now();
+    let secrets = signing_secrets(key, endpoint, at)?;
+    let headers = sign(message.id.as_str(), at.unix_seconds(), message.payload.as_bytes(), &secrets);
+    let outcome =
+        deliver::deliver(&endpoint.url, &headers, &message.payload, config.allow_private, config.timeout)
+            .await;
+    Ok(Attempt {
+        message_id: message.id.clone(),
+        number: message.attempts + 1,
+        at,
+        status_code: outcome.status_code,
+        duration_ms: outcome.duration_ms,
+        error: outcome.error,
+        response_excerpt: outcome.response_excerpt,
+    })
+}
+
 /// Turns the endpoint off after a `410 Gone` (re-reading it if it changed meanwhile).
-async fn disable(store: &Store, endpoint: &Endpoint) -> Result<(), StoreError> {
+pub(crate) async fn disable(store: &Store, endpoint: &Endpoint) -> Result<(), StoreError> {
     for _ in 0..3 {
         let mut current = match store.webhooks().get(&endpoint.project_id, &endpoint.id).await {
             Ok(current) => current,

@@ -66,6 +66,16 @@ struct VersionItem {
     version: AgentVersion,
 }
 
+/// What a turn reads of its agent ([`Agents::get_for_turn`]).
+#[derive(Debug, Clone)]
+pub struct TurnAgent {
+    pub agent: Agent,
+    /// The tenant of the agent's project (`None`: the project is its own).
+    pub tenant: Option<agentplane_domain::tenant::TenantId>,
+    /// Whether the project has any webhook endpoint.
+    pub hooks: bool,
+}
+
 pub struct Agents<'a> {
     store: &'a Store,
 }
@@ -99,26 +109,31 @@ impl<'a> Agents<'a> {
         Ok(item.agent)
     }
 
-    /// The agent and the tenant of its project, in one read (a turn needs both).
-    pub async fn get_with_tenant(
-        &self,
-        project: &ProjectId,
-        id: &AgentId,
-    ) -> Result<(Agent, Option<agentplane_domain::tenant::TenantId>), StoreError> {
-        let keys =
-            [(project_pk(project), agent_sk(id)), (project_pk(project), super::keys::PROJECT_SK.to_owned())];
+    /// What a turn reads of its agent, in one read: the agent, the tenant of its project, and
+    /// whether the project has any webhook endpoint (which decides whether its state changes
+    /// emit webhook events at all).
+    pub async fn get_for_turn(&self, project: &ProjectId, id: &AgentId) -> Result<TurnAgent, StoreError> {
+        let table = &self.store.names.main_table;
+        let agent_key = (project_pk(project), agent_sk(id));
+        let project_key = (project_pk(project), super::keys::PROJECT_SK.to_owned());
+        let count_key = super::webhooks::count_key(project);
+        let keys = [agent_key.clone(), project_key.clone(), count_key.clone()];
+        let items = super::batch_get(self.store, table, keys).await?;
+        let sk = |item: &Item| item.get("SK").and_then(|v| v.as_s().ok()).cloned();
         let mut agent = None;
         let mut tenant = None;
-        for item in super::batch_get(self.store, &self.store.names.main_table, keys).await? {
-            match item.get("SK") {
-                Some(aws_sdk_dynamodb::types::AttributeValue::S(sk)) if sk == super::keys::PROJECT_SK => {
-                    let project: agentplane_domain::project::Project = serde_dynamo::from_item(item)?;
-                    tenant = project.tenant_id;
-                }
-                _ => agent = Some(serde_dynamo::from_item::<_, AgentItem>(item)?.agent),
+        let mut hooks = false;
+        for item in items {
+            let key = sk(&item);
+            if key.as_deref() == Some(agent_key.1.as_str()) {
+                agent = Some(serde_dynamo::from_item::<_, AgentItem>(item)?.agent);
+            } else if key.as_deref() == Some(project_key.1.as_str()) {
+                tenant = serde_dynamo::from_item::<_, agentplane_domain::project::Project>(item)?.tenant_id;
+            } else if key.as_deref() == Some(count_key.1.as_str()) {
+                hooks = super::webhooks::counts_any(&item);
             }
         }
-        Ok((agent.ok_or(StoreError::NotFound)?, tenant))
+        Ok(TurnAgent { agent: agent.ok_or(StoreError::NotFound)?, tenant, hooks })
     }
 
     pub async fn list(

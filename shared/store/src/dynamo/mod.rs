@@ -17,6 +17,7 @@ pub mod telemetry;
 pub mod tenants;
 pub mod transcripts;
 pub mod turns;
+pub mod webhook_events;
 pub mod webhooks;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};

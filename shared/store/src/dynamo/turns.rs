@@ -136,6 +136,8 @@ pub struct StepCommit<'a> {
     /// The tenant key whose monthly spend counter the usage's cost is added to (a project of
     /// a tenant), in the same transaction.
     pub spend_counter: Option<&'a str>,
+    /// The webhook events this step emits, written in its transaction (see `webhook_events`).
+    pub emit: &'a [crate::OutboxEvent],
 }
 
 /// What a committed step wrote.
@@ -354,7 +356,7 @@ impl<'a> TurnWrites<'a> {
     /// Writes one step of the turn `commit.turn_id` holds, all or nothing.
     pub async fn commit(&self, commit: &StepCommit<'_>) -> Result<Committed, TurnWriteError> {
         // A step with more events than a transaction holds writes the first ones ahead.
-        let fixed = 1 + usize::from(commit.transcript.is_some()) + commit.actions.len();
+        let fixed = 1 + usize::from(commit.transcript.is_some()) + commit.actions.len() + commit.emit.len();
         let room = MAX_TRANSACTION_ITEMS.saturating_sub(fixed).max(1);
         let mut from = commit.from_seq.max(1);
         let mut ahead = Vec::new();
@@ -399,6 +401,9 @@ impl<'a> TurnWrites<'a> {
                     let month = agentplane_domain::tenant::month_of(commit.now);
                     items.push(self.store.tenants().add_spend(key, &month, nanos)?);
                 }
+            }
+            for event in commit.emit {
+                items.push(self.store.webhooks().emit_item(event)?);
             }
             match self.store.dynamo.transact_write_items().set_transact_items(Some(items)).send().await {
                 Ok(_) => {
@@ -615,7 +620,8 @@ impl<'a> TurnWrites<'a> {
     }
 
     /// Ends a paused turn from outside (a cancel): idle with `stop_reason`, only while
-    /// `turn_id` is paused; appends `events` in the same write. `Refused(NotHeld)` otherwise.
+    /// `turn_id` is paused; appends `events` and emits `emit` in the same write.
+    /// `Refused(NotHeld)` otherwise.
     #[allow(clippy::too_many_arguments)]
     pub async fn end_paused(
         &self,
@@ -627,6 +633,7 @@ impl<'a> TurnWrites<'a> {
         from_seq: u64,
         now: Timestamp,
         retention_days: i64,
+        emit: &[crate::OutboxEvent],
     ) -> Result<Vec<Event>, TurnWriteError> {
         let mut from = from_seq.max(1);
         for attempt in 0..ATTEMPTS {
@@ -653,6 +660,9 @@ impl<'a> TurnWrites<'a> {
                 .map_err(StoreError::unavailable)?;
             let mut items = vec![TransactWriteItem::builder().update(update).build()];
             let written = self.event_puts(id, events, from, now, retention_days, &mut items)?;
+            for event in emit {
+                items.push(self.store.webhooks().emit_item(event)?);
+            }
             match self.store.dynamo.transact_write_items().set_transact_items(Some(items)).send().await {
                 Ok(_) => return Ok(written),
                 Err(err) => match cancellation(&err) {

@@ -8,6 +8,11 @@
 //! | attempt   | `WEBHOOK#{ep}`    | `ATT#{created ms:015}#{evt}#{n:04}` | —                          | —          |
 //! | locator   | `WEBHOOK#{ep}`    | `MSGID#{evt}`                       | —                          | —          |
 //!
+//! A pending message with a next attempt is also in the `by_due` index (GSI2PK
+//! `WEBHOOK_MESSAGES_DUE`, GSI2SK `{next attempt ms:015}#{ep}#{evt}`), where the
+//! `webhook-retry` job finds it; the emitted events not yet fanned out are in
+//! `WEBHOOK_EVENTS_DUE` (see `webhook_events.rs`).
+//!
 //! The count item holds `endpoint_count`; every create and delete changes it in the same
 //! transaction as the endpoint, under the condition `endpoint_count < 50` (create) and
 //! `endpoint_count > 0` (delete), so concurrent creates never pass the cap. Messages and
@@ -35,14 +40,22 @@ fn endpoints_list(project: &ProjectId) -> String {
     format!("PROJECT#{project}#WEBHOOKS")
 }
 const COUNT_SK: &str = "WEBHOOKS#COUNT";
-fn messages_pk(endpoint: &EndpointId) -> String {
+pub(super) fn messages_pk(endpoint: &EndpointId) -> String {
     format!("WEBHOOK#{endpoint}")
 }
-fn message_sk(message: &Message) -> String {
-    format!("MSG#{:015}#{}", message.created_at.unix_millis().max(0), message.id)
+pub(super) fn message_sk(message: &Message) -> String {
+    message_sk_at(message.created_at, &message.id)
+}
+pub(super) fn message_sk_at(created_at: Timestamp, id: &MessageId) -> String {
+    format!("MSG#{:015}#{id}", created_at.unix_millis().max(0))
 }
 fn locator_sk(id: &MessageId) -> String {
     format!("MSGID#{id}")
+}
+/// The `by_due` partition of pending messages with a next attempt.
+pub const MESSAGES_DUE: &str = "WEBHOOK_MESSAGES_DUE";
+pub(super) fn attempt_sk(message: &Message, number: u32) -> String {
+    format!("{}{:04}", attempt_prefix(message), number)
 }
 fn attempt_prefix(message: &Message) -> String {
     format!("ATT#{:015}#{}#", message.created_at.unix_millis().max(0), message.id)
@@ -75,13 +88,40 @@ impl EndpointItem {
 }
 
 #[derive(Serialize, Deserialize)]
-struct MessageItem {
+pub(super) struct MessageItem {
     #[serde(rename = "PK")]
-    pk: String,
+    pub pk: String,
     #[serde(rename = "SK")]
-    sk: String,
+    pub sk: String,
+    #[serde(rename = "GSI2PK", default, skip_serializing_if = "Option::is_none")]
+    pub gsi2pk: Option<String>,
+    #[serde(rename = "GSI2SK", default, skip_serializing_if = "Option::is_none")]
+    pub gsi2sk: Option<String>,
+    /// While an attempt is under way: until when it holds the message (see `claim_attempt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_until: Option<Timestamp>,
     #[serde(flatten)]
-    message: Message,
+    pub message: Message,
+}
+
+impl MessageItem {
+    /// The item of `message`: in the due index while it is pending with a next attempt.
+    pub fn of(message: &Message) -> Self {
+        let due = match (message.status, message.next_attempt_at) {
+            (agentplane_domain::webhook::MessageStatus::Pending, Some(at)) => {
+                Some(format!("{:015}#{}#{}", at.unix_millis().max(0), message.endpoint_id, message.id))
+            }
+            _ => None,
+        };
+        Self {
+            pk: messages_pk(&message.endpoint_id),
+            sk: message_sk(message),
+            gsi2pk: due.as_ref().map(|_| MESSAGES_DUE.to_owned()),
+            gsi2sk: due,
+            claimed_until: None,
+            message: message.clone(),
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -94,13 +134,13 @@ struct LocatorItem {
 }
 
 #[derive(Serialize, Deserialize)]
-struct AttemptItem {
+pub(super) struct AttemptItem {
     #[serde(rename = "PK")]
-    pk: String,
+    pub pk: String,
     #[serde(rename = "SK")]
-    sk: String,
+    pub sk: String,
     #[serde(flatten)]
-    attempt: Attempt,
+    pub attempt: Attempt,
 }
 
 /// A message with its attempts, oldest attempt first.
@@ -121,6 +161,10 @@ impl<'a> Webhooks<'a> {
 
     fn table(&self) -> &str {
         &self.store.names.main_table
+    }
+
+    pub(crate) fn store(&self) -> &'a Store {
+        self.store
     }
 
     /// Writes a new endpoint and counts it; `Conflict` when the project already has
@@ -161,6 +205,21 @@ impl<'a> Webhooks<'a> {
     pub async fn get(&self, project: &ProjectId, id: &EndpointId) -> Result<Endpoint, StoreError> {
         let item: EndpointItem = serde_dynamo::from_item(self.raw(project, id).await?)?;
         Ok(item.endpoint)
+    }
+
+    /// Every endpoint of the project (at most [`MAX_ENDPOINTS`]), oldest first.
+    pub async fn all(&self, project: &ProjectId) -> Result<Vec<Endpoint>, StoreError> {
+        let items: Vec<EndpointItem> = super::query_all(
+            self.store
+                .dynamo
+                .query()
+                .table_name(self.table())
+                .index_name(crate::resources::BY_CREATED)
+                .key_condition_expression("GSI1PK = :list")
+                .expression_attribute_values(":list", s(endpoints_list(project))),
+        )
+        .await?;
+        Ok(items.into_iter().map(|i| i.endpoint).collect())
     }
 
     /// How many endpoints the project has (the count item).
@@ -241,7 +300,7 @@ impl<'a> Webhooks<'a> {
     /// Writes a new message and its locator.
     pub async fn put_message(&self, message: &Message) -> Result<(), StoreError> {
         let pk = messages_pk(&message.endpoint_id);
-        let item = MessageItem { pk: pk.clone(), sk: message_sk(message), message: message.clone() };
+        let item = MessageItem::of(message);
         let locator = LocatorItem { pk, sk: locator_sk(&message.id), created_at: message.created_at };
         let mut tx = self.store.dynamo.transact_write_items();
         for item in [serde_dynamo::to_item(item)?, serde_dynamo::to_item(locator)?] {
@@ -263,7 +322,7 @@ impl<'a> Webhooks<'a> {
         let locator: LocatorItem = super::get_as(self.store, self.table(), pk.clone(), locator_sk(id))
             .await?
             .ok_or(StoreError::NotFound)?;
-        let sk = format!("MSG#{:015}#{id}", locator.created_at.unix_millis().max(0));
+        let sk = message_sk_at(locator.created_at, id);
         let item: MessageItem =
             super::get_as(self.store, self.table(), pk, sk).await?.ok_or(StoreError::NotFound)?;
         Ok(item.message)
@@ -272,12 +331,9 @@ impl<'a> Webhooks<'a> {
     /// Records one attempt of `message` and the message's state after it, together.
     pub async fn record_attempt(&self, message: &Message, attempt: &Attempt) -> Result<(), StoreError> {
         let pk = messages_pk(&message.endpoint_id);
-        let attempt_item = AttemptItem {
-            pk: pk.clone(),
-            sk: format!("{}{:04}", attempt_prefix(message), attempt.number),
-            attempt: attempt.clone(),
-        };
-        let message_item = MessageItem { pk, sk: message_sk(message), message: message.clone() };
+        let attempt_item =
+            AttemptItem { pk, sk: attempt_sk(message, attempt.number), attempt: attempt.clone() };
+        let message_item = MessageItem::of(message);
         let puts = [serde_dynamo::to_item(message_item)?, serde_dynamo::to_item(attempt_item)?];
         let mut tx = self.store.dynamo.transact_write_items();
         for item in puts {
@@ -383,6 +439,18 @@ fn contended(
         Some(E::TransactionInProgressException(_)) => true,
         _ => false,
     }
+}
+
+/// The key of the project's endpoint count, which a turn reads with what it reads anyway to
+/// know whether to emit events at all.
+pub fn count_key(project: &ProjectId) -> (String, String) {
+    (project_pk(project), COUNT_SK.to_owned())
+}
+
+/// Whether a count item (as read) counts any endpoint.
+pub fn counts_any(item: &std::collections::HashMap<String, AttributeValue>) -> bool {
+    item.get("endpoint_count").and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
+        > 0
 }
 
 fn n(value: i64) -> AttributeValue {

@@ -7,6 +7,7 @@ use agentplane_domain::tenant::TenantId;
 use agentplane_engine::turn::TenantSpend;
 use agentplane_engine::{TurnContext, TurnRequest};
 use agentplane_store::StoreError;
+use agentplane_store::dynamo::agents::TurnAgent;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -45,13 +46,14 @@ impl AgentErrors {
     }
 }
 
-/// `agent`: an agent of the caller's project, and the project's tenant (one read of both).
+/// `agent`: an agent of the caller's project, with the project's tenant and whether it has
+/// webhook endpoints (one read of all three).
 async fn load_agent(
     app: &App,
     auth: &ProjectAuth,
     value: Option<&Value>,
     errors: AgentErrors,
-) -> Result<(Agent, Option<TenantId>), ClientError> {
+) -> Result<TurnAgent, ClientError> {
     let text = match value {
         Some(Value::String(s)) => s,
         None | Some(Value::Null) => return Err(errors.invalid("`agent` is required")),
@@ -59,7 +61,7 @@ async fn load_agent(
     };
     let not_found = || errors.not_found(text);
     let id: AgentId = text.parse().map_err(|_| not_found())?;
-    match app.store.agents().get_with_tenant(&auth.project_id, &id).await {
+    match app.store.agents().get_for_turn(&auth.project_id, &id).await {
         Ok(found) => Ok(found),
         Err(StoreError::NotFound) => Err(not_found()),
         Err(err) => Err(err.into()),
@@ -126,8 +128,12 @@ async fn read_for_turn(
         .session_with_transcript(&auth.project_id, id)
         .await
         .or_not_found(ClientError::SessionNotFound)?;
-    let context =
-        TurnContext { last_event_seq: session.last_event_seq, transcript, spent_usd: session.cost_usd };
+    let context = TurnContext {
+        last_event_seq: session.last_event_seq,
+        transcript,
+        spent_usd: session.cost_usd,
+        webhooks: false,
+    };
     Ok((session, context))
 }
 
@@ -154,14 +160,14 @@ async fn run_or_queue(
     app: &App,
     auth: &ProjectAuth,
     body: &Map<String, Value>,
-    (agent, tenant): (&Agent, Option<TenantId>),
+    TurnAgent { agent, tenant, hooks }: &TurnAgent,
     channel: Channel,
     config: (VersionedConfig, Option<u32>),
     (session, context): (&Session, TurnContext),
     input: String,
     metadata: &Metadata,
 ) -> Result<Response, ClientError> {
-    let tenant = tenant_spend(app, tenant).await?;
+    let tenant = tenant_spend(app, *tenant).await?;
     if background(body)? {
         let budget = SessionBudget::effective(session.budget, &agent.execution);
         if budget.is_some() && app.engine.prices.price(&config.0.model).is_none() {
@@ -177,6 +183,7 @@ async fn run_or_queue(
         };
         return Ok(crate::client::runs::queue(app, auth.project_id, queued).await?.into_response());
     }
+    let context = TurnContext { webhooks: *hooks, ..context };
     Ok(run(app, auth, agent, channel, config, (session, context), input, metadata, tenant)
         .await?
         .into_response())
@@ -236,18 +243,18 @@ async fn respond(
     body: Map<String, Value>,
     channel: Channel,
 ) -> Result<Response, ClientError> {
-    let (agent, tenant) = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
+    let found = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
+    let agent = &found.agent;
     background(&body)?;
     callback_url(&body)?;
     if channel == Channel::Published && agent.latest_version.is_none() {
         return Err(ClientError::AgentNotPublished);
     }
-    let config = config_for(&app, &agent, channel).await?;
+    let config = config_for(&app, agent, channel).await?;
     let input = input_text(body.get("input"), &config.0.attachments)?;
     let metadata = metadata(&body)?;
-    let (session, context) = session_for(&app, &auth, &body, &agent, &metadata).await?;
-    run_or_queue(&app, &auth, &body, (&agent, tenant), channel, config, (&session, context), input, &metadata)
-        .await
+    let (session, context) = session_for(&app, &auth, &body, agent, &metadata).await?;
+    run_or_queue(&app, &auth, &body, &found, channel, config, (&session, context), input, &metadata).await
 }
 
 /// Run a turn of an agent's draft.
@@ -338,12 +345,12 @@ pub async fn session_message(
 ) -> Result<Response, ClientError> {
     let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
     let (session, context) = read_for_turn(&app, &auth, &id).await?;
-    let (agent, tenant) = match (body.get("agent"), session.agent_id) {
+    let found = match (body.get("agent"), session.agent_id) {
         (Some(value), _) => load_agent(&app, &auth, Some(value), AgentErrors::Standard).await?,
         (None, Some(agent_id)) => app
             .store
             .agents()
-            .get_with_tenant(&auth.project_id, &agent_id)
+            .get_for_turn(&auth.project_id, &agent_id)
             .await
             .or_not_found(ClientError::AgentNotFound)?,
         (None, None) => {
@@ -356,10 +363,10 @@ pub async fn session_message(
     };
     background(&body)?;
     callback_url(&body)?;
+    let agent = &found.agent;
     let channel = session.agent_channel.unwrap_or(Channel::Draft);
-    let config = config_for(&app, &agent, channel).await?;
+    let config = config_for(&app, agent, channel).await?;
     let input = input_text(body.get("input"), &config.0.attachments)?;
     let metadata = session.metadata.clone();
-    run_or_queue(&app, &auth, &body, (&agent, tenant), channel, config, (&session, context), input, &metadata)
-        .await
+    run_or_queue(&app, &auth, &body, &found, channel, config, (&session, context), input, &metadata).await
 }

@@ -310,6 +310,7 @@ pub async fn test(
     let data = json!({ "endpointId": endpoint.id.to_string() });
     let mut message = Message {
         id: MessageId::from_random(edge::random()?),
+        project_id: endpoint.project_id,
         endpoint_id: endpoint.id.clone(),
         event_type: TEST_EVENT_TYPE.to_owned(),
         payload: webhook::payload(TEST_EVENT_TYPE, &data, now),
