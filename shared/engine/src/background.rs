@@ -161,6 +161,7 @@ impl Engine {
                     usage: Default::default(),
                     cost_usd: 0.0,
                     pending_action_ids: Vec::new(),
+                    callback: None,
                 };
                 return self.settle(&run, Some(&slot), outcome).await;
             }
@@ -332,6 +333,7 @@ impl Engine {
                     usage: Default::default(),
                     cost_usd: 0.0,
                     pending_action_ids: Vec::new(),
+                    callback: None,
                 };
                 return self.settle(run, Some(slot), outcome).await;
             }
@@ -358,6 +360,7 @@ impl Engine {
             usage: outcome.usage,
             cost_usd: outcome.cost_usd,
             pending_action_ids: outcome.actions.iter().map(|a| a.id.to_string()).collect(),
+            callback: None,
         };
         self.settle(run, Some(slot), record).await
     }
@@ -368,16 +371,20 @@ impl Engine {
         &self,
         run: &AgentRun,
         slot: Option<&SlotRef>,
-        outcome: RunOutcome,
+        mut outcome: RunOutcome,
     ) -> Result<Executed, StoreError> {
         let status = outcome.status;
+        if status.is_terminal()
+            && let (Some(url), Some(event_type)) = (&run.callback_url, status.event_type())
+        {
+            outcome.callback = Some(CallbackRecord {
+                url: url.clone(),
+                event_type: event_type.to_owned(),
+                recorded_at: crate::now(),
+            });
+        }
         match self.store.agent_runs().settle(&run.project_id, &run.id, slot, &outcome, crate::now()).await {
-            Ok(settled) => {
-                if status.is_terminal() {
-                    self.record_callback(&settled).await;
-                }
-                Ok(Executed::Ran(status))
-            }
+            Ok(_) => Ok(Executed::Ran(status)),
             Err(StoreError::Conflict) => Ok(Executed::Stale),
             Err(err) => Err(err),
         }
@@ -394,31 +401,12 @@ impl Engine {
             usage: run.usage,
             cost_usd: run.cost_usd,
             pending_action_ids: Vec::new(),
+            callback: None,
         };
         if let Err(err) =
             self.store.agent_runs().settle(&run.project_id, &run.id, Some(slot), &outcome, crate::now()).await
         {
             tracing::warn!(error = %err, run = %run.id, "could not put a run back in the queue");
-        }
-    }
-
-    /// The callback a run owes at its end (the request's `callback_url`, else the agent's
-    /// default), recorded on the run.
-    async fn record_callback(&self, run: &AgentRun) {
-        let url = match &run.callback_url {
-            Some(url) => Some(url.clone()),
-            None => self
-                .store
-                .agents()
-                .get(&run.project_id, &run.agent_id)
-                .await
-                .ok()
-                .and_then(|a| a.execution.default_callback_url),
-        };
-        let (Some(url), Some(event_type)) = (url, run.status.event_type()) else { return };
-        let record = CallbackRecord { url, event_type: event_type.to_owned(), recorded_at: crate::now() };
-        if let Err(err) = self.store.agent_runs().record_callback(&run.project_id, &run.id, &record).await {
-            tracing::warn!(error = %err, run = %run.id, "could not record a run's callback");
         }
     }
 

@@ -94,6 +94,8 @@ pub struct RunOutcome {
     pub usage: Usage,
     pub cost_usd: f64,
     pub pending_action_ids: Vec<String>,
+    /// The callback the run's end owes, recorded with it.
+    pub callback: Option<agentplane_domain::agent_run::CallbackRecord>,
 }
 
 pub struct AgentRuns<'a> {
@@ -377,6 +379,11 @@ impl<'a> AgentRuns<'a> {
             sets.push("ended_at = :now");
             update = update.expression_attribute_values(":now", attr(now)?);
         }
+        // The end is recorded for the run's callback in the same write.
+        if let Some(callback) = &outcome.callback {
+            sets.push("callback = :callback");
+            update = update.expression_attribute_values(":callback", attr(callback)?);
+        }
         let update = update
             .update_expression(format!("SET {}", sets.join(", ")))
             .build()
@@ -456,31 +463,5 @@ impl<'a> AgentRuns<'a> {
             out.attributes.ok_or_else(|| StoreError::Corrupt("update returned no run".into()))?,
         )?;
         Ok(item.run)
-    }
-
-    /// Records the callback the run's end owes (until webhooks deliver it signed).
-    pub async fn record_callback(
-        &self,
-        project: &ProjectId,
-        id: &RunId,
-        callback: &agentplane_domain::agent_run::CallbackRecord,
-    ) -> Result<(), StoreError> {
-        match self
-            .store
-            .dynamo
-            .update_item()
-            .table_name(self.table())
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(run_sk(id)))
-            .condition_expression("attribute_exists(PK) AND attribute_not_exists(callback)")
-            .update_expression("SET callback = :cb")
-            .expression_attribute_values(":cb", attr(callback)?)
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))
-        {
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(err) => Err(err),
-        }
     }
 }

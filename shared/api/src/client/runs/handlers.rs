@@ -50,7 +50,8 @@ pub async fn queue(
         status: RunStatus::Queued,
         input: queued.input,
         max_duration_ms: ceiling,
-        callback_url: queued.callback_url,
+        // The request's callback, else the agent's default (read live, at queue time).
+        callback_url: queued.callback_url.or_else(|| agent.execution.default_callback_url.clone()),
         created_at: now,
         started_at: None,
         ended_at: None,
