@@ -488,7 +488,7 @@ fn only_the_functions_granted_the_runs_queue_build_its_client() {
 }
 
 /// The same for the `webhooks` queue: the functions that emit events (those that run or cancel
-/// turns) and the two webhook jobs, and nothing else.
+/// turns, a background run's cancel too) and the two webhook jobs, and nothing else.
 #[test]
 fn only_the_functions_granted_the_webhooks_queue_build_its_client() {
     for (name, dir) in lambda_crates() {
@@ -510,8 +510,10 @@ fn only_the_functions_granted_the_webhooks_queue_build_its_client() {
         assert_eq!(grants::uses_webhooks_queue(grants::job(*job)), expected, "{job:?}");
     }
     for route in Route::ALL {
-        // The routes that run turns, and cancel (ending a paused turn idles its session).
-        let emits = route.grants().contains(&grants::MODEL_KEY) || *route == Route::ClientSessionsCancel;
+        // The routes that run turns, and those that cancel (ending a paused turn idles its
+        // session).
+        let emits = route.grants().contains(&grants::MODEL_KEY)
+            || matches!(route, Route::ClientSessionsCancel | Route::ClientRunsCancel);
         assert_eq!(grants::uses_webhooks_queue(route.grants()), emits, "{route:?}");
     }
     let t = template();
