@@ -406,7 +406,9 @@ async fn a_crashed_holders_slot_comes_back_when_its_lease_runs_out() -> R {
         callback: None,
         expires_at: now.plus_seconds(86_400),
     };
-    app.store.agent_runs().create(&dead).await?;
+    let announced =
+        agentplane_engine::background::run_event(&dead).ok_or_else(|| anyhow::anyhow!("no event"))?;
+    app.store.agent_runs().create(&dead, &announced).await?;
     let key = agentplane_domain::tenant::TenantKey::Project(project).key();
     let lease = now.plus_millis(3000);
     let taken = app

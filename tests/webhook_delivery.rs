@@ -519,3 +519,37 @@ async fn after_the_eighth_failed_attempt_the_message_is_failed() -> R {
     assert_eq!(receiver.received().len(), 8, "no ninth attempt");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_background_run_delivers_agent_run_queued_then_succeeded() -> R {
+    let s = setup(json!({"execution": {"background_enabled": true}})).await?;
+    let receiver = Receiver::start().await;
+    let types = json!(["agent_run.queued", "agent_run.succeeded", "agent_run.canceled"]);
+    let (_, secret) = endpoint(&s.app, &s.tenant.key, &receiver.url, types).await?;
+    s.model.push(Reply::text("done"));
+    let (status, queued) = send(
+        s.app
+            .client(&s.tenant.key, Method::POST, "/responses")
+            .json(&json!({"agent": s.agent, "input": "go", "background": true})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{queued}");
+    let run = str_field(&queued, "id")?;
+    let got = receiver.wait_for(2).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    let mut bodies: Vec<Value> = got.iter().map(body_json).collect();
+    bodies.sort_by_key(|b| b["type"] != "agent_run.queued");
+    assert_eq!(bodies[0]["type"], "agent_run.queued");
+    assert_eq!(bodies[1]["type"], "agent_run.succeeded");
+    for (r, body) in got.iter().zip(&bodies) {
+        assert_eq!(verify(&secret, r), "ok");
+        assert_eq!(body["data"]["runId"], run.as_str(), "{body}");
+    }
+    assert_eq!(bodies[1]["data"]["status"], "succeeded");
+    assert_eq!(bodies[1]["data"]["outputText"], "done");
+    assert_eq!(bodies[1]["data"]["sessionId"], queued["session_id"]);
+    // session.idled is not subscribed: nothing else arrives.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.received().len(), 2);
+    Ok(())
+}

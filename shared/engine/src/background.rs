@@ -21,7 +21,7 @@ use agentplane_domain::agent_run::{
 use agentplane_domain::session::SessionBudget;
 use agentplane_domain::tenant::TenantKey;
 use agentplane_store::dynamo::agent_runs::{RunOutcome, SlotRef, StartRefused};
-use agentplane_store::{RunsMessage, StoreError};
+use agentplane_store::{OutboxEvent, RunsMessage, StoreError};
 use tokio::time::Instant;
 
 use crate::turn::TenantSpend;
@@ -383,8 +383,28 @@ impl Engine {
                 recorded_at: crate::now(),
             });
         }
-        match self.store.agent_runs().settle(&run.project_id, &run.id, slot, &outcome, crate::now()).await {
-            Ok(_) => Ok(Executed::Ran(status)),
+        let after = AgentRun {
+            status,
+            stop_reason: outcome.stop_reason,
+            output_text: outcome.output_text.clone(),
+            error: outcome.error.clone(),
+            usage: outcome.usage,
+            cost_usd: outcome.cost_usd,
+            pending_action_ids: outcome.pending_action_ids.clone(),
+            ..run.clone()
+        };
+        let event = run_event(&after);
+        let now = crate::now();
+        match self
+            .store
+            .agent_runs()
+            .settle(&run.project_id, &run.id, slot, &outcome, event.as_ref(), now)
+            .await
+        {
+            Ok(_) => {
+                self.dispatch(event).await;
+                Ok(Executed::Ran(status))
+            }
             Err(StoreError::Conflict) => Ok(Executed::Stale),
             Err(err) => Err(err),
         }
@@ -403,10 +423,23 @@ impl Engine {
             pending_action_ids: Vec::new(),
             callback: None,
         };
-        if let Err(err) =
-            self.store.agent_runs().settle(&run.project_id, &run.id, Some(slot), &outcome, crate::now()).await
+        if let Err(err) = self
+            .store
+            .agent_runs()
+            .settle(&run.project_id, &run.id, Some(slot), &outcome, None, crate::now())
+            .await
         {
             tracing::warn!(error = %err, run = %run.id, "could not put a run back in the queue");
+        }
+    }
+
+    /// Tells the webhooks queue that `event` was emitted; a failed send is the retry job's to
+    /// repair (the event waits in the outbox).
+    pub async fn dispatch(&self, event: Option<OutboxEvent>) {
+        if let Some(event) = event
+            && let Err(err) = self.store.webhooks().dispatch(&[event]).await
+        {
+            tracing::warn!(error = %err, "could not send a background run's webhook event");
         }
     }
 
@@ -414,6 +447,14 @@ impl Engine {
     pub async fn enqueue_run(&self, run: &StartRun, delay_s: i32) -> Result<(), StoreError> {
         self.store.runs_queue()?.send_delayed(&RunsMessage::StartRun(run.clone()), delay_s).await
     }
+}
+
+/// The `agent_run.*` event announcing that `run` reached its status (none for `running`).
+pub fn run_event(run: &AgentRun) -> Option<OutboxEvent> {
+    let kind = run.status.event_type()?;
+    let data = agentplane_domain::webhook::events::agent_run(run);
+    let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes::<12>());
+    Some(OutboxEvent::new(id, run.project_id, kind, &data, crate::now()))
 }
 
 enum Failure {

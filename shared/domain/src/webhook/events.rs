@@ -7,6 +7,7 @@
 //! | `session.idled`   | a turn ends and the session goes idle             | `runtimeStatus: "idle"`, `stopReason`                 |
 //! | `action.required` | a turn pauses for actions                         | `runtimeStatus: "requires_action"`, `actions`         |
 //! | `budget.reached`  | the session budget pauses (`pause`) or ends a turn | `runtimeStatus`, `onExceed`, `spentUsd`, `maxCostUsd` |
+//! | `agent_run.queued`, `.requires_action`, `.succeeded`, `.failed`, `.canceled` | a background run reaches that status | `runId`, `agentId`, `status`, `stopReason`, `outputText`, `error`, `pendingActionIds`, `costUsd` |
 
 use serde_json::{Value, json};
 
@@ -87,6 +88,23 @@ pub fn budget_reached(
     data.insert("onExceed".into(), snake(on_exceed));
     data.insert("spentUsd".into(), json!(spent_usd));
     data.insert("maxCostUsd".into(), json!(max_cost_usd));
+    Value::Object(data)
+}
+
+/// A background run reached `run.status` (its `agent_run.*` event).
+pub fn agent_run(run: &crate::agent_run::AgentRun) -> Value {
+    let mut data = ids(&run.project_id, &run.session_id, &run.id.turn_id());
+    data.insert("runId".into(), json!(run.id.to_string()));
+    data.insert("agentId".into(), json!(run.agent_id.to_string()));
+    data.insert("status".into(), json!(run.status.as_str()));
+    data.insert("stopReason".into(), run.stop_reason.map_or(Value::Null, snake));
+    data.insert("outputText".into(), json!(run.output_text));
+    data.insert(
+        "error".into(),
+        run.error.as_ref().map_or(Value::Null, |e| json!({"code": e.code, "message": e.message})),
+    );
+    data.insert("pendingActionIds".into(), json!(run.pending_action_ids));
+    data.insert("costUsd".into(), json!(run.cost_usd));
     Value::Object(data)
 }
 

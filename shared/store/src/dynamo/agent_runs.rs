@@ -24,7 +24,7 @@ use super::keys::project_pk;
 use super::page::{keyset_page, start_key};
 use super::{conditional, get_as, query_all, s, transaction_conflict};
 use crate::resources::BY_CREATED;
-use crate::{Store, StoreError};
+use crate::{OutboxEvent, Store, StoreError};
 
 pub fn run_sk(id: &RunId) -> String {
     format!("RUN#{id}")
@@ -115,7 +115,8 @@ impl<'a> AgentRuns<'a> {
         &self.store.names.main_table
     }
 
-    pub async fn create(&self, run: &AgentRun) -> Result<(), StoreError> {
+    /// Stores a new run, and the event announcing it (written with it, or not at all).
+    pub async fn create(&self, run: &AgentRun, emit: &OutboxEvent) -> Result<(), StoreError> {
         let item = RunItem {
             pk: project_pk(&run.project_id),
             sk: run_sk(&run.id),
@@ -123,7 +124,21 @@ impl<'a> AgentRuns<'a> {
             gsi1sk: created_sort_key(run.created_at, &run.id),
             run: run.clone(),
         };
-        super::put_new(self.store, self.table(), item).await
+        let put = Put::builder()
+            .table_name(self.table())
+            .set_item(Some(serde_dynamo::to_item(item)?))
+            .condition_expression("attribute_not_exists(PK)")
+            .build()
+            .map_err(StoreError::unavailable)?;
+        self.store
+            .dynamo
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(self.store.webhooks().emit_item(emit)?)
+            .send()
+            .await
+            .map_err(transaction_conflict)?;
+        Ok(())
     }
 
     /// A run of `project`; `NotFound` for another project's or a missing one.
@@ -345,6 +360,7 @@ impl<'a> AgentRuns<'a> {
         id: &RunId,
         slot: Option<&SlotRef>,
         outcome: &RunOutcome,
+        emit: Option<&OutboxEvent>,
         now: Timestamp,
     ) -> Result<AgentRun, StoreError> {
         let mut sets =
@@ -392,6 +408,9 @@ impl<'a> AgentRuns<'a> {
         if let Some(slot) = slot {
             items.push(self.slot_release(slot, id)?);
         }
+        if let Some(event) = emit {
+            items.push(self.store.webhooks().emit_item(event)?);
+        }
         self.store
             .dynamo
             .transact_write_items()
@@ -403,23 +422,22 @@ impl<'a> AgentRuns<'a> {
     }
 
     /// Moves a run that is not running from `from` to `to` (a cancel of a queued or waiting
-    /// run). `Conflict` when it is not in `from` any more.
+    /// run), with the event announcing it, in one transaction. `Conflict` when it is not in
+    /// `from` any more.
     pub async fn transition(
         &self,
         project: &ProjectId,
         id: &RunId,
         from: RunStatus,
         to: RunStatus,
+        emit: Option<&OutboxEvent>,
         now: Timestamp,
     ) -> Result<AgentRun, StoreError> {
         let mut expression = "SET #status = :to".to_owned();
         if to.is_terminal() {
             expression.push_str(", ended_at = :now");
         }
-        let mut update = self
-            .store
-            .dynamo
-            .update_item()
+        let mut update = Update::builder()
             .table_name(self.table())
             .key("PK", s(project_pk(project)))
             .key("SK", s(run_sk(id)))
@@ -427,17 +445,24 @@ impl<'a> AgentRuns<'a> {
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":from", s(from.as_str()))
             .expression_attribute_values(":to", s(to.as_str()))
-            .update_expression(expression)
-            .return_values(ReturnValue::AllNew);
+            .update_expression(expression);
         if to.is_terminal() {
             update = update.expression_attribute_values(":now", attr(now)?);
         }
-        let out =
-            update.send().await.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
-        let item: RunItem = serde_dynamo::from_item(
-            out.attributes.ok_or_else(|| StoreError::Corrupt("update returned no run".into()))?,
-        )?;
-        Ok(item.run)
+        let mut items = vec![
+            TransactWriteItem::builder().update(update.build().map_err(StoreError::unavailable)?).build(),
+        ];
+        if let Some(event) = emit {
+            items.push(self.store.webhooks().emit_item(event)?);
+        }
+        self.store
+            .dynamo
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+            .map_err(transaction_conflict)?;
+        self.get(project, id).await
     }
 
     /// Records a cancel of a running run: its turn stops at the next safe point. `Conflict`

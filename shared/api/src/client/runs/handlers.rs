@@ -65,18 +65,39 @@ pub async fn queue(
         callback: None,
         expires_at: now.plus_seconds(app.background.retention_days * 86_400),
     };
-    app.store.agent_runs().create(&run).await?;
+    let queued = agentplane_engine::background::run_event(&run)
+        .ok_or_else(|| ClientError::internal("a queued run has an event type"))?;
+    app.store.agent_runs().create(&run, &queued).await?;
+    app.engine.dispatch(Some(queued)).await;
     let start = StartRun { project_id: project, run_id: run.id.clone() };
     if let Err(err) = app.engine.enqueue_run(&start, 0).await {
         tracing::error!(error = %err, run = %run.id, "could not queue a background run");
         let _ = app
             .store
             .agent_runs()
-            .transition(&project, &run.id, RunStatus::Queued, RunStatus::Failed, now)
+            .transition(&project, &run.id, RunStatus::Queued, RunStatus::Failed, None, now)
             .await;
         return Err(ClientError::Storage(err));
     }
     Ok((StatusCode::ACCEPTED, Json(RunBody::from(&run))))
+}
+
+/// Cancels a run that is not running (`from`), with its `agent_run.canceled` event.
+async fn cancel_event(
+    app: &App,
+    run: &AgentRun,
+    from: RunStatus,
+    now: agentplane_domain::Timestamp,
+) -> Result<AgentRun, StoreError> {
+    let event =
+        agentplane_engine::background::run_event(&AgentRun { status: RunStatus::Canceled, ..run.clone() });
+    let canceled = app
+        .store
+        .agent_runs()
+        .transition(&run.project_id, &run.id, from, RunStatus::Canceled, event.as_ref(), now)
+        .await?;
+    app.engine.dispatch(event).await;
+    Ok(canceled)
 }
 
 /// A malformed run id is indistinguishable from a missing run.
@@ -192,9 +213,7 @@ pub async fn cancel(
         let now = edge::now();
         let moved = match run.status {
             status if status.is_terminal() => return Err(ClientError::RunNotActive { run_status: status }),
-            RunStatus::Queued => {
-                runs.transition(&project, &id, RunStatus::Queued, RunStatus::Canceled, now).await
-            }
+            RunStatus::Queued => cancel_event(&app, &run, RunStatus::Queued, now).await,
             RunStatus::Running => {
                 let run = match runs.request_cancel(&project, &id).await {
                     Ok(run) => run,
@@ -216,7 +235,7 @@ pub async fn cancel(
                         .cancel_paused(&project, &run.session_id, &run.id.turn_id(), session.last_event_seq)
                         .await?;
                 }
-                runs.transition(&project, &id, RunStatus::RequiresAction, RunStatus::Canceled, now).await
+                cancel_event(&app, &run, RunStatus::RequiresAction, now).await
             }
             _ => continue,
         };
