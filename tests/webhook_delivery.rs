@@ -521,6 +521,31 @@ async fn after_the_eighth_failed_attempt_the_message_is_failed() -> R {
 }
 
 #[tokio::test]
+async fn a_deleted_endpoints_due_messages_leave_the_due_index() -> R {
+    let s = setup(json!({})).await?;
+    let receiver = Receiver::start().await;
+    let (ep, _) = endpoint(&s.app, &s.tenant.key, &receiver.url, json!([])).await?;
+    let project = s.tenant.project_id.parse()?;
+    let now = agentplane_api::edge::now();
+    let event = OutboxEvent::new(MessageId::from_random([9; 12]), project, "session.idled", &json!({}), now);
+    // Due in an hour (the in-process retry job never sees it due); the pass below runs then.
+    let later = now.plus_seconds(3600);
+    let endpoints = s.app.store.webhooks().all(&project).await?;
+    s.app.store.webhooks().create_messages(&event, &endpoints, later).await?;
+    let (status, _) = send(s.app.client(&s.tenant.key, Method::DELETE, &format!("/webhooks/{ep}"))).await?;
+    assert_eq!(status, StatusCode::OK);
+    let hooks = s.app.store.webhooks();
+    assert_eq!(hooks.due_messages(later, 10).await?.len(), 1);
+    let pass_at = later.plus_seconds(1);
+    let report =
+        agentplane_engine::webhooks::delivery::retry_once(&s.app.store, &s.app.app.webhooks, pass_at).await?;
+    assert_eq!((report.due, report.attempted, report.skipped), (1, 0, 1), "{report:?}");
+    assert!(hooks.due_messages(pass_at, 10).await?.is_empty(), "it left the due index");
+    assert!(receiver.received().is_empty());
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_background_run_delivers_agent_run_queued_then_succeeded() -> R {
     let s = setup(json!({"execution": {"background_enabled": true}})).await?;
     let receiver = Receiver::start().await;

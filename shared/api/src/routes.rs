@@ -216,7 +216,8 @@ impl Route {
                 routes!(client::sessions::handlers::delete)
             }),
             ClientSessionsCancel => {
-                decl("client-sessions-cancel", &[MAIN_W, WEBHOOKS_SEND], Buffered, || {
+                // Ending a paused turn appends its `turn.ended` event.
+                decl("client-sessions-cancel", &[MAIN_W, EVENTS_W, WEBHOOKS_SEND], Buffered, || {
                     routes!(client::sessions::handlers::cancel)
                 })
             }

@@ -60,6 +60,12 @@ struct State {
     budgets: HashMap<SessionId, SessionBudget>,
     /// What the tenant spent this month.
     tenant_spent: f64,
+    /// Whether the project has webhook endpoints.
+    webhooks: bool,
+    /// The webhook events committed writes emitted (type, data), in order.
+    emitted: Vec<(String, Value)>,
+    /// How many events were sent on after their commit.
+    dispatched: usize,
 }
 
 fn state_budget(state: &MutexGuard<'_, State>, session: &SessionId) -> Option<SessionBudget> {
@@ -123,6 +129,11 @@ impl FakeStore {
             let _ = action.settle(status, answer, Timestamp::from_unix_millis(0));
         }
     }
+}
+
+fn emitted(event: &crate::ports::OutboxEvent) -> (String, Value) {
+    let body: Value = serde_json::from_str(&event.payload).unwrap_or(Value::Null);
+    (event.event_type.clone(), body["data"].clone())
 }
 
 fn refused(why: Refused) -> TurnWriteError {
@@ -199,7 +210,16 @@ impl TurnStore for FakeStore {
                     Some(if *budget { StopReason::BudgetReached } else { StopReason::RequiresAction });
             }
         }
+        state.emitted.extend(commit.emit.iter().map(emitted));
         Ok(Committed { events, transcript })
+    }
+
+    async fn has_webhooks(&self, _project: &ProjectId) -> Result<bool, PortError> {
+        Ok(self.state().webhooks)
+    }
+
+    async fn dispatch_webhooks(&self, events: &[crate::ports::OutboxEvent]) {
+        self.state().dispatched += events.len();
     }
 
     async fn turn_hold(
@@ -325,7 +345,7 @@ impl TurnStore for FakeStore {
         _from_seq: u64,
         now: Timestamp,
         _retention_days: i64,
-        _emit: &[crate::ports::OutboxEvent],
+        emit: &[crate::ports::OutboxEvent],
     ) -> Result<Vec<Event>, TurnWriteError> {
         let mut state = self.state();
         let s = state.sessions.get_mut(session).ok_or(refused(Refused::NotHeld))?;
@@ -336,6 +356,7 @@ impl TurnStore for FakeStore {
         s.budget_paused = false;
         s.holder = None;
         s.stop_reason = Some(stop_reason);
+        state.emitted.extend(emit.iter().map(emitted));
         Ok(Self::append(&mut state, session, events, now))
     }
 }
@@ -989,4 +1010,59 @@ async fn a_model_without_a_price_is_refused_where_a_budget_applies() {
     request.config.model = "no-such-priced-model".into();
     let outcome = h.engine.run_turn(request).await.unwrap();
     assert_eq!(outcome.unpriced, usage(10, 5));
+}
+
+#[tokio::test]
+async fn a_project_without_endpoints_emits_no_webhook_events() {
+    let h = Harness::new(vec![text("hi")]);
+    h.engine.run_turn(h.request(&[])).await.unwrap();
+    assert!(h.store.state().emitted.is_empty());
+    assert_eq!(h.store.state().dispatched, 0);
+}
+
+#[tokio::test]
+async fn a_turn_emits_session_idled_with_its_end_and_action_required_with_its_pause() {
+    let h = Harness::new(vec![tool_call("add", &json!({"a": 2, "b": 3})), text("it is 5")]);
+    h.store.state().webhooks = true;
+    let paused = h.engine.run_turn(h.hitl_request(&["add"], approvals(&["add"]))).await.unwrap();
+    assert_eq!(paused.stop_reason, StopReason::RequiresAction);
+    {
+        let state = h.store.state();
+        // Only the pause's commit emitted (not the begin, not the call's own step).
+        assert_eq!(state.emitted.len(), 1, "{:?}", state.emitted);
+        let (kind, data) = &state.emitted[0];
+        assert_eq!(kind, "action.required");
+        assert_eq!(data["actions"][0]["id"], paused.actions[0].id.to_string());
+        assert_eq!(data["turnId"], paused.turn_id);
+        assert_eq!(data["sessionId"], h.session.to_string());
+        assert_eq!(state.dispatched, 1);
+    }
+    h.store.settle(
+        &paused.actions[0].id,
+        ActionStatus::Resolved,
+        Some(Answer::Approval { decision: Decision::Approve, reason: None }),
+    );
+    let carried = h.engine.continue_paused(&h.continuation(&paused.turn_id), None).await.unwrap().unwrap();
+    assert_eq!(carried.stop_reason, StopReason::EndTurn);
+    let state = h.store.state();
+    let kinds: Vec<&str> = state.emitted.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["action.required", "session.idled"]);
+    assert_eq!(state.emitted[1].1["stopReason"], "end_turn");
+    assert_eq!(state.emitted[1].1["runtimeStatus"], "idle");
+    assert_eq!(state.dispatched, 2);
+}
+
+#[tokio::test]
+async fn cancelling_a_paused_turn_emits_session_idled_cancelled() {
+    let h = Harness::new(vec![tool_call("add", &json!({"a": 2, "b": 3}))]);
+    h.store.state().webhooks = true;
+    let paused = h.engine.run_turn(h.hitl_request(&["add"], approvals(&["add"]))).await.unwrap();
+    let cancelled = h.engine.cancel_paused(&h.project, &h.session, &paused.turn_id, 0).await.unwrap();
+    assert!(cancelled.is_some());
+    // A second cancel finds nothing paused and emits nothing.
+    assert!(h.engine.cancel_paused(&h.project, &h.session, &paused.turn_id, 0).await.unwrap().is_none());
+    let state = h.store.state();
+    let kinds: Vec<&str> = state.emitted.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["action.required", "session.idled"]);
+    assert_eq!(state.emitted[1].1["stopReason"], "cancelled");
 }

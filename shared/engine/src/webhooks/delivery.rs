@@ -105,7 +105,12 @@ pub async fn attempt_claimed(
     }
     let endpoint = match store.webhooks().get(project, endpoint_id).await {
         Ok(endpoint) => endpoint,
-        Err(StoreError::NotFound) => return Ok(Attempted::NotOurs),
+        Err(StoreError::NotFound) => {
+            // The endpoint was deleted: its messages are never delivered, and leave the due
+            // index so they do not crowd out the work that is.
+            store.webhooks().drop_due(endpoint_id, event_id, created_at).await?;
+            return Ok(Attempted::NotOurs);
+        }
         Err(err) => return Err(err.into()),
     };
     let now = crate::now();

@@ -296,6 +296,33 @@ impl Webhooks<'_> {
         }
     }
 
+    /// Takes the message out of the due index (its endpoint is gone: nothing will deliver it).
+    pub async fn drop_due(
+        &self,
+        endpoint: &EndpointId,
+        id: &MessageId,
+        created_at: Timestamp,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .store()
+            .dynamo
+            .update_item()
+            .table_name(self.main())
+            .key("PK", s(messages_pk(endpoint)))
+            .key("SK", s(super::webhooks::message_sk_at(created_at, id)))
+            .condition_expression("attribute_exists(PK)")
+            .update_expression("REMOVE GSI2PK, GSI2SK")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
+                Ok(())
+            }
+            Err(err) => Err(backend(err)),
+        }
+    }
+
     /// Records a claimed attempt (if one was made) and the message's state after it, together,
     /// while the claim that `lease_until` names still holds it (`Conflict` otherwise: the lease
     /// ran out and another attempt took over). The claim ends with it.
