@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 
 use crate::envelope::ApiError;
 use crate::grants::*;
-use crate::{App, client, core, node, sandbox};
+use crate::{App, client, core, node, platform, sandbox};
 
 /// How API Gateway integrates a route's function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +106,12 @@ pub enum Route {
     ClientWebhooksTest,
     ClientWebhooksMessages,
     ClientWebhooksRedeliver,
+    PlatformEnvironmentsCreate,
+    PlatformEnvironmentsList,
+    PlatformEnvironmentsGet,
+    PlatformSessionsCreate,
+    PlatformSessionsList,
+    PlatformSessionsGet,
 }
 
 impl Route {
@@ -164,6 +170,12 @@ impl Route {
         Route::ClientWebhooksTest,
         Route::ClientWebhooksMessages,
         Route::ClientWebhooksRedeliver,
+        Route::PlatformEnvironmentsCreate,
+        Route::PlatformEnvironmentsList,
+        Route::PlatformEnvironmentsGet,
+        Route::PlatformSessionsCreate,
+        Route::PlatformSessionsList,
+        Route::PlatformSessionsGet,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -355,6 +367,25 @@ impl Route {
                 decl("client-webhooks-redeliver", &[MAIN_W, WEBHOOK_KEY], Buffered, || {
                     routes!(client::webhooks::handlers::redeliver)
                 })
+            }
+            // The Platform API (`/v1`).
+            PlatformEnvironmentsCreate => decl("platform-environments-create", &[MAIN_W], Buffered, || {
+                routes!(platform::environments::create)
+            }),
+            PlatformEnvironmentsList => decl("platform-environments-list", &[MAIN_R], Buffered, || {
+                routes!(platform::environments::list)
+            }),
+            PlatformEnvironmentsGet => decl("platform-environments-get", &[MAIN_R], Buffered, || {
+                routes!(platform::environments::get)
+            }),
+            PlatformSessionsCreate => {
+                decl("platform-sessions-create", &[MAIN_W], Buffered, || routes!(platform::sessions::create))
+            }
+            PlatformSessionsList => {
+                decl("platform-sessions-list", &[MAIN_R], Buffered, || routes!(platform::sessions::list))
+            }
+            PlatformSessionsGet => {
+                decl("platform-sessions-get", &[MAIN_R], Buffered, || routes!(platform::sessions::get))
             }
         }
     }

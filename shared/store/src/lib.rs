@@ -18,6 +18,7 @@ pub use dynamo::actions::Actions;
 pub use dynamo::agents::Agents;
 pub use dynamo::allocations::{Allocation, Allocations};
 pub use dynamo::api_keys::ApiKeys;
+pub use dynamo::environments::Environments;
 pub use dynamo::events::EventLog;
 pub use dynamo::nodes::Nodes;
 pub use dynamo::observations::Observations;
@@ -118,6 +119,10 @@ impl Store {
 
     pub fn agents(&self) -> Agents<'_> {
         Agents::new(self)
+    }
+
+    pub fn environments(&self) -> Environments<'_> {
+        Environments::new(self)
     }
 
     pub fn webhooks(&self) -> Webhooks<'_> {

@@ -4,6 +4,7 @@ pub mod actions;
 pub mod agents;
 pub mod allocations;
 pub mod api_keys;
+pub mod environments;
 pub mod events;
 pub mod keys;
 pub mod nodes;
