@@ -143,6 +143,7 @@ async fn the_sandbox_surface_keeps_its_document() -> R {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_platform_surface_keeps_its_document() -> R {
     let app = TestApp::spawn().await?;
+    let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
     let auth = || app.request(Method::POST, "/v1/environments").bearer_auth(&tenant.key);
     let (status, environment) = send(auth().json(&json!({"name": "contract"}))).await?;
@@ -154,6 +155,10 @@ async fn the_platform_surface_keeps_its_document() -> R {
         send(app.request(Method::POST, &path).bearer_auth(&tenant.key).json(&json!({}))).await?;
     anyhow::ensure!(status.is_success(), "create session: {status} {session}");
     let session_id = session.pointer("/data/id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let file = format!("/v1/environments/{environment_id}/files?path=/workspace/README.md");
+    let (status, written) =
+        send(app.request(Method::PUT, &file).bearer_auth(&tenant.key).body("# hi")).await?;
+    anyhow::ensure!(status.is_success(), "write a file: {status} {written}");
     let ids = [("environmentId", environment_id), ("sessionId", session_id)];
     drive(&app, "platform", &[format!("Authorization: Bearer {}", tenant.key)], &ids).await
 }

@@ -112,6 +112,9 @@ pub enum Route {
     PlatformSessionsCreate,
     PlatformSessionsList,
     PlatformSessionsGet,
+    PlatformFilesPut,
+    PlatformFilesGet,
+    PlatformFilesDelete,
 }
 
 impl Route {
@@ -176,6 +179,9 @@ impl Route {
         Route::PlatformSessionsCreate,
         Route::PlatformSessionsList,
         Route::PlatformSessionsGet,
+        Route::PlatformFilesPut,
+        Route::PlatformFilesGet,
+        Route::PlatformFilesDelete,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -386,6 +392,16 @@ impl Route {
             }
             PlatformSessionsGet => {
                 decl("platform-sessions-get", &[MAIN_R], Buffered, || routes!(platform::sessions::get))
+            }
+            // Workspace files go to the environment's sandbox node (its command queue: a write).
+            PlatformFilesPut => {
+                decl("platform-files-put", &[MAIN_W], Buffered, || routes!(platform::files::put))
+            }
+            PlatformFilesGet => {
+                decl("platform-files-get", &[MAIN_W], Buffered, || routes!(platform::files::get))
+            }
+            PlatformFilesDelete => {
+                decl("platform-files-delete", &[MAIN_W], Buffered, || routes!(platform::files::delete))
             }
         }
     }

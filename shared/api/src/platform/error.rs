@@ -48,6 +48,18 @@ pub enum PlatformError {
     /// 404 `cursor_not_found`.
     #[error("the `after` cursor names no item of this list")]
     CursorNotFound,
+    /// 400 `invalid_path`, `details.param` `path`.
+    #[error(transparent)]
+    InvalidPath(agentplane_domain::platform::path::PathError),
+    /// 404 `file_not_found`.
+    #[error("file not found")]
+    FileNotFound,
+    /// 413 `file_too_large`.
+    #[error("the file is too large")]
+    FileTooLarge,
+    /// 503 `platform_runtime_unavailable`: the workspace's sandbox cannot be reached now.
+    #[error("{0}")]
+    RuntimeUnavailable(String),
     /// 400 `invalid_json` / `request_too_large` 413.
     #[error("unreadable body: {0:?}")]
     Body(BodyError),
@@ -93,6 +105,21 @@ impl PlatformError {
                 "the `after` cursor names no item of this list".into(),
                 None,
             ),
+            Self::InvalidPath(err) => {
+                (StatusCode::BAD_REQUEST, "invalid_path", err.to_string(), Some(json!({ "param": "path" })))
+            }
+            Self::FileNotFound => {
+                (StatusCode::NOT_FOUND, "file_not_found", "no such file in the workspace".into(), None)
+            }
+            Self::FileTooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "file_too_large",
+                format!("a workspace file may be at most {} bytes", super::files::MAX_FILE_BYTES),
+                None,
+            ),
+            Self::RuntimeUnavailable(message) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "platform_runtime_unavailable", message, None)
+            }
             Self::Body(BodyError::TooLarge) => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "request_too_large",

@@ -7,5 +7,7 @@
 pub mod auth;
 pub mod environments;
 pub mod error;
+pub mod files;
 pub mod sessions;
 pub mod wire;
+pub mod workspace;

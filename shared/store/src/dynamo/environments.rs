@@ -12,6 +12,7 @@
 
 use agentplane_domain::page::{Page, PageRequest, created_sort_key};
 use agentplane_domain::platform::Environment;
+use agentplane_domain::sandbox::SandboxId;
 use agentplane_domain::session::Session;
 use agentplane_domain::telemetry::EnvironmentId;
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
@@ -20,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::keys::project_pk;
 use super::page::{query_created, start_key};
-use super::{get_as, get_item, put_new, s};
+use super::{conditional, get_as, get_item, put_new, s};
 use crate::{Store, StoreError};
 
 pub(crate) fn environment_sk(id: &EnvironmentId) -> String {
@@ -117,6 +118,34 @@ impl<'a> Environments<'a> {
         let page: Page<EnvironmentItem> =
             query_created(self.store, &environments_list(project), start, page.limit, page.order).await?;
         Ok(Page { items: page.items.into_iter().map(|i| i.environment).collect(), has_more: page.has_more })
+    }
+
+    /// Binds the environment to `sandbox` if it is still bound to `previous` (`None`: to
+    /// none); `Conflict` when another binding won.
+    pub async fn bind_sandbox(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+        sandbox: &SandboxId,
+        previous: Option<&SandboxId>,
+    ) -> Result<(), StoreError> {
+        let update = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(environment_sk(id)))
+            .update_expression("SET sandbox_id = :new")
+            .expression_attribute_values(":new", s(sandbox.as_str()));
+        let update = match previous {
+            Some(old) => update
+                .condition_expression("attribute_exists(PK) AND sandbox_id = :old")
+                .expression_attribute_values(":old", s(old.as_str())),
+            None => update.condition_expression("attribute_exists(PK) AND attribute_not_exists(sandbox_id)"),
+        };
+        update.send().await.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
     }
 
     /// Creates `session` in its environment (`session.environment_id`): the session, its

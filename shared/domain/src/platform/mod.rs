@@ -2,6 +2,8 @@
 //! An environment is one workspace shared by its sessions; its Runs are ordered across all of
 //! them by `environmentSequence` (a counter on the environment item).
 
+pub mod path;
+
 use serde::{Deserialize, Serialize};
 
 use crate::telemetry::EnvironmentId;
@@ -19,12 +21,15 @@ pub struct Environment {
     /// The `environmentSequence` of the last Run created in it (0: none yet).
     #[serde(default)]
     pub run_count: u64,
+    /// The sandbox holding its workspace (started on first use; replaced if it ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_id: Option<crate::sandbox::SandboxId>,
     pub created_at: Timestamp,
 }
 
 impl Environment {
     pub fn new(id: EnvironmentId, project_id: ProjectId, name: Option<String>, now: Timestamp) -> Self {
-        Self { id, project_id, name, run_count: 0, created_at: now }
+        Self { id, project_id, name, run_count: 0, sandbox_id: None, created_at: now }
     }
 }
 
