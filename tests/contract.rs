@@ -159,7 +159,14 @@ async fn the_platform_surface_keeps_its_document() -> R {
     let (status, written) =
         send(app.request(Method::PUT, &file).bearer_auth(&tenant.key).body("# hi")).await?;
     anyhow::ensure!(status.is_success(), "write a file: {status} {written}");
-    let ids = [("environmentId", environment_id), ("sessionId", session_id)];
+    let runs = format!("/v1/environments/{environment_id}/sessions/{session_id}/runs");
+    let (status, run) = send(
+        app.request(Method::POST, &runs).bearer_auth(&tenant.key).json(&json!({"model": "m", "input": "x"})),
+    )
+    .await?;
+    anyhow::ensure!(status.is_success(), "create a run: {status} {run}");
+    let run_id = run.pointer("/data/id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let ids = [("environmentId", environment_id), ("sessionId", session_id), ("runId", run_id)];
     drive(&app, "platform", &[format!("Authorization: Bearer {}", tenant.key)], &ids).await
 }
 

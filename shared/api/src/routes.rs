@@ -115,6 +115,10 @@ pub enum Route {
     PlatformFilesPut,
     PlatformFilesGet,
     PlatformFilesDelete,
+    PlatformRunsCreate,
+    PlatformRunsList,
+    PlatformRunsGet,
+    PlatformRunsStop,
 }
 
 impl Route {
@@ -182,6 +186,10 @@ impl Route {
         Route::PlatformFilesPut,
         Route::PlatformFilesGet,
         Route::PlatformFilesDelete,
+        Route::PlatformRunsCreate,
+        Route::PlatformRunsList,
+        Route::PlatformRunsGet,
+        Route::PlatformRunsStop,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -402,6 +410,18 @@ impl Route {
             }
             PlatformFilesDelete => {
                 decl("platform-files-delete", &[MAIN_W], Buffered, || routes!(platform::files::delete))
+            }
+            PlatformRunsCreate => {
+                decl("platform-runs-create", &[MAIN_W], Buffered, || routes!(platform::runs::create))
+            }
+            PlatformRunsList => {
+                decl("platform-runs-list", &[MAIN_R], Buffered, || routes!(platform::runs::list))
+            }
+            PlatformRunsGet => {
+                decl("platform-runs-get", &[MAIN_R], Buffered, || routes!(platform::runs::get))
+            }
+            PlatformRunsStop => {
+                decl("platform-runs-stop", &[MAIN_W], Buffered, || routes!(platform::runs::stop))
             }
         }
     }

@@ -23,6 +23,7 @@ pub use dynamo::events::EventLog;
 pub use dynamo::nodes::Nodes;
 pub use dynamo::observations::Observations;
 pub use dynamo::projects::Projects;
+pub use dynamo::runs::Runs;
 pub use dynamo::sandboxes::Sandboxes;
 pub use dynamo::sessions::{Sessions, TurnHolder};
 pub use dynamo::telemetry::Telemetry;
@@ -119,6 +120,10 @@ impl Store {
 
     pub fn agents(&self) -> Agents<'_> {
         Agents::new(self)
+    }
+
+    pub fn runs(&self) -> Runs<'_> {
+        Runs::new(self)
     }
 
     pub fn environments(&self) -> Environments<'_> {

@@ -45,6 +45,15 @@ pub enum PlatformError {
     /// 404 `session_not_found`.
     #[error("session not found")]
     SessionNotFound,
+    /// 404 `run_not_found`.
+    #[error("run not found")]
+    RunNotFound,
+    /// 409 `run_reverted`: the Run is reverting or reverted.
+    #[error("the run is reverting or reverted")]
+    RunReverted,
+    /// 409 `concurrent_update`.
+    #[error("changed concurrently")]
+    ConcurrentUpdate,
     /// 404 `cursor_not_found`.
     #[error("the `after` cursor names no item of this list")]
     CursorNotFound,
@@ -99,6 +108,19 @@ impl PlatformError {
             Self::SessionNotFound => {
                 (StatusCode::NOT_FOUND, "session_not_found", "session not found".into(), None)
             }
+            Self::RunNotFound => (StatusCode::NOT_FOUND, "run_not_found", "run not found".into(), None),
+            Self::RunReverted => (
+                StatusCode::CONFLICT,
+                "run_reverted",
+                "the Run is reverting or reverted by a rollback".into(),
+                None,
+            ),
+            Self::ConcurrentUpdate => (
+                StatusCode::CONFLICT,
+                "concurrent_update",
+                "the environment changed concurrently; try again".into(),
+                None,
+            ),
             Self::CursorNotFound => (
                 StatusCode::NOT_FOUND,
                 "cursor_not_found",

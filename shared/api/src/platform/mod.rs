@@ -8,6 +8,7 @@ pub mod auth;
 pub mod environments;
 pub mod error;
 pub mod files;
+pub mod runs;
 pub mod sessions;
 pub mod wire;
 pub mod workspace;

@@ -3,6 +3,7 @@
 //! them by `environmentSequence` (a counter on the environment item).
 
 pub mod path;
+pub mod run;
 
 use serde::{Deserialize, Serialize};
 

@@ -11,6 +11,7 @@ pub mod nodes;
 pub mod observations;
 pub mod page;
 pub mod projects;
+pub mod runs;
 pub mod sandboxes;
 pub mod sessions;
 pub mod telemetry;
