@@ -159,6 +159,36 @@ async fn the_sandbox_surface_keeps_its_document() -> R {
     drive(&app, "sandbox", &[format!("X-API-Key: {}", tenant.key)], &ids).await
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_platform_surface_keeps_its_document() -> R {
+    let app = TestApp::spawn().await?;
+    let _node = TestNode::start(&app).await?;
+    let tenant = app.tenant().await?;
+    let auth = || app.request(Method::POST, "/v1/environments").bearer_auth(&tenant.key);
+    let (status, environment) = send(auth().json(&json!({"name": "contract"}))).await?;
+    anyhow::ensure!(status.is_success(), "create environment: {status} {environment}");
+    let environment_id =
+        environment.pointer("/data/id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let path = format!("/v1/environments/{environment_id}/sessions");
+    let (status, session) =
+        send(app.request(Method::POST, &path).bearer_auth(&tenant.key).json(&json!({}))).await?;
+    anyhow::ensure!(status.is_success(), "create session: {status} {session}");
+    let session_id = session.pointer("/data/id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let file = format!("/v1/environments/{environment_id}/files?path=/workspace/README.md");
+    let (status, written) =
+        send(app.request(Method::PUT, &file).bearer_auth(&tenant.key).body("# hi")).await?;
+    anyhow::ensure!(status.is_success(), "write a file: {status} {written}");
+    let runs = format!("/v1/environments/{environment_id}/sessions/{session_id}/runs");
+    let (status, run) = send(
+        app.request(Method::POST, &runs).bearer_auth(&tenant.key).json(&json!({"model": "m", "input": "x"})),
+    )
+    .await?;
+    anyhow::ensure!(status.is_success(), "create a run: {status} {run}");
+    let run_id = run.pointer("/data/id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let ids = [("environmentId", environment_id), ("sessionId", session_id), ("runId", run_id)];
+    drive(&app, "platform", &[format!("Authorization: Bearer {}", tenant.key)], &ids).await
+}
+
 /// A session of the key's project.
 async fn session(app: &TestApp, key: &str) -> anyhow::Result<String> {
     let (status, body) = send(app.client(key, Method::POST, "/sessions").json(&json!({}))).await?;

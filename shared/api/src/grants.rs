@@ -121,7 +121,10 @@ mod tests {
             assert!(!grants.is_empty(), "{r:?}");
             if r.method() == http::Method::GET {
                 assert!(
-                    grants.iter().all(|g| g.access == Access::Read) || matches!(r, Route::NodeCommandsPoll),
+                    // Polling claims commands; reading a workspace file queues a node command
+                    // (and may start the workspace's sandbox).
+                    grants.iter().all(|g| g.access == Access::Read)
+                        || matches!(r, Route::NodeCommandsPoll | Route::PlatformFilesGet),
                     "{r:?}: a read route writes"
                 );
             }

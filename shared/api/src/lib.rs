@@ -14,6 +14,7 @@ pub mod lambda;
 pub mod list;
 pub mod node;
 pub mod openapi;
+pub mod platform;
 pub mod routes;
 pub mod sandbox;
 

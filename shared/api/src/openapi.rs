@@ -22,10 +22,13 @@ pub enum Surface {
     Node,
     /// `/sandbox/v1`: the E2B-compatible sandbox API, with a project key.
     Sandbox,
+    /// `/v1`: the Platform API (environments, sessions, Runs), with a project key.
+    Platform,
 }
 
 impl Surface {
-    pub const ALL: &'static [Surface] = &[Surface::Client, Surface::Core, Surface::Node, Surface::Sandbox];
+    pub const ALL: &'static [Surface] =
+        &[Surface::Client, Surface::Core, Surface::Node, Surface::Sandbox, Surface::Platform];
 
     /// The document's name: `/openapi/{name}.json`, `openapi/{name}.json`.
     pub fn name(self) -> &'static str {
@@ -34,6 +37,7 @@ impl Surface {
             Surface::Core => "core",
             Surface::Node => "node",
             Surface::Sandbox => "sandbox",
+            Surface::Platform => "platform",
         }
     }
 
@@ -47,6 +51,7 @@ impl Surface {
             Surface::Core => "/core/v1/",
             Surface::Node => "/node/v1/",
             Surface::Sandbox => "/sandbox/v1/",
+            Surface::Platform => "/v1/",
         }
     }
 
@@ -61,6 +66,7 @@ impl Surface {
             Surface::Core => "Agentplane Core admin API",
             Surface::Node => "Agentplane node API",
             Surface::Sandbox => "Agentplane sandbox API (E2B-compatible)",
+            Surface::Platform => "Agentplane Platform API",
         }
     }
 
@@ -72,6 +78,9 @@ impl Surface {
         };
         match self {
             Surface::Client => ("project_key", bearer("A project API key (`cpeer_…`).")),
+            Surface::Platform => {
+                ("platform_token", bearer("A project API key (`cpeer_…`) as the Platform API token."))
+            }
             Surface::Core => ("core_key", bearer("The deployment's Core key.")),
             Surface::Node => ("node_token", bearer("A sandbox node's token (`apnode_…`).")),
             Surface::Sandbox => (

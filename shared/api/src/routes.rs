@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 
 use crate::envelope::ApiError;
 use crate::grants::*;
-use crate::{App, client, core, node, sandbox};
+use crate::{App, client, core, node, platform, sandbox};
 
 /// How API Gateway integrates a route's function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +113,19 @@ pub enum Route {
     CoreTenantsGet,
     CoreTenantsUpdate,
     CoreTenantsProjectsAttach,
+    PlatformEnvironmentsCreate,
+    PlatformEnvironmentsList,
+    PlatformEnvironmentsGet,
+    PlatformSessionsCreate,
+    PlatformSessionsList,
+    PlatformSessionsGet,
+    PlatformFilesPut,
+    PlatformFilesGet,
+    PlatformFilesDelete,
+    PlatformRunsCreate,
+    PlatformRunsList,
+    PlatformRunsGet,
+    PlatformRunsStop,
 }
 
 impl Route {
@@ -178,6 +191,19 @@ impl Route {
         Route::CoreTenantsGet,
         Route::CoreTenantsUpdate,
         Route::CoreTenantsProjectsAttach,
+        Route::PlatformEnvironmentsCreate,
+        Route::PlatformEnvironmentsList,
+        Route::PlatformEnvironmentsGet,
+        Route::PlatformSessionsCreate,
+        Route::PlatformSessionsList,
+        Route::PlatformSessionsGet,
+        Route::PlatformFilesPut,
+        Route::PlatformFilesGet,
+        Route::PlatformFilesDelete,
+        Route::PlatformRunsCreate,
+        Route::PlatformRunsList,
+        Route::PlatformRunsGet,
+        Route::PlatformRunsStop,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -373,7 +399,6 @@ impl Route {
             ClientRunsList => {
                 decl("client-runs-list", &[MAIN_R], Buffered, || routes!(client::runs::handlers::list))
             }
-            // Ends a waiting run's paused turn (its `turn.ended` event) or records the cancel.
             CoreTenantsCreate => {
                 decl("core-tenants-create", &[MAIN_W, CORE_KEY], Buffered, || routes!(core::tenants::create))
             }
@@ -388,10 +413,52 @@ impl Route {
                     routes!(core::tenants::attach)
                 })
             }
+            // Ends a waiting run's paused turn (its `turn.ended` event) or records the cancel.
             ClientRunsCancel => {
                 decl("client-runs-cancel", &[MAIN_W, EVENTS_W, WEBHOOKS_SEND], Buffered, || {
                     routes!(client::runs::handlers::cancel)
                 })
+            }
+            // The Platform API (`/v1`).
+            PlatformEnvironmentsCreate => decl("platform-environments-create", &[MAIN_W], Buffered, || {
+                routes!(platform::environments::create)
+            }),
+            PlatformEnvironmentsList => decl("platform-environments-list", &[MAIN_R], Buffered, || {
+                routes!(platform::environments::list)
+            }),
+            PlatformEnvironmentsGet => decl("platform-environments-get", &[MAIN_R], Buffered, || {
+                routes!(platform::environments::get)
+            }),
+            PlatformSessionsCreate => {
+                decl("platform-sessions-create", &[MAIN_W], Buffered, || routes!(platform::sessions::create))
+            }
+            PlatformSessionsList => {
+                decl("platform-sessions-list", &[MAIN_R], Buffered, || routes!(platform::sessions::list))
+            }
+            PlatformSessionsGet => {
+                decl("platform-sessions-get", &[MAIN_R], Buffered, || routes!(platform::sessions::get))
+            }
+            // Workspace files go to the environment's sandbox node (its command queue: a write).
+            PlatformFilesPut => {
+                decl("platform-files-put", &[MAIN_W], Buffered, || routes!(platform::files::put))
+            }
+            PlatformFilesGet => {
+                decl("platform-files-get", &[MAIN_W], Buffered, || routes!(platform::files::get))
+            }
+            PlatformFilesDelete => {
+                decl("platform-files-delete", &[MAIN_W], Buffered, || routes!(platform::files::delete))
+            }
+            PlatformRunsCreate => {
+                decl("platform-runs-create", &[MAIN_W], Buffered, || routes!(platform::runs::create))
+            }
+            PlatformRunsList => {
+                decl("platform-runs-list", &[MAIN_R], Buffered, || routes!(platform::runs::list))
+            }
+            PlatformRunsGet => {
+                decl("platform-runs-get", &[MAIN_R], Buffered, || routes!(platform::runs::get))
+            }
+            PlatformRunsStop => {
+                decl("platform-runs-stop", &[MAIN_W], Buffered, || routes!(platform::runs::stop))
             }
         }
     }

@@ -12,6 +12,7 @@ pub mod event;
 pub mod ids;
 pub mod metadata;
 pub mod page;
+pub mod platform;
 pub mod pricing;
 pub mod project;
 pub mod query;

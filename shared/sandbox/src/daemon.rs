@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 
 use crate::client::CoreClient;
 use crate::host;
-use crate::local::{LocalProvider, LocalSandbox, Started};
+use crate::local::{LocalProvider, LocalSandbox, Started, workspace};
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -186,6 +186,41 @@ async fn execute(node: Arc<Node>, envelope: CommandEnvelope) {
         }
         Command::Pause { sandbox_id } => pause(&node, &sandbox_id).await,
         Command::Resume { sandbox_id, end_at } => resume(&node, &sandbox_id, end_at).await,
+        Command::WorkspaceWrite { sandbox_id, path, content } => {
+            workspace_op(&node, &sandbox_id, move |root, uid| {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(content)
+                    .map_err(|e| workspace::Failure::Io(format!("content is not base64: {e}")))?;
+                workspace::write(root, uid, &path, &bytes).map(|()| Default::default())
+            })
+            .await
+        }
+        Command::WorkspaceRead { sandbox_id, path } => {
+            workspace_op(&node, &sandbox_id, move |root, _| {
+                let bytes = workspace::read(root, &path)?;
+                let content = base64::engine::general_purpose::STANDARD.encode(bytes);
+                Ok(std::collections::BTreeMap::from([("content".to_owned(), content)]))
+            })
+            .await
+        }
+        Command::WorkspaceDelete { sandbox_id, path } => {
+            workspace_op(&node, &sandbox_id, move |root, _| {
+                workspace::delete(root, &path).map(|()| Default::default())
+            })
+            .await
+        }
+        Command::WorkspaceList { sandbox_id, path } => {
+            workspace_op(&node, &sandbox_id, move |root, _| {
+                let (entries, more) = workspace::list(root, &path, workspace::MAX_LIST_ENTRIES)?;
+                let entries =
+                    serde_json::to_string(&entries).map_err(|e| workspace::Failure::Io(e.to_string()))?;
+                Ok(std::collections::BTreeMap::from([
+                    ("entries".to_owned(), entries),
+                    ("has_more".to_owned(), more.to_string()),
+                ]))
+            })
+            .await
+        }
     };
     let executed = started.elapsed();
     let answer = node.client.complete(&envelope.id, &outcome).await;
@@ -197,6 +232,30 @@ async fn execute(node: Arc<Node>, envelope: CommandEnvelope) {
     );
     if let Err(err) = answer {
         tracing::warn!(error = %err, command = %envelope.id, "could not answer a command");
+    }
+}
+
+/// Runs a workspace operation of a hosted sandbox on a blocking thread (it walks and hashes
+/// files); its refusals travel as the message Core reads back.
+async fn workspace_op(
+    node: &Arc<Node>,
+    id: &SandboxId,
+    op: impl FnOnce(
+        &std::path::Path,
+        u32,
+    ) -> Result<std::collections::BTreeMap<String, String>, workspace::Failure>
+    + Send
+    + 'static,
+) -> CommandOutcome {
+    let sandbox = match node.sandboxes.lock().await.get(id) {
+        Some(h) => h.sandbox.clone(),
+        None => return failed("this node does not host the sandbox"),
+    };
+    let (root, uid) = sandbox.workspace();
+    match tokio::task::spawn_blocking(move || op(&root, uid)).await {
+        Ok(Ok(details)) => CommandOutcome::Done { pid: None, details },
+        Ok(Err(failure)) => failed(failure.message()),
+        Err(err) => failed(format!("the workspace operation panicked: {err}")),
     }
 }
 

@@ -18,10 +18,12 @@ pub use dynamo::actions::Actions;
 pub use dynamo::agents::Agents;
 pub use dynamo::allocations::{Allocation, Allocations};
 pub use dynamo::api_keys::ApiKeys;
+pub use dynamo::environments::Environments;
 pub use dynamo::events::EventLog;
 pub use dynamo::nodes::Nodes;
 pub use dynamo::observations::Observations;
 pub use dynamo::projects::Projects;
+pub use dynamo::runs::Runs;
 pub use dynamo::sandboxes::Sandboxes;
 pub use dynamo::sessions::{Sessions, TurnHolder};
 pub use dynamo::telemetry::Telemetry;
@@ -150,6 +152,14 @@ impl Store {
 
     pub fn agents(&self) -> Agents<'_> {
         Agents::new(self)
+    }
+
+    pub fn runs(&self) -> Runs<'_> {
+        Runs::new(self)
+    }
+
+    pub fn environments(&self) -> Environments<'_> {
+        Environments::new(self)
     }
 
     pub fn webhooks(&self) -> Webhooks<'_> {

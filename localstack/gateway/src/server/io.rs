@@ -145,10 +145,17 @@ impl GuardedIo {
 
 fn envelope_answer(status: u16, surface: Surface) -> Vec<u8> {
     let status = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::BAD_REQUEST);
-    let body = generic_body(surface, status).to_string();
+    let body = generic_body(surface, status);
+    // `/v1` answers carry their request id in a header too, the body's.
+    let request_id = body
+        .pointer("/error/requestId")
+        .and_then(|id| id.as_str())
+        .map(|id| format!("x-request-id: {id}\r\n"))
+        .unwrap_or_default();
+    let body = body.to_string();
     format!(
         "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncache-control: no-store\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+         {request_id}content-length: {}\r\nconnection: close\r\n\r\n{body}",
         status.as_u16(),
         status.canonical_reason().unwrap_or("Error"),
         body.len()
@@ -261,5 +268,20 @@ impl AsyncWrite for GuardedIo {
             Poll::Ready(Ok(())) => Pin::new(&mut this.inner).poll_shutdown(cx),
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transport_answers_under_v1_carry_the_request_id_in_header_and_body() {
+        let answer = String::from_utf8(envelope_answer(431, Surface::Platform)).unwrap_or_default();
+        let header = answer.lines().find_map(|l| l.strip_prefix("x-request-id: ")).unwrap_or_default();
+        assert!(header.starts_with("req_"), "{answer}");
+        assert!(answer.contains(&format!("\"requestId\":\"{header}\"")), "{answer}");
+        let agent = String::from_utf8(envelope_answer(431, Surface::Agent)).unwrap_or_default();
+        assert!(!agent.contains("x-request-id"), "{agent}");
     }
 }

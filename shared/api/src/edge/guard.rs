@@ -46,12 +46,37 @@ pub enum Surface {
     Agent,
     /// `/sandbox/v1`: E2B's `{"code": <status>, "message"}`.
     Sandbox,
+    /// `/v1`: `{"error":{"code","message","requestId","details"?}}`, and `X-Request-Id` on
+    /// every answer.
+    Platform,
 }
 
 impl Surface {
     pub fn of(path: &str) -> Self {
-        if path == "/sandbox" || path.starts_with("/sandbox/") { Self::Sandbox } else { Self::Agent }
+        if path == "/sandbox" || path.starts_with("/sandbox/") {
+            Self::Sandbox
+        } else if path == "/v1" || path.starts_with("/v1/") {
+            Self::Platform
+        } else {
+            Self::Agent
+        }
     }
+}
+
+/// The header naming a `/v1` request.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// A fresh request id, `req_` and 24 hex digits.
+pub fn request_id() -> String {
+    let bytes: [u8; 12] = crate::edge::random().unwrap_or_else(|_| {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let mut fallback = [0u8; 12];
+        fallback.copy_from_slice(&nanos.to_be_bytes()[4..]);
+        fallback
+    });
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("req_{hex}")
 }
 
 /// An error answer in `surface`'s envelope.
@@ -61,6 +86,10 @@ pub fn error(surface: Surface, status: StatusCode, code: &'static str, message: 
         Surface::Sandbox => {
             let body = crate::sandbox::error::E2bError { code: status.as_u16(), message: message.to_owned() };
             (status, Json(body)).into_response()
+        }
+        // `requestId` is added on the way out (`envelope_errors`).
+        Surface::Platform => {
+            (status, Json(json!({ "error": { "code": code, "message": message } }))).into_response()
         }
     }
 }
@@ -100,21 +129,35 @@ pub fn generic_body(surface: Surface, status: StatusCode) -> Value {
     match surface {
         Surface::Agent => json!({ "error": { "type": kind_of(status), "code": code, "message": message } }),
         Surface::Sandbox => json!({ "code": status.as_u16(), "message": message }),
+        Surface::Platform => {
+            json!({ "error": { "code": code, "message": message, "requestId": request_id() } })
+        }
     }
 }
 
 pub async fn guard(request: Request, next: Next) -> Response {
     let surface = Surface::of(request.uri().path());
-    if let Some(refused) = check_head(&request, surface) {
-        return refused;
-    }
-    let request = match read_body(request, surface).await {
-        Ok(request) => request,
-        Err(refused) => return refused,
+    let response = match check_head(&request, surface) {
+        Some(refused) => refused,
+        None => match read_body(request, surface).await {
+            Ok(request) => next.run(request).await,
+            Err(refused) => refused,
+        },
     };
-    let response = next.run(request).await;
-    envelope_errors(response, surface).await
+    let mut response = envelope_errors(response, surface).await;
+    if surface == Surface::Platform {
+        // One id per request: the error body's `requestId` is the header's.
+        let id = response.extensions().get::<RequestId>().map(|r| r.0.clone()).unwrap_or_else(request_id);
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            response.headers_mut().insert(REQUEST_ID, value);
+        }
+    }
+    response
 }
+
+/// The id an enveloped `/v1` error named, for the header.
+#[derive(Debug, Clone)]
+struct RequestId(String);
 
 fn check_head(request: &Request, surface: Surface) -> Option<Response> {
     let target = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
@@ -273,9 +316,22 @@ async fn envelope_errors(response: Response, surface: Surface) -> Response {
         Some(value) => value,
         None => {
             let (code, message) = generic(status);
-            return keep_headers(error(surface, status, code, message), &parts);
+            let replaced = keep_headers(error(surface, status, code, message), &parts);
+            return if surface == Surface::Platform {
+                Box::pin(envelope_errors(replaced, surface)).await
+            } else {
+                replaced
+            };
         }
     };
+    let mut normalized = normalized;
+    if surface == Surface::Platform {
+        let id = request_id();
+        if let Some(Value::Object(error)) = normalized.get_mut("error") {
+            error.insert("requestId".into(), json!(id));
+        }
+        parts.extensions.insert(RequestId(id));
+    }
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Response::from_parts(parts, Body::from(normalized.to_string()))
@@ -312,6 +368,30 @@ fn normalize(value: Value, surface: Surface, status: StatusCode) -> Option<Value
             let message = error.get("message").and_then(Value::as_str).unwrap_or("the request failed");
             Some(json!({ "code": status.as_u16(), "message": cap_message(message) }))
         }
+        (Surface::Platform, Some(error)) => {
+            // Another surface's shape (an axum rejection, the router's 404) becomes this one:
+            // `code` and `message` kept, `type` dropped, every other field under `details`.
+            let code = error.get("code").and_then(Value::as_str).unwrap_or(generic(status).0).to_owned();
+            let message = error.get("message").and_then(Value::as_str).unwrap_or(generic(status).1);
+            let message = cap_message(message);
+            let mut details = match error.remove("details") {
+                Some(Value::Object(d)) => d,
+                Some(other) => Map::from_iter([("value".to_owned(), other)]),
+                None => Map::new(),
+            };
+            for (name, value) in error.iter() {
+                if !matches!(name.as_str(), "code" | "message" | "type" | "requestId") {
+                    details.insert(name.clone(), value.clone());
+                }
+            }
+            cap_fields(&mut details);
+            let mut out = json!({ "code": code, "message": message });
+            if !details.is_empty() {
+                out["details"] = Value::Object(details);
+            }
+            Some(json!({ "error": out }))
+        }
+        (Surface::Platform, None) => None,
         (Surface::Sandbox, None) => {
             let message = body.get("message").and_then(Value::as_str)?;
             let message = cap_message(message);

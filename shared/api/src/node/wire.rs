@@ -118,6 +118,30 @@ pub enum CommandBody {
         #[schema(value_type = String)]
         sandbox_id: SandboxId,
     },
+    /// Write `content` (base64) to `path` (relative to `/workspace`), never through a symlink.
+    WorkspaceWrite {
+        #[schema(value_type = String)]
+        sandbox_id: SandboxId,
+        path: String,
+        content: String,
+    },
+    /// Answer the file's bytes (base64) in `details.content`.
+    WorkspaceRead {
+        #[schema(value_type = String)]
+        sandbox_id: SandboxId,
+        path: String,
+    },
+    WorkspaceDelete {
+        #[schema(value_type = String)]
+        sandbox_id: SandboxId,
+        path: String,
+    },
+    /// Answer the regular files under `path` as JSON in `details.entries`.
+    WorkspaceList {
+        #[schema(value_type = String)]
+        sandbox_id: SandboxId,
+        path: String,
+    },
 }
 
 impl From<&Command> for CommandBody {
@@ -142,6 +166,20 @@ impl From<&Command> for CommandBody {
                 Self::SetDeadline { sandbox_id: sandbox_id.clone(), end_at: *end_at }
             }
             Command::Kill { sandbox_id } => Self::Kill { sandbox_id: sandbox_id.clone() },
+            Command::WorkspaceWrite { sandbox_id, path, content } => Self::WorkspaceWrite {
+                sandbox_id: sandbox_id.clone(),
+                path: path.clone(),
+                content: content.clone(),
+            },
+            Command::WorkspaceRead { sandbox_id, path } => {
+                Self::WorkspaceRead { sandbox_id: sandbox_id.clone(), path: path.clone() }
+            }
+            Command::WorkspaceDelete { sandbox_id, path } => {
+                Self::WorkspaceDelete { sandbox_id: sandbox_id.clone(), path: path.clone() }
+            }
+            Command::WorkspaceList { sandbox_id, path } => {
+                Self::WorkspaceList { sandbox_id: sandbox_id.clone(), path: path.clone() }
+            }
         }
     }
 }

@@ -13,12 +13,53 @@ use crate::ids::CommandId;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Command {
-    CreateSandbox { sandbox_id: SandboxId, end_at: Timestamp, env_vars: BTreeMap<String, String> },
-    StartProcess { sandbox_id: SandboxId, number: u32, config: ProcessConfig, tag: Option<String> },
-    Pause { sandbox_id: SandboxId },
-    Resume { sandbox_id: SandboxId, end_at: Timestamp },
-    SetDeadline { sandbox_id: SandboxId, end_at: Timestamp },
-    Kill { sandbox_id: SandboxId },
+    CreateSandbox {
+        sandbox_id: SandboxId,
+        end_at: Timestamp,
+        env_vars: BTreeMap<String, String>,
+    },
+    StartProcess {
+        sandbox_id: SandboxId,
+        number: u32,
+        config: ProcessConfig,
+        tag: Option<String>,
+    },
+    Pause {
+        sandbox_id: SandboxId,
+    },
+    Resume {
+        sandbox_id: SandboxId,
+        end_at: Timestamp,
+    },
+    SetDeadline {
+        sandbox_id: SandboxId,
+        end_at: Timestamp,
+    },
+    Kill {
+        sandbox_id: SandboxId,
+    },
+    /// Writes `content` (base64) to `path` (relative to `/workspace`, canonical), creating the
+    /// directories on the way; never through a symlink.
+    WorkspaceWrite {
+        sandbox_id: SandboxId,
+        path: String,
+        content: String,
+    },
+    /// Answers the file's bytes (base64) in `details.content`.
+    WorkspaceRead {
+        sandbox_id: SandboxId,
+        path: String,
+    },
+    WorkspaceDelete {
+        sandbox_id: SandboxId,
+        path: String,
+    },
+    /// Answers the regular files under `path` (recursively, `.git` and protected state left
+    /// out, symlinks not followed) as JSON `[{path, size, sha256}]` in `details.entries`.
+    WorkspaceList {
+        sandbox_id: SandboxId,
+        path: String,
+    },
 }
 
 impl Command {
@@ -29,7 +70,11 @@ impl Command {
             | Self::Pause { sandbox_id }
             | Self::Resume { sandbox_id, .. }
             | Self::SetDeadline { sandbox_id, .. }
-            | Self::Kill { sandbox_id } => sandbox_id,
+            | Self::Kill { sandbox_id }
+            | Self::WorkspaceWrite { sandbox_id, .. }
+            | Self::WorkspaceRead { sandbox_id, .. }
+            | Self::WorkspaceDelete { sandbox_id, .. }
+            | Self::WorkspaceList { sandbox_id, .. } => sandbox_id,
         }
     }
 }

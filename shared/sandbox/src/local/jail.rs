@@ -106,7 +106,7 @@ impl SandboxDirs {
         Self { root, uid: host_id(sandbox) }
     }
 
-    fn workspace(&self) -> PathBuf {
+    pub fn workspace(&self) -> PathBuf {
         self.root.join("workspace")
     }
 

@@ -12,6 +12,7 @@ pub mod cgroup;
 pub mod jail;
 pub mod procfs;
 pub mod seccomp;
+pub mod workspace;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -75,6 +76,11 @@ impl LocalSandbox {
         env_vars: BTreeMap<String, String>,
     ) -> Self {
         Self { id: id.clone(), dirs, cgroup, outer, init, env_vars, ended_by_node: Arc::default() }
+    }
+
+    /// The host directory mounted at the sandbox's `/workspace`, and the uid owning it.
+    pub fn workspace(&self) -> (PathBuf, u32) {
+        (self.dirs.workspace(), self.dirs.uid)
     }
 }
 

@@ -69,6 +69,17 @@ impl<'a> Sessions<'a> {
     }
 
     pub async fn create(&self, session: &Session) -> Result<(), StoreError> {
+        self.create_with(session, Vec::new()).await
+    }
+
+    /// Creates the session with its locator and `extra` writes in one transaction (the
+    /// environment's session link and the check that the environment exists); `Conflict` when
+    /// a condition of any of them fails.
+    pub(crate) async fn create_with(
+        &self,
+        session: &Session,
+        extra: Vec<TransactWriteItem>,
+    ) -> Result<(), StoreError> {
         let item = SessionItem {
             pk: project_pk(&session.project_id),
             sk: session_sk(&session.id),
@@ -93,11 +104,15 @@ impl<'a> Sessions<'a> {
                 .build()
                 .map_err(StoreError::unavailable)
         };
-        self.store
+        let transaction = self
+            .store
             .dynamo
             .transact_write_items()
             .transact_items(TransactWriteItem::builder().put(put(serde_dynamo::to_item(item)?)?).build())
-            .transact_items(TransactWriteItem::builder().put(put(serde_dynamo::to_item(locator)?)?).build())
+            .transact_items(TransactWriteItem::builder().put(put(serde_dynamo::to_item(locator)?)?).build());
+        extra
+            .into_iter()
+            .fold(transaction, |transaction, write| transaction.transact_items(write))
             .send()
             .await
             .map_err(transaction_conflict)?;

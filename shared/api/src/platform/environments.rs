@@ -1,0 +1,114 @@
+//! `/v1/environments`: create, list, get.
+
+use agentplane_domain::page::PageRequest;
+use agentplane_domain::platform::{Environment, environment_name};
+use agentplane_domain::query::Query;
+use agentplane_domain::telemetry::EnvironmentId;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use http::StatusCode;
+
+use super::auth::PlatformAuth;
+use super::error::{Found, PlatformError, PlatformErrorEnvelope};
+use super::wire::{CreateEnvironment, Data, EnvironmentBody, ListPage, Strict};
+use crate::list::PageParams;
+use crate::{App, edge};
+
+/// A malformed id names nothing: 404, like a missing environment.
+pub fn environment_id(text: &str) -> Result<EnvironmentId, PlatformError> {
+    text.parse().map_err(|_| PlatformError::EnvironmentNotFound)
+}
+
+/// The environment of the caller's project (another project's: 404).
+pub async fn load(app: &App, auth: &PlatformAuth, id: &str) -> Result<Environment, PlatformError> {
+    let id = environment_id(id)?;
+    app.store
+        .environments()
+        .get(&auth.0.project_id, &id)
+        .await
+        .or_not_found(PlatformError::EnvironmentNotFound)
+}
+
+/// Create an environment.
+#[utoipa::path(
+    post,
+    path = "/v1/environments",
+    tag = "platform",
+    operation_id = "platform-environments-create",
+    request_body(content = CreateEnvironment, description = "Every field is optional; unknown fields are refused."),
+    responses(
+        (status = 201, description = "The new environment.", body = Data<EnvironmentBody>),
+        (status = 400, description = "Invalid request (`details.param` names the field).", body = PlatformErrorEnvelope),
+        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = PlatformErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
+    ),
+)]
+pub async fn create(
+    State(app): State<App>,
+    auth: PlatformAuth,
+    Strict(body): Strict<CreateEnvironment>,
+) -> Result<(StatusCode, Json<Data<EnvironmentBody>>), PlatformError> {
+    let name = environment_name("name", body.name.as_deref())?;
+    let id = EnvironmentId::from_random(edge::random()?);
+    let environment = Environment::new(id, auth.0.project_id, name, edge::now());
+    app.store.environments().create(&environment).await?;
+    Ok((StatusCode::CREATED, Data::of(EnvironmentBody::from(&environment))))
+}
+
+/// List the project's environments, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/environments",
+    tag = "platform",
+    operation_id = "platform-environments-list",
+    params(PageParams),
+    responses(
+        (status = 200, description = "A page of environments.", body = ListPage<EnvironmentBody>),
+        (status = 400, description = "A page parameter is invalid.", body = PlatformErrorEnvelope),
+        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
+        (status = 404, description = "`after` names no environment of this project (`cursor_not_found`).", body = PlatformErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
+    ),
+)]
+pub async fn list(
+    State(app): State<App>,
+    auth: PlatformAuth,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<ListPage<EnvironmentBody>>, PlatformError> {
+    let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
+    let after = match &page.after {
+        Some(text) => Some(text.parse::<EnvironmentId>().map_err(|_| PlatformError::CursorNotFound)?),
+        None => None,
+    };
+    let found = app
+        .store
+        .environments()
+        .list(&auth.0.project_id, &page, after.as_ref())
+        .await
+        .or_not_found(PlatformError::CursorNotFound)?;
+    Ok(ListPage::of(&found, |e| EnvironmentBody::from(e), |e| e.id.to_string()))
+}
+
+/// Retrieve an environment.
+#[utoipa::path(
+    get,
+    path = "/v1/environments/{environmentId}",
+    tag = "platform",
+    operation_id = "platform-environments-get",
+    params(("environmentId" = String, Path, min_length = 1, description = "The environment's id.")),
+    responses(
+        (status = 200, description = "The environment.", body = Data<EnvironmentBody>),
+        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
+        (status = 404, description = "No such environment in this project (`environment_not_found`).", body = PlatformErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
+    ),
+)]
+pub async fn get(
+    State(app): State<App>,
+    auth: PlatformAuth,
+    Path(id): Path<String>,
+) -> Result<Json<Data<EnvironmentBody>>, PlatformError> {
+    let environment = load(&app, &auth, &id).await?;
+    Ok(Data::of(EnvironmentBody::from(&environment)))
+}

@@ -1,0 +1,235 @@
+//! Every status and code of the `/v1` surface, in one `PlatformError` and its one conversion
+//! to the envelope `{"error":{"code","message","details"?}}`; the edge guard adds `requestId`
+//! (and turns any other producer's error into this envelope too).
+
+use agentplane_domain::ValidationError;
+use agentplane_store::StoreError;
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde::Serialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use crate::body::BodyError;
+
+/// `{"error": {...}}`: every error of the `/v1` surface.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformErrorEnvelope {
+    pub error: PlatformErrorObject,
+}
+
+/// A stable `code`, a message for people, the request's id and, for some errors, `details`
+/// (for a bad field `{"param": "<field>"}`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlatformErrorObject {
+    #[schema(example = "invalid_request")]
+    pub code: String,
+    pub message: String,
+    #[schema(example = "req_0123456789abcdef01234567")]
+    pub request_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlatformError {
+    /// 401 `invalid_api_token`.
+    #[error("missing, invalid or revoked Platform API token")]
+    InvalidToken,
+    /// 404 `environment_not_found`.
+    #[error("environment not found")]
+    EnvironmentNotFound,
+    /// 404 `session_not_found`.
+    #[error("session not found")]
+    SessionNotFound,
+    /// 404 `run_not_found`.
+    #[error("run not found")]
+    RunNotFound,
+    /// 409 `run_reverted`: the Run is reverting or reverted.
+    #[error("the run is reverting or reverted")]
+    RunReverted,
+    /// 409 `concurrent_update`.
+    #[error("changed concurrently")]
+    ConcurrentUpdate,
+    /// 404 `cursor_not_found`.
+    #[error("the `after` cursor names no item of this list")]
+    CursorNotFound,
+    /// 400 `invalid_path`, `details.param` `path`.
+    #[error(transparent)]
+    InvalidPath(agentplane_domain::platform::path::PathError),
+    /// 404 `file_not_found`.
+    #[error("file not found")]
+    FileNotFound,
+    /// 413 `file_too_large`.
+    #[error("the file is too large")]
+    FileTooLarge,
+    /// 503 `platform_runtime_unavailable`: the workspace's sandbox cannot be reached now.
+    #[error("{0}")]
+    RuntimeUnavailable(String),
+    /// 400 `invalid_json` / `request_too_large` 413.
+    #[error("unreadable body: {0:?}")]
+    Body(BodyError),
+    /// 400 `invalid_request`, `details.param` naming the field.
+    #[error(transparent)]
+    Validation(ValidationError),
+    /// 503 `service_unavailable`; the detail goes to the log only.
+    #[error(transparent)]
+    Storage(StoreError),
+    /// 500 `internal_error`; the detail goes to the log only.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl PlatformError {
+    pub fn internal(what: impl Into<String>) -> Self {
+        Self::Internal(what.into())
+    }
+
+    /// 400 `invalid_request` naming `param`.
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Validation(ValidationError::new(param, message))
+    }
+
+    fn parts(self) -> (StatusCode, &'static str, String, Option<Value>) {
+        use crate::body::MAX_BODY_BYTES;
+        match self {
+            Self::InvalidToken => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_api_token",
+                "missing, invalid or revoked Platform API token (`Authorization: Bearer cpeer_…`)".into(),
+                None,
+            ),
+            Self::EnvironmentNotFound => {
+                (StatusCode::NOT_FOUND, "environment_not_found", "environment not found".into(), None)
+            }
+            Self::SessionNotFound => {
+                (StatusCode::NOT_FOUND, "session_not_found", "session not found".into(), None)
+            }
+            Self::RunNotFound => (StatusCode::NOT_FOUND, "run_not_found", "run not found".into(), None),
+            Self::RunReverted => (
+                StatusCode::CONFLICT,
+                "run_reverted",
+                "the Run is reverting or reverted by a rollback".into(),
+                None,
+            ),
+            Self::ConcurrentUpdate => (
+                StatusCode::CONFLICT,
+                "concurrent_update",
+                "the environment changed concurrently; try again".into(),
+                None,
+            ),
+            Self::CursorNotFound => (
+                StatusCode::NOT_FOUND,
+                "cursor_not_found",
+                "the `after` cursor names no item of this list".into(),
+                None,
+            ),
+            Self::InvalidPath(err) => {
+                (StatusCode::BAD_REQUEST, "invalid_path", err.to_string(), Some(json!({ "param": "path" })))
+            }
+            Self::FileNotFound => {
+                (StatusCode::NOT_FOUND, "file_not_found", "no such file in the workspace".into(), None)
+            }
+            Self::FileTooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "file_too_large",
+                format!("a workspace file may be at most {} bytes", super::files::MAX_FILE_BYTES),
+                None,
+            ),
+            Self::RuntimeUnavailable(message) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "platform_runtime_unavailable", message, None)
+            }
+            Self::Body(BodyError::TooLarge) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request_too_large",
+                format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
+                None,
+            ),
+            Self::Body(BodyError::Unreadable) => {
+                (StatusCode::BAD_REQUEST, "invalid_json", "the request body could not be read".into(), None)
+            }
+            Self::Body(BodyError::InvalidJson(detail)) => (
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!("the request body is not valid JSON: {detail}"),
+                None,
+            ),
+            Self::Body(BodyError::NotAnObject) => (
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                "the request body must be a JSON object".into(),
+                None,
+            ),
+            Self::Validation(err) => {
+                let details = err.param.map(|param| json!({ "param": param }));
+                (StatusCode::BAD_REQUEST, "invalid_request", err.message, details)
+            }
+            Self::Storage(err) => {
+                tracing::error!(error = %err, "storage call failed");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "service_unavailable",
+                    "storage is unavailable; try again".into(),
+                    None,
+                )
+            }
+            Self::Internal(what) => {
+                tracing::error!(what, "internal error");
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "internal error".into(), None)
+            }
+        }
+    }
+}
+
+impl IntoResponse for PlatformError {
+    fn into_response(self) -> Response {
+        let (status, code, message, details) = self.parts();
+        let mut error = json!({ "code": code, "message": message });
+        if let Some(details) = details {
+            error["details"] = details;
+        }
+        (status, Json(json!({ "error": error }))).into_response()
+    }
+}
+
+impl From<BodyError> for PlatformError {
+    fn from(err: BodyError) -> Self {
+        Self::Body(err)
+    }
+}
+
+impl From<ValidationError> for PlatformError {
+    fn from(err: ValidationError) -> Self {
+        Self::Validation(err)
+    }
+}
+
+impl From<StoreError> for PlatformError {
+    fn from(err: StoreError) -> Self {
+        Self::Storage(err)
+    }
+}
+
+impl From<getrandom::Error> for PlatformError {
+    fn from(err: getrandom::Error) -> Self {
+        Self::internal(format!("randomness unavailable: {err}"))
+    }
+}
+
+/// `NotFound` from the store as the route's own 404.
+pub trait Found<T> {
+    fn or_not_found(self, not_found: PlatformError) -> Result<T, PlatformError>;
+}
+
+impl<T> Found<T> for Result<T, StoreError> {
+    fn or_not_found(self, not_found: PlatformError) -> Result<T, PlatformError> {
+        match self {
+            Ok(value) => Ok(value),
+            Err(StoreError::NotFound) => Err(not_found),
+            Err(err) => Err(err.into()),
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The `/v1` wire: `{data}` around every object, camelCase, RFC 3339 UTC times, and strict
+//! request bodies.
+
+use std::marker::PhantomData;
+
+use agentplane_domain::page::Page;
+use agentplane_domain::platform::{Environment, unknown_field};
+use agentplane_domain::session::{RuntimeStatus, Session};
+use axum::extract::{FromRequest, Request};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::error::PlatformError;
+use crate::body::{JsonObject, from_object};
+
+/// `{"data": …}`: every `/v1` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Data<T> {
+    pub data: T,
+}
+
+impl<T> Data<T> {
+    pub fn of(data: T) -> axum::Json<Self> {
+        axum::Json(Self { data })
+    }
+}
+
+/// One keyset page: `data` in order, `hasMore`, and the ids to page on (`after=lastId`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListPage<T> {
+    pub data: Vec<T>,
+    pub has_more: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_id: Option<String>,
+}
+
+impl<T> ListPage<T> {
+    pub fn of<S>(page: &Page<S>, render: impl Fn(&S) -> T, id: impl Fn(&S) -> String) -> axum::Json<Self> {
+        axum::Json(Self {
+            data: page.items.iter().map(render).collect(),
+            has_more: page.has_more,
+            first_id: page.items.first().map(&id),
+            last_id: page.items.last().map(&id),
+        })
+    }
+}
+
+/// A request body whose fields are exactly these (an unknown one is refused, named).
+pub trait StrictBody: DeserializeOwned {
+    const FIELDS: &'static [&'static str];
+}
+
+/// A strict `/v1` JSON body: an object, no field outside `T::FIELDS`, each of its type.
+pub struct Strict<T>(pub T);
+
+impl<S: Send + Sync, T: StrictBody> FromRequest<S> for Strict<T> {
+    type Rejection = PlatformError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, PlatformError> {
+        let JsonObject(map, PhantomData) = JsonObject::<PlatformError>::from_request(req, state).await?;
+        if let Some(field) = unknown_field(map.keys(), T::FIELDS) {
+            let field = crate::edge::quote::quote(&field);
+            return Err(PlatformError::invalid(field.clone(), format!("unknown field `{field}`")));
+        }
+        Ok(Self(from_object(map)?))
+    }
+}
+
+/// `POST /v1/environments`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateEnvironment {
+    /// A name for people, 1 to 256 characters.
+    #[schema(min_length = 1, max_length = 256)]
+    pub name: Option<String>,
+}
+
+impl StrictBody for CreateEnvironment {
+    const FIELDS: &'static [&'static str] = &["name"];
+}
+
+/// An environment: one workspace (`/workspace`) its sessions' Runs act on, in order.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvironmentBody {
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// How many Runs were created in it (the last `environmentSequence` handed out).
+    #[schema(minimum = 0)]
+    pub run_count: u64,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+impl From<&Environment> for EnvironmentBody {
+    fn from(e: &Environment) -> Self {
+        Self {
+            id: e.id.to_string(),
+            name: e.name.clone(),
+            run_count: e.run_count,
+            created_at: e.created_at.rfc3339(),
+        }
+    }
+}
+
+/// `POST /v1/environments/{environmentId}/sessions`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    /// At most 256 characters.
+    #[schema(max_length = 256)]
+    pub title: Option<String>,
+    /// String values; the client API's metadata rules.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+impl StrictBody for CreateSession {
+    const FIELDS: &'static [&'static str] = &["title", "metadata"];
+}
+
+/// What a session is doing now.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Idle,
+    Running,
+    RequiresAction,
+    BudgetPaused,
+}
+
+/// A session of an environment: the client API's session item, in this surface's style.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionBody {
+    pub id: String,
+    pub environment_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub metadata: std::collections::BTreeMap<String, String>,
+    pub status: SessionStatus,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+impl From<&Session> for SessionBody {
+    fn from(s: &Session) -> Self {
+        Self {
+            id: s.id.to_string(),
+            environment_id: s.environment_id.map(|e| e.to_string()).unwrap_or_default(),
+            title: s.title.as_ref().map(|t| t.as_str().to_owned()),
+            metadata: s.metadata.as_map().clone(),
+            status: match s.runtime_status {
+                RuntimeStatus::Idle => SessionStatus::Idle,
+                RuntimeStatus::Running => SessionStatus::Running,
+                RuntimeStatus::RequiresAction => SessionStatus::RequiresAction,
+                RuntimeStatus::BudgetPaused => SessionStatus::BudgetPaused,
+            },
+            created_at: s.created_at.rfc3339(),
+            updated_at: s.updated_at.rfc3339(),
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! Platform Runs (`/v1`): environments, the sessions in them and the rules of their fields.
+//! An environment is one workspace shared by its sessions; its Runs are ordered across all of
+//! them by `environmentSequence` (a counter on the environment item).
+
+pub mod manifest;
+pub mod path;
+pub mod run;
+
+use serde::{Deserialize, Serialize};
+
+use crate::telemetry::EnvironmentId;
+use crate::{ProjectId, Timestamp, ValidationError};
+
+pub const MAX_NAME_CHARS: usize = 256;
+
+/// An environment of a project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Environment {
+    pub id: EnvironmentId,
+    pub project_id: ProjectId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The `environmentSequence` of the last Run created in it (0: none yet).
+    #[serde(default)]
+    pub run_count: u64,
+    /// The sandbox holding its workspace (started on first use; replaced if it ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_id: Option<crate::sandbox::SandboxId>,
+    pub created_at: Timestamp,
+}
+
+impl Environment {
+    pub fn new(id: EnvironmentId, project_id: ProjectId, name: Option<String>, now: Timestamp) -> Self {
+        Self { id, project_id, name, run_count: 0, sandbox_id: None, created_at: now }
+    }
+}
+
+/// An environment's optional name: 1 to 256 characters, no control characters.
+pub fn environment_name(param: &str, name: Option<&str>) -> Result<Option<String>, ValidationError> {
+    let Some(name) = name else { return Ok(None) };
+    let chars = name.chars().count();
+    if chars == 0 || chars > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+        return Err(ValidationError::new(
+            param,
+            format!("`{param}` must be 1 to {MAX_NAME_CHARS} characters without control characters"),
+        ));
+    }
+    Ok(Some(name.to_owned()))
+}
+
+/// The fields of a request body not in `allowed` (the `/v1` bodies are strict: an unknown field
+/// is refused, named).
+pub fn unknown_field<'a>(fields: impl IntoIterator<Item = &'a String>, allowed: &[&str]) -> Option<String> {
+    fields.into_iter().find(|f| !allowed.contains(&f.as_str())).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_bounded_and_printable() {
+        assert_eq!(environment_name("name", None), Ok(None));
+        assert_eq!(environment_name("name", Some("repo")), Ok(Some("repo".into())));
+        assert!(environment_name("name", Some("")).is_err());
+        assert!(environment_name("name", Some("a\nb")).is_err());
+        assert!(environment_name("name", Some(&"x".repeat(257))).is_err());
+        assert!(environment_name("name", Some(&"é".repeat(256))).is_ok());
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        let fields = ["name".to_owned(), "nmae".to_owned()];
+        assert_eq!(unknown_field(&fields, &["name"]), Some("nmae".to_owned()));
+        assert_eq!(unknown_field(&fields[..1], &["name"]), None);
+    }
+}

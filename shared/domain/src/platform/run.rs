@@ -1,0 +1,344 @@
+//! Runs: one task an agent does on an environment's workspace, in one of its sessions. Their
+//! order across every session of the environment is `environment_sequence` (gapless, assigned
+//! with the Run's creation). Execution, file diff and checkpoint settle independently.
+
+use serde::{Deserialize, Serialize};
+
+use super::path::WorkspacePath;
+use crate::ids::uuid_id;
+use crate::telemetry::EnvironmentId;
+use crate::{ProjectId, SessionId, Timestamp, ValidationError};
+
+use std::fmt;
+use std::str::FromStr;
+use uuid::Uuid;
+
+use crate::ids::InvalidId;
+
+uuid_id!(
+    /// A Run.
+    RunId,
+    "run"
+);
+
+pub const MAX_MODEL_CHARS: usize = 256;
+pub const MAX_INPUT_CHARS: usize = 100_000;
+pub const MAX_FILES: usize = 100;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Stopped,
+    Reverting,
+    Reverted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Stopped => "stopped",
+            Self::Reverting => "reverting",
+            Self::Reverted => "reverted",
+        }
+    }
+
+    /// Execution ended (by itself or by a stop); a rollback may still revert it.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Stopped)
+    }
+
+    pub fn is_reverted(self) -> bool {
+        matches!(self, Self::Reverting | Self::Reverted)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiffStatus {
+    Pending,
+    Ready,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointStatus {
+    Pending,
+    Ready,
+    Failed,
+    Skipped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// A file the Run names, checked to exist as a regular file before execution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFile {
+    /// Canonical absolute path (`/workspace/…`).
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    pub path: String,
+    pub kind: ChangeKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunError {
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub status: CheckpointStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    pub id: RunId,
+    pub project_id: ProjectId,
+    pub environment_id: EnvironmentId,
+    pub session_id: SessionId,
+    pub environment_sequence: u64,
+    pub model: String,
+    pub input: String,
+    #[serde(default)]
+    pub files: Vec<RunFile>,
+    pub status: RunStatus,
+    #[serde(default)]
+    pub stop_requested: bool,
+    #[serde(default)]
+    pub steering_enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunError>,
+    #[serde(default)]
+    pub file_diff: Vec<FileChange>,
+    pub file_diff_status: DiffStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_diff_error: Option<String>,
+    pub checkpoint: Checkpoint,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_deleted_at: Option<Timestamp>,
+    /// Sandbox time the execution measured (milliseconds).
+    #[serde(default)]
+    pub sandbox_runtime_ms: u64,
+    /// Bumped by every write: each change is conditional on the version it read.
+    #[serde(default)]
+    pub version: u64,
+}
+
+/// What a client asks for: `{model, input, files?, steeringEnabled?}`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRun {
+    pub model: String,
+    pub input: String,
+    pub files: Vec<RunFile>,
+    pub steering_enabled: bool,
+}
+
+fn is_sha256(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl NewRun {
+    pub fn new(
+        model: &str,
+        input: &str,
+        files: Vec<(String, Option<String>)>,
+        steering_enabled: bool,
+    ) -> Result<Self, ValidationError> {
+        let chars = model.chars().count();
+        if chars == 0 || chars > MAX_MODEL_CHARS || model.chars().any(char::is_control) {
+            return Err(ValidationError::new(
+                "model",
+                format!("`model` must be 1 to {MAX_MODEL_CHARS} characters without control characters"),
+            ));
+        }
+        if input.trim().is_empty() || input.chars().count() > MAX_INPUT_CHARS {
+            return Err(ValidationError::new(
+                "input",
+                format!("`input` must be non-blank text of at most {MAX_INPUT_CHARS} characters"),
+            ));
+        }
+        if files.len() > MAX_FILES {
+            return Err(ValidationError::new("files", format!("`files` may name at most {MAX_FILES} files")));
+        }
+        let mut checked = Vec::with_capacity(files.len());
+        for (n, (path, sha256)) in files.into_iter().enumerate() {
+            let parsed = WorkspacePath::parse(&path).map_err(|err| {
+                ValidationError::new(format!("files[{n}].path"), format!("`files[{n}].path`: {err}"))
+            })?;
+            if let Some(sha) = &sha256
+                && !is_sha256(sha)
+            {
+                return Err(ValidationError::new(
+                    format!("files[{n}].sha256"),
+                    format!("`files[{n}].sha256` must be 64 lowercase hexadecimal digits"),
+                ));
+            }
+            checked.push(RunFile { path: parsed.absolute(), sha256 });
+        }
+        Ok(Self { model: model.to_owned(), input: input.to_owned(), files: checked, steering_enabled })
+    }
+
+    pub fn into_run(
+        self,
+        id: RunId,
+        project_id: ProjectId,
+        environment_id: EnvironmentId,
+        session_id: SessionId,
+        environment_sequence: u64,
+        now: Timestamp,
+    ) -> Run {
+        Run {
+            id,
+            project_id,
+            environment_id,
+            session_id,
+            environment_sequence,
+            model: self.model,
+            input: self.input,
+            files: self.files,
+            status: RunStatus::Queued,
+            stop_requested: false,
+            steering_enabled: self.steering_enabled,
+            output: None,
+            error: None,
+            file_diff: Vec::new(),
+            file_diff_status: DiffStatus::Pending,
+            file_diff_error: None,
+            checkpoint: Checkpoint { status: CheckpointStatus::Pending, snapshot_id: None, error: None },
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+            content_deleted_at: None,
+            sandbox_runtime_ms: 0,
+            version: 0,
+        }
+    }
+}
+
+/// What a stop request does to a Run in `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopEffect {
+    /// Queued: stopped at once (it never runs).
+    StopNow,
+    /// Running: `stop_requested` is recorded; the execution stops at its next safe point.
+    Request,
+    /// Finished already: nothing changes (a stop that arrives late is no error).
+    Nothing,
+    /// Reverting or reverted: refused (409).
+    Refused,
+}
+
+pub fn stop_effect(run: &Run) -> StopEffect {
+    match run.status {
+        RunStatus::Queued => StopEffect::StopNow,
+        RunStatus::Running if run.stop_requested => StopEffect::Nothing,
+        RunStatus::Running => StopEffect::Request,
+        s if s.is_finished() => StopEffect::Nothing,
+        _ => StopEffect::Refused,
+    }
+}
+
+/// A USD amount of micro-dollars as a decimal string (`"0"`, `"0.0015"`).
+pub fn usd_string(micro_usd: u64) -> String {
+    let whole = micro_usd / 1_000_000;
+    let frac = micro_usd % 1_000_000;
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let digits = format!("{frac:06}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new(model: &str, input: &str, files: Vec<(&str, Option<&str>)>) -> Result<NewRun, ValidationError> {
+        let files = files.into_iter().map(|(p, s)| (p.to_owned(), s.map(str::to_owned))).collect();
+        NewRun::new(model, input, files, false)
+    }
+
+    #[test]
+    fn requests_are_validated_naming_the_field() {
+        assert!(new("gpt-test", "fix it", vec![("/workspace/a.rs", None)]).is_ok());
+        assert_eq!(new("", "x", vec![]).unwrap_err().param.as_deref(), Some("model"));
+        assert_eq!(new("m", "  ", vec![]).unwrap_err().param.as_deref(), Some("input"));
+        assert_eq!(
+            new("m", "x", vec![("/workspace/../a", None)]).unwrap_err().param.as_deref(),
+            Some("files[0].path")
+        );
+        assert_eq!(
+            new("m", "x", vec![("/workspace/a", None), ("/workspace/b", Some("ABC"))])
+                .unwrap_err()
+                .param
+                .as_deref(),
+            Some("files[1].sha256")
+        );
+        assert!(new("m", "x", vec![("/workspace/a", Some(&"a".repeat(64)))]).is_ok());
+    }
+
+    #[test]
+    fn stop_depends_on_the_status() {
+        let mut run = new("m", "x", vec![]).unwrap_or_else(|e| panic!("{e}")).into_run(
+            RunId::from_random([1; 16]),
+            ProjectId::from_random([2; 16]),
+            EnvironmentId::from_random([3; 16]),
+            SessionId::from_random([4; 16]),
+            1,
+            Timestamp::from_unix_millis(0),
+        );
+        assert_eq!(stop_effect(&run), StopEffect::StopNow);
+        run.status = RunStatus::Running;
+        assert_eq!(stop_effect(&run), StopEffect::Request);
+        run.stop_requested = true;
+        assert_eq!(stop_effect(&run), StopEffect::Nothing);
+        run.status = RunStatus::Completed;
+        assert_eq!(stop_effect(&run), StopEffect::Nothing);
+        run.status = RunStatus::Reverted;
+        assert_eq!(stop_effect(&run), StopEffect::Refused);
+    }
+
+    #[test]
+    fn amounts_are_decimal_strings() {
+        assert_eq!(usd_string(0), "0");
+        assert_eq!(usd_string(1_500), "0.0015");
+        assert_eq!(usd_string(2_000_000), "2");
+        assert_eq!(usd_string(12_340_000), "12.34");
+    }
+}

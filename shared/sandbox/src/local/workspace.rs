@@ -1,0 +1,389 @@
+//! A sandbox's `/workspace` as the node (root, on the host) touches it for Core: every path is
+//! walked one component at a time from the workspace directory with `openat(…, O_NOFOLLOW)`, so
+//! a symlink anywhere on the way (one a sandbox process planted, or swapped in meanwhile) is
+//! never followed and is refused. Writes go to a fresh temporary name beside the target and
+//! are renamed over it (a rename replaces a symlink itself, never its target); new files and
+//! directories belong to the sandbox's uid. FIFOs and devices are opened non-blocking and
+//! refused as not regular files. Paths are parsed again here with the domain's rules.
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use agentplane_domain::platform::path::{PathError, WorkspacePath, refusal};
+use rustix::fs::{AtFlags, CWD, Dir, FileType, Gid, Mode, OFlags, Uid};
+use rustix::io::Errno;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// The largest file read or written through the command queue.
+pub const MAX_FILE_BYTES: usize = 256 * 1024;
+/// The most entries one listing answers.
+pub const MAX_LIST_ENTRIES: usize = 1000;
+
+/// Why an operation was not done, as Core reads it back ([`refusal::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    NotFound,
+    Symlink,
+    NotRegular,
+    NotADirectory,
+    InvalidPath(PathError),
+    Io(String),
+}
+
+impl Failure {
+    pub fn message(&self) -> String {
+        match self {
+            Self::NotFound => refusal::NOT_FOUND.to_owned(),
+            Self::Symlink => refusal::SYMLINK.to_owned(),
+            Self::NotRegular => refusal::NOT_REGULAR.to_owned(),
+            Self::NotADirectory => refusal::NOT_DIRECTORY.to_owned(),
+            Self::InvalidPath(err) => format!("workspace:invalid_path:{err}"),
+            Self::Io(message) => format!("workspace operation failed: {message}"),
+        }
+    }
+}
+
+fn io(err: impl std::fmt::Display) -> Failure {
+    Failure::Io(err.to_string())
+}
+
+/// One regular file of a listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Entry {
+    /// Relative to `/workspace`.
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+fn parse(relative: &str, any: bool) -> Result<WorkspacePath, Failure> {
+    let path = WorkspacePath::parse_relative(relative).map_err(Failure::InvalidPath)?;
+    if !any && path.is_root() {
+        return Err(Failure::InvalidPath(PathError::WorkspaceRoot));
+    }
+    Ok(path)
+}
+
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+/// What `name` in `dir` is, without following it.
+fn kind(dir: &OwnedFd, name: &str) -> Result<Option<FileType>, Failure> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => Ok(Some(FileType::from_raw_mode(stat.st_mode))),
+        Err(Errno::NOENT) => Ok(None),
+        Err(err) => Err(io(err)),
+    }
+}
+
+/// Opens the directory `name` in `dir` without following a symlink; creates it (owned by
+/// `owner`) when missing and `owner` is given.
+fn step(dir: &OwnedFd, name: &str, owner: Option<u32>) -> Result<OwnedFd, Failure> {
+    match rustix::fs::openat(dir, name, dir_flags(), Mode::empty()) {
+        Ok(fd) => return Ok(fd),
+        Err(Errno::NOENT) if owner.is_some() => {}
+        Err(_) => {
+            return Err(match kind(dir, name)? {
+                None => Failure::NotFound,
+                Some(FileType::Symlink) => Failure::Symlink,
+                Some(FileType::Directory) => Failure::Io(format!("cannot open directory {name}")),
+                Some(_) => Failure::NotADirectory,
+            });
+        }
+    }
+    match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o755)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(err) => return Err(io(err)),
+    }
+    let fd = step(dir, name, None)?;
+    if let Some(uid) = owner {
+        rustix::fs::fchown(&fd, Some(Uid::from_raw(uid)), Some(Gid::from_raw(uid))).map_err(io)?;
+    }
+    Ok(fd)
+}
+
+/// The directory holding `path`'s last component (the workspace itself for a top-level name).
+fn parent(root: &Path, path: &WorkspacePath, owner: Option<u32>) -> Result<OwnedFd, Failure> {
+    let mut dir = rustix::fs::openat(CWD, root, dir_flags(), Mode::empty()).map_err(io)?;
+    let components = path.components();
+    for name in &components[..components.len().saturating_sub(1)] {
+        dir = step(&dir, name, owner)?;
+    }
+    Ok(dir)
+}
+
+fn last(path: &WorkspacePath) -> &str {
+    path.components().last().map_or("", String::as_str)
+}
+
+/// Writes `bytes` to `relative` (owned by `uid`).
+pub fn write(root: &Path, uid: u32, relative: &str, bytes: &[u8]) -> Result<(), Failure> {
+    let path = parse(relative, false)?;
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(Failure::Io(format!("the file exceeds {MAX_FILE_BYTES} bytes")));
+    }
+    let dir = parent(root, &path, Some(uid))?;
+    let name = last(&path);
+    match kind(&dir, name)? {
+        None | Some(FileType::RegularFile) => {}
+        Some(FileType::Symlink) => return Err(Failure::Symlink),
+        Some(_) => return Err(Failure::NotRegular),
+    }
+    let temporary = format!(
+        "{}-tmp-{}",
+        agentplane_domain::platform::path::PROTECTED_PREFIX,
+        uuid::Uuid::new_v4().simple()
+    );
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(&dir, temporary.as_str(), flags, Mode::from_raw_mode(0o644)).map_err(io)?;
+    let written = (|| {
+        rustix::fs::fchown(&fd, Some(Uid::from_raw(uid)), Some(Gid::from_raw(uid))).map_err(io)?;
+        let mut file = std::fs::File::from(fd);
+        file.write_all(bytes).map_err(io)?;
+        file.sync_data().map_err(io)?;
+        rustix::fs::renameat(&dir, temporary.as_str(), &dir, name).map_err(|err| match err {
+            Errno::ISDIR | Errno::NOTEMPTY => Failure::NotRegular,
+            other => io(other),
+        })
+    })();
+    if written.is_err() {
+        let _ = rustix::fs::unlinkat(&dir, temporary.as_str(), AtFlags::empty());
+    }
+    written
+}
+
+/// Opens the regular file `name` in `dir` for reading, never through a symlink, never
+/// blocking on a FIFO.
+fn open_regular(dir: &OwnedFd, name: &str) -> Result<(std::fs::File, u64), Failure> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Err(Failure::NotFound),
+        Err(Errno::LOOP) => return Err(Failure::Symlink),
+        Err(_) => {
+            return Err(match kind(dir, name)? {
+                None => Failure::NotFound,
+                Some(FileType::Symlink) => Failure::Symlink,
+                Some(_) => Failure::NotRegular,
+            });
+        }
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(io)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(Failure::NotRegular);
+    }
+    Ok((std::fs::File::from(fd), u64::try_from(stat.st_size).unwrap_or(0)))
+}
+
+/// The bytes of `relative`.
+pub fn read(root: &Path, relative: &str) -> Result<Vec<u8>, Failure> {
+    let path = parse(relative, false)?;
+    let dir = parent(root, &path, None)?;
+    let (file, size) = open_regular(&dir, last(&path))?;
+    if size > MAX_FILE_BYTES as u64 {
+        return Err(Failure::Io(format!("the file exceeds {MAX_FILE_BYTES} bytes")));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(io)?;
+    Ok(bytes)
+}
+
+/// Removes the regular file `relative` (a symlink or directory is refused).
+pub fn delete(root: &Path, relative: &str) -> Result<(), Failure> {
+    let path = parse(relative, false)?;
+    let dir = parent(root, &path, None)?;
+    let name = last(&path);
+    match kind(&dir, name)? {
+        None => Err(Failure::NotFound),
+        Some(FileType::Symlink) => Err(Failure::Symlink),
+        Some(FileType::RegularFile) => {
+            rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(|err| match err {
+                Errno::NOENT => Failure::NotFound,
+                other => io(other),
+            })
+        }
+        Some(_) => Err(Failure::NotRegular),
+    }
+}
+
+/// The regular files under `relative` (the workspace itself when empty), sorted by path, at most
+/// `limit` (and whether there were more).
+pub fn list(root: &Path, relative: &str, limit: usize) -> Result<(Vec<Entry>, bool), Failure> {
+    let path = parse(relative, true)?;
+    let dir = if path.is_root() {
+        rustix::fs::openat(CWD, root, dir_flags(), Mode::empty()).map_err(io)?
+    } else {
+        let parent = parent(root, &path, None)?;
+        step(&parent, last(&path), None)?
+    };
+    let mut entries = Vec::new();
+    let mut more = false;
+    walk(&dir, &path.relative(), limit, &mut entries, &mut more)?;
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok((entries, more))
+}
+
+fn walk(
+    dir: &OwnedFd,
+    prefix: &str,
+    limit: usize,
+    out: &mut Vec<Entry>,
+    more: &mut bool,
+) -> Result<(), Failure> {
+    let mut names = Vec::new();
+    for entry in Dir::read_from(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let Ok(name) = entry.file_name().to_str() else { continue };
+        if WorkspacePath::listable(name) {
+            names.push(name.to_owned());
+        }
+    }
+    names.sort();
+    for name in names {
+        let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        match kind(dir, &name)? {
+            Some(FileType::Directory) => match step(dir, &name, None) {
+                Ok(sub) => walk(&sub, &path, limit, out, more)?,
+                Err(Failure::Symlink | Failure::NotFound | Failure::NotADirectory) => {}
+                Err(err) => return Err(err),
+            },
+            Some(FileType::RegularFile) => {
+                if out.len() >= limit {
+                    *more = true;
+                    return Ok(());
+                }
+                let (file, size) = match open_regular(dir, &name) {
+                    Ok(found) => found,
+                    Err(Failure::NotFound | Failure::Symlink | Failure::NotRegular) => continue,
+                    Err(err) => return Err(err),
+                };
+                out.push(Entry { path, size, sha256: sha256_of(file)? });
+            }
+            // Symlinks, FIFOs, sockets, devices: not regular workspace files, not followed.
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn sha256_of(mut file: std::fs::File) -> Result<String, Failure> {
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buffer).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    fn workspace() -> (tempdir::Dir, std::path::PathBuf) {
+        let dir = tempdir::Dir::new();
+        let ws = dir.0.join("workspace");
+        std::fs::create_dir(&ws).unwrap();
+        (dir, ws)
+    }
+
+    mod tempdir {
+        pub struct Dir(pub std::path::PathBuf);
+        impl Dir {
+            pub fn new() -> Self {
+                let p = std::env::temp_dir().join(format!("ws-test-{}", uuid::Uuid::new_v4().simple()));
+                std::fs::create_dir_all(&p).unwrap();
+                Self(p)
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    fn uid() -> u32 {
+        rustix::process::getuid().as_raw()
+    }
+
+    #[test]
+    fn files_are_written_read_listed_and_deleted() {
+        let (_d, ws) = workspace();
+        write(&ws, uid(), "src/a.txt", b"hello").unwrap();
+        write(&ws, uid(), "src/a.txt", b"hello again").unwrap();
+        write(&ws, uid(), "b", b"").unwrap();
+        assert_eq!(read(&ws, "src/a.txt").unwrap(), b"hello again");
+        let (entries, more) = list(&ws, "", 10).unwrap();
+        assert!(!more);
+        let paths: Vec<_> = entries.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["b", "src/a.txt"]);
+        assert_eq!(entries[0].sha256, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        delete(&ws, "src/a.txt").unwrap();
+        assert_eq!(read(&ws, "src/a.txt"), Err(Failure::NotFound));
+        assert_eq!(delete(&ws, "src/a.txt"), Err(Failure::NotFound));
+        assert_eq!(delete(&ws, "src"), Err(Failure::NotRegular));
+        // No temporary file is left behind.
+        assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn symlinks_anywhere_on_the_way_are_refused_and_never_followed() {
+        let (d, ws) = workspace();
+        let outside = d.0.join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("secret"), b"host secret").unwrap();
+        symlink(&outside, ws.join("link")).unwrap();
+        symlink(outside.join("secret"), ws.join("file-link")).unwrap();
+        symlink(outside.join("new"), ws.join("dangling")).unwrap();
+        std::fs::create_dir(ws.join("real")).unwrap();
+        symlink("../link", ws.join("real/up")).unwrap();
+
+        assert_eq!(read(&ws, "link/secret"), Err(Failure::Symlink));
+        assert_eq!(read(&ws, "file-link"), Err(Failure::Symlink));
+        assert_eq!(read(&ws, "real/up/secret"), Err(Failure::Symlink));
+        assert_eq!(write(&ws, uid(), "link/secret", b"pwned"), Err(Failure::Symlink));
+        assert_eq!(write(&ws, uid(), "link/new/deep", b"pwned"), Err(Failure::Symlink));
+        assert_eq!(write(&ws, uid(), "file-link", b"pwned"), Err(Failure::Symlink));
+        assert_eq!(write(&ws, uid(), "dangling", b"pwned"), Err(Failure::Symlink));
+        assert_eq!(delete(&ws, "file-link"), Err(Failure::Symlink));
+        assert_eq!(delete(&ws, "link/secret"), Err(Failure::Symlink));
+        assert_eq!(list(&ws, "link", 10), Err(Failure::Symlink));
+        // Nothing outside changed; the listing does not follow links either.
+        assert_eq!(std::fs::read(outside.join("secret")).unwrap(), b"host secret");
+        assert!(!outside.join("new").exists());
+        assert_eq!(list(&ws, "", 10).unwrap().0, Vec::<Entry>::new());
+    }
+
+    #[test]
+    fn fifos_and_paths_the_domain_refuses_never_reach_the_filesystem() {
+        let (_d, ws) = workspace();
+        let status = std::process::Command::new("mkfifo").arg(ws.join("pipe")).status().unwrap();
+        assert!(status.success());
+        // Opened non-blocking: refused at once instead of hanging the node.
+        assert_eq!(read(&ws, "pipe"), Err(Failure::NotRegular));
+        assert_eq!(write(&ws, uid(), "pipe", b"x"), Err(Failure::NotRegular));
+        for bad in ["../escape", "a/../../escape", ".git/config", "a//b", ".agentplane-tmp-x"] {
+            assert!(matches!(write(&ws, uid(), bad, b"x"), Err(Failure::InvalidPath(_))), "{bad}");
+        }
+        assert!(!ws.parent().unwrap().join("escape").exists());
+        assert!(!ws.join(".git").exists());
+    }
+
+    #[test]
+    fn a_file_in_the_way_of_a_directory_is_refused() {
+        let (_d, ws) = workspace();
+        write(&ws, uid(), "f", b"x").unwrap();
+        assert_eq!(write(&ws, uid(), "f/g", b"x"), Err(Failure::NotADirectory));
+        assert_eq!(read(&ws, "f/g"), Err(Failure::NotADirectory));
+    }
+}
