@@ -124,7 +124,7 @@ async fn agent_settings_live_under_config_and_a_patch_changes_only_what_it_names
 }
 
 #[tokio::test]
-async fn a_background_turn_is_refused_until_background_runs_exist() -> R {
+async fn a_background_turn_is_refused_where_the_agent_has_background_runs_off() -> R {
     let (model, app, tenant) = setup().await?;
     let agent = agent_with(&app, &tenant, "gpt-4o-mini").await?;
     send(app.client(&tenant.key, Method::POST, &format!("/agents/{agent}/publish"))).await?;
@@ -135,9 +135,9 @@ async fn a_background_turn_is_refused_until_background_runs_exist() -> R {
     for path in ["/responses".to_owned(), "/agents/responses".into(), format!("/sessions/{session}/messages")]
     {
         let (status, answer) = send(app.client(&tenant.key, Method::POST, &path).json(&body)).await?;
-        assert_error((status, &answer), StatusCode::BAD_REQUEST, "invalid_request_error");
+        assert_error((status, &answer), StatusCode::BAD_REQUEST, "background_not_enabled");
         assert_eq!(answer["error"]["param"], "background", "{path}: {answer}");
-        assert!(message(&answer).contains("background runs are not available"), "{answer}");
+        assert!(message(&answer).contains("background_enabled"), "{answer}");
     }
     let (_, answer) =
         respond(&app, &tenant, json!({"agent": agent, "input": "hi", "background": "yes"})).await?;

@@ -153,6 +153,16 @@ async fn tenant_spend(app: &App, tenant: Option<TenantId>) -> Result<Option<Tena
     Ok(Some(TenantSpend { key, monthly_limit_usd: tenant.monthly_spend_limit_usd }))
 }
 
+/// `background` and `callback_url` are valid, and a background turn is refused before anything
+/// is written (a session included) when the agent has background runs off.
+fn refuse_background_if_off(body: &Map<String, Value>, agent: &Agent) -> Result<(), ClientError> {
+    callback_url(body)?;
+    if background(body)? && !agent.execution.background_enabled {
+        return Err(ClientError::BackgroundNotEnabled);
+    }
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 /// How a turn route goes on after validation: held while the turn runs, or queued as a
 /// background run (202 with the `agent_run`).
@@ -245,8 +255,7 @@ async fn respond(
 ) -> Result<Response, ClientError> {
     let found = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
     let agent = &found.agent;
-    background(&body)?;
-    callback_url(&body)?;
+    refuse_background_if_off(&body, agent)?;
     if channel == Channel::Published && agent.latest_version.is_none() {
         return Err(ClientError::AgentNotPublished);
     }
@@ -361,9 +370,8 @@ pub async fn session_message(
             .into());
         }
     };
-    background(&body)?;
-    callback_url(&body)?;
     let agent = &found.agent;
+    refuse_background_if_off(&body, agent)?;
     let channel = session.agent_channel.unwrap_or(Channel::Draft);
     let config = config_for(&app, agent, channel).await?;
     let input = input_text(body.get("input"), &config.0.attachments)?;
