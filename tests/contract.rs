@@ -108,6 +108,7 @@ async fn the_client_surface_keeps_its_document() -> R {
         .await?;
     let session = session(&app, &tenant.key).await?;
     let action = pending_action(&app, &tenant.project_id, &session).await?;
+    let file = pending_file(&app, &tenant.project_id, &session).await?;
     let background = app
         .create_agent(
             &tenant.key,
@@ -124,6 +125,7 @@ async fn the_client_surface_keeps_its_document() -> R {
         ("session_id", session),
         ("action_id", action),
         ("run_id", str_field(&run, "id")?),
+        ("file_id", file),
     ];
     drive(&app, "client", &[format!("Authorization: Bearer {}", tenant.key)], &ids).await
 }
@@ -164,6 +166,24 @@ async fn session(app: &TestApp, key: &str) -> anyhow::Result<String> {
     let (status, body) = send(app.client(key, Method::POST, "/sessions").json(&json!({}))).await?;
     anyhow::ensure!(status.is_success(), "create session: {status} {body}");
     str_field(&body, "id")
+}
+
+/// A pending file of `session`, written as its create route writes it (the session has no
+/// agent, so the route itself refuses files), so that the file routes answer past their lookup.
+async fn pending_file(app: &TestApp, project: &str, session: &str) -> anyhow::Result<String> {
+    use agentplane_domain::file::{FileId, NewFile};
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    let mut random = [0u8; 12];
+    random.copy_from_slice(&bytes[..12]);
+    let new = NewFile { filename: "contract.txt".into(), content_type: "text/plain".into(), size: 3 };
+    let file = new.into_file(
+        FileId::from_random(random),
+        project.parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
+        session.parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
+        agentplane_domain::Timestamp::from_unix_millis(1_700_000_000_000),
+    );
+    app.store.files().create(&file, 10).await?;
+    Ok(file.id.to_string())
 }
 
 /// A pending question of `session`, written as a pausing turn writes it, so that the actions

@@ -113,6 +113,10 @@ pub enum Route {
     CoreTenantsGet,
     CoreTenantsUpdate,
     CoreTenantsProjectsAttach,
+    ClientSessionFilesCreate,
+    ClientSessionFilesList,
+    ClientSessionFilesGet,
+    ClientSessionFilesDelete,
 }
 
 impl Route {
@@ -178,6 +182,10 @@ impl Route {
         Route::CoreTenantsGet,
         Route::CoreTenantsUpdate,
         Route::CoreTenantsProjectsAttach,
+        Route::ClientSessionFilesCreate,
+        Route::ClientSessionFilesList,
+        Route::ClientSessionFilesGet,
+        Route::ClientSessionFilesDelete,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -392,6 +400,25 @@ impl Route {
             CoreTenantsProjectsAttach => {
                 decl("core-tenants-projects-attach", &[MAIN_W, CORE_KEY], Buffered, || {
                     routes!(core::tenants::attach)
+                })
+            }
+            // Session files: create signs the upload with the function's role (so it may write
+            // the bucket); get asks the bucket for the object's size and marks the file ready
+            // (a conditional write), and signs the download; delete removes the bytes.
+            ClientSessionFilesCreate => {
+                decl("client-session-files-create", &[MAIN_W, FILES_W], Buffered, || {
+                    routes!(client::files::handlers::create)
+                })
+            }
+            ClientSessionFilesList => decl("client-session-files-list", &[MAIN_R], Buffered, || {
+                routes!(client::files::handlers::list)
+            }),
+            ClientSessionFilesGet => decl("client-session-files-get", &[MAIN_W, FILES_R], Buffered, || {
+                routes!(client::files::handlers::get)
+            }),
+            ClientSessionFilesDelete => {
+                decl("client-session-files-delete", &[MAIN_W, FILES_W], Buffered, || {
+                    routes!(client::files::handlers::delete)
                 })
             }
             ClientRunsCancel => decl("client-runs-cancel", &[MAIN_W, EVENTS_W], Buffered, || {

@@ -67,7 +67,7 @@ async fn load_agent(
 }
 
 /// The config a channel runs: the draft, or the newest published version.
-async fn config_for(
+pub(crate) async fn config_for(
     app: &App,
     agent: &Agent,
     channel: Channel,

@@ -1,0 +1,5 @@
+//! Session files: create (an upload URL), list, get (turns `ready` once the object is there),
+//! delete.
+
+pub mod handlers;
+pub mod wire;
