@@ -106,7 +106,18 @@ async fn the_client_surface_keeps_its_document() -> R {
             json!({"name": "contract", "model": "gpt-test", "instructions": "be brief"}),
         )
         .await?;
-    let session = session(&app, &tenant.key).await?;
+    // The session's agent takes files, so that the file routes answer past their checks.
+    let files_agent = app
+        .create_agent(
+            &tenant.key,
+            json!({"name": "files", "model": "gpt-test", "config": {"attachments": {"enabled": true}}}),
+        )
+        .await?;
+    let (status, created) =
+        send(app.client(&tenant.key, Method::POST, "/sessions").json(&json!({"agent_id": files_agent})))
+            .await?;
+    anyhow::ensure!(status.is_success(), "create session: {status} {created}");
+    let session = str_field(&created, "id")?;
     let action = pending_action(&app, &tenant.project_id, &session).await?;
     let file = pending_file(&app, &tenant.project_id, &session).await?;
     let background = app
@@ -168,8 +179,8 @@ async fn session(app: &TestApp, key: &str) -> anyhow::Result<String> {
     str_field(&body, "id")
 }
 
-/// A pending file of `session`, written as its create route writes it (the session has no
-/// agent, so the route itself refuses files), so that the file routes answer past their lookup.
+/// A pending file of `session`, written as its create route writes it, so that the file routes
+/// answer past their lookup from the first request.
 async fn pending_file(app: &TestApp, project: &str, session: &str) -> anyhow::Result<String> {
     use agentplane_domain::file::{FileId, NewFile};
     let bytes = uuid::Uuid::new_v4().into_bytes();

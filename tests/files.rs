@@ -339,3 +339,198 @@ async fn bad_create_bodies_and_ids_are_refused() -> R {
     );
     Ok(())
 }
+
+/// A ready file of `session`: created, uploaded through its URL, read once (ready).
+async fn ready_file(
+    app: &TestApp,
+    key: &str,
+    session: &str,
+    (filename, content_type): (&str, &str),
+    bytes: Vec<u8>,
+) -> anyhow::Result<String> {
+    let (status, file) = create_file(
+        app,
+        key,
+        session,
+        json!({"filename": filename, "content_type": content_type, "size": bytes.len()}),
+    )
+    .await?;
+    anyhow::ensure!(status == StatusCode::CREATED, "{status} {file}");
+    anyhow::ensure!(upload(&str_field(&file, "upload_url")?, content_type, bytes).await?.is_success());
+    let id = str_field(&file, "id")?;
+    let (_, read) = send(app.client(key, Method::GET, &format!("/sessions/{session}/files/{id}"))).await?;
+    anyhow::ensure!(read["status"] == "ready", "{read}");
+    Ok(id)
+}
+
+/// A session of an agent (model `model`, `attachments` as given) and the agent's id.
+async fn agent_session(
+    app: &TestApp,
+    tenant: &Tenant,
+    model: &str,
+    attachments: Value,
+) -> anyhow::Result<(String, String)> {
+    let agent = app
+        .create_agent(
+            &tenant.key,
+            json!({"name": "eyes", "model": model, "config": {"attachments": attachments}}),
+        )
+        .await?;
+    let (_, session) =
+        send(app.client(&tenant.key, Method::POST, "/sessions").json(&json!({"agent_id": agent}))).await?;
+    Ok((agent, str_field(&session, "id")?))
+}
+
+fn message(text: &str, parts: Value) -> Value {
+    let mut content = vec![json!({"type": "input_text", "text": text})];
+    if let Value::Array(parts) = parts {
+        content.extend(parts);
+    }
+    json!([{"role": "user", "content": content}])
+}
+
+#[tokio::test]
+async fn an_image_part_reaches_the_model_as_a_presigned_url_and_a_text_file_inline() -> R {
+    use agentplane_tests::model::{Reply, ScriptedModel};
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let tenant = app.tenant().await?;
+    let (agent, session) = agent_session(&app, &tenant, "gpt-4o-mini", json!({"enabled": true})).await?;
+    let png: Vec<u8> = b"\x89PNG\r\n\x1a\nnot really".to_vec();
+    let image = ready_file(&app, &tenant.key, &session, ("cat.png", "image/png"), png.clone()).await?;
+    let notes =
+        ready_file(&app, &tenant.key, &session, ("notes.txt", "text/plain"), b"the cat is grey".to_vec())
+            .await?;
+    let big =
+        ready_file(&app, &tenant.key, &session, ("big.json", "application/json"), vec![b'7'; 70 * 1024])
+            .await?;
+
+    model.push(Reply::text("a grey cat"));
+    let input = message(
+        "what is this?",
+        json!([{"type": "input_image", "file_id": image}, {"type": "input_file", "file_id": notes}, {"type": "input_file", "file_id": big}]),
+    );
+    let (status, answer) = send(
+        app.client(&tenant.key, Method::POST, "/responses")
+            .json(&json!({"agent": agent, "session_id": session, "input": input})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let requests = model.requests();
+    let user = requests
+        .last()
+        .and_then(|r| r["messages"].as_array())
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .cloned()
+        .unwrap_or_default();
+    let parts = user["content"].as_array().cloned().unwrap_or_default();
+    assert_eq!(parts.len(), 2, "{user}");
+    assert_eq!(parts[0]["type"], "text");
+    let text = parts[0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("what is this?"), "{text}");
+    assert!(text.contains("[file notes.txt (text/plain, 15 bytes)]\nthe cat is grey"), "{text}");
+    // The budget (64 KiB across text files) cuts the big one, and says so.
+    assert!(text.contains("[the file is cut here: 65521 of its 71680 bytes are shown]"), "{text}");
+    assert_eq!(parts[1]["type"], "image_url");
+    let url = parts[1]["image_url"]["url"].as_str().unwrap_or_default();
+    assert!(url.contains("X-Amz-Signature=") && url.contains(&image), "{url}");
+    assert_eq!(reqwest::get(url).await?.bytes().await?.to_vec(), png, "the reference is to the file's bytes");
+
+    // The next turn carries a note where the (by then expired) URL was.
+    model.push(Reply::text("still grey"));
+    let (status, _) = send(
+        app.client(&tenant.key, Method::POST, &format!("/sessions/{session}/messages"))
+            .json(&json!({"input": "and now?"})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK);
+    let requests = model.requests();
+    let history = requests.last().map(|r| r["messages"].to_string()).unwrap_or_default();
+    assert!(!history.contains("image_url") && history.contains("shown earlier"), "{history}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn file_parts_are_refused_when_attachments_are_off_or_the_file_is_not_usable() -> R {
+    use agentplane_tests::model::ScriptedModel;
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let tenant = app.tenant().await?;
+    // Attachments off: refused before anything runs, naming the setting.
+    let (off, off_session) = agent_session(&app, &tenant, "gpt-4o-mini", json!({})).await?;
+    let (status, body) = send(app.client(&tenant.key, Method::POST, "/responses").json(&json!({
+        "agent": off, "session_id": off_session,
+        "input": message("see", json!([{"type": "input_image", "file_id": "file_000000000000000000000000"}])),
+    })))
+    .await?;
+    assert_error((status, &body), StatusCode::BAD_REQUEST, "invalid_request_error");
+    assert_eq!(body["error"]["param"], "input[0].content[1]");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("`config.attachments.enabled` is false")
+    );
+
+    let (on, session) = agent_session(&app, &tenant, "gpt-4o-mini", json!({"enabled": true})).await?;
+    let send_parts = |session: String, agent: String, parts: Value| {
+        let app = &app;
+        let key = tenant.key.clone();
+        async move {
+            send(app.client(&key, Method::POST, "/responses").json(&json!({
+                "agent": agent, "session_id": session, "input": message("see", parts),
+            })))
+            .await
+        }
+    };
+    // A file that was never uploaded is not ready.
+    let (_, pending) = create_file(&app, &tenant.key, &session, text_file(4)).await?;
+    let pending = str_field(&pending, "id")?;
+    let (status, body) =
+        send_parts(session.clone(), on.clone(), json!([{"type": "input_file", "file_id": pending}])).await?;
+    assert_error((status, &body), StatusCode::BAD_REQUEST, "invalid_request_error");
+    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("not ready"), "{body}");
+    // An unknown file, and one of another session, are missing.
+    let (other_agent, other_session) =
+        agent_session(&app, &tenant, "gpt-4o-mini", json!({"enabled": true})).await?;
+    let elsewhere =
+        ready_file(&app, &tenant.key, &other_session, ("a.txt", "text/plain"), b"x".to_vec()).await?;
+    for id in ["file_000000000000000000000000", elsewhere.as_str(), "nonsense"] {
+        let (status, body) =
+            send_parts(session.clone(), on.clone(), json!([{"type": "input_file", "file_id": id}])).await?;
+        assert_error((status, &body), StatusCode::BAD_REQUEST, "invalid_request_error");
+        assert!(body["error"]["message"].as_str().unwrap_or_default().contains("no file"), "{body}");
+    }
+    // An image for a model that reads none; a binary file; a missing file_id.
+    let (blind, blind_session) =
+        agent_session(&app, &tenant, "gpt-3.5-turbo", json!({"enabled": true})).await?;
+    let image =
+        ready_file(&app, &tenant.key, &blind_session, ("a.png", "image/png"), b"png".to_vec()).await?;
+    let (status, body) =
+        send_parts(blind_session.clone(), blind, json!([{"type": "input_image", "file_id": image}])).await?;
+    assert_error((status, &body), StatusCode::BAD_REQUEST, "invalid_request_error");
+    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("does not read images"), "{body}");
+    let binary =
+        ready_file(&app, &tenant.key, &other_session, ("a.bin", "application/octet-stream"), b"b".to_vec())
+            .await?;
+    let (status, body) = send_parts(
+        other_session.clone(),
+        other_agent.clone(),
+        json!([{"type": "input_file", "file_id": binary}]),
+    )
+    .await?;
+    assert_error((status, &body), StatusCode::BAD_REQUEST, "invalid_request_error");
+    let (status, body) =
+        send_parts(other_session.clone(), other_agent.clone(), json!([{"type": "input_file"}])).await?;
+    assert_error((status, &body), StatusCode::BAD_REQUEST, "invalid_request_error");
+    // File parts without a session.
+    let (status, body) = send(app.client(&tenant.key, Method::POST, "/responses").json(&json!({
+        "agent": on, "input": message("see", json!([{"type": "input_file", "file_id": elsewhere}])),
+    })))
+    .await?;
+    assert_error((status, &body), StatusCode::BAD_REQUEST, "invalid_request_error");
+    assert_eq!(body["error"]["param"], "session_id");
+    // No turn ran for any of these.
+    assert!(model.requests().is_empty());
+    Ok(())
+}

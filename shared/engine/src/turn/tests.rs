@@ -427,6 +427,7 @@ impl Harness {
             turn_id: None,
             handover_at: None,
             tenant: None,
+            images: Vec::new(),
         }
     }
 
@@ -988,4 +989,29 @@ async fn a_model_without_a_price_is_refused_where_a_budget_applies() {
     request.config.model = "no-such-priced-model".into();
     let outcome = h.engine.run_turn(request).await.unwrap();
     assert_eq!(outcome.unpriced, usage(10, 5));
+}
+
+#[test]
+fn images_travel_as_url_parts_and_become_notes_in_later_requests() {
+    use crate::model::{ContentPart, ImageUrl, UserContent, without_images};
+    let content = UserContent::with_images("look".into(), &["https://s3/x?sig".into()]);
+    let wire = serde_json::to_value(ChatMessage::User { content: content.clone() }).unwrap_or_default();
+    assert_eq!(
+        wire,
+        serde_json::json!({"role": "user", "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": "https://s3/x?sig"}},
+        ]})
+    );
+    assert_eq!(UserContent::with_images("plain".into(), &[]), UserContent::Text("plain".into()));
+    let later = without_images(vec![ChatMessage::User { content }]);
+    let ChatMessage::User { content: UserContent::Parts(parts) } = &later[0] else {
+        panic!("{later:?}");
+    };
+    assert!(!parts.iter().any(|p| matches!(p, ContentPart::ImageUrl { image_url: ImageUrl { .. } })));
+    assert_eq!(parts.len(), 2);
+    // A stored text message reads back as before.
+    let old: ChatMessage = serde_json::from_str(r#"{"role":"user","content":"hi"}"#)
+        .unwrap_or(ChatMessage::System { content: String::new() });
+    assert!(matches!(&old, ChatMessage::User { content } if content == "hi"));
 }

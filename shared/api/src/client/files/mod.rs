@@ -2,4 +2,5 @@
 //! delete.
 
 pub mod handlers;
+pub mod input;
 pub mod wire;
