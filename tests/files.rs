@@ -534,3 +534,48 @@ async fn file_parts_are_refused_when_attachments_are_off_or_the_file_is_not_usab
     assert!(model.requests().is_empty());
     Ok(())
 }
+
+/// Files follow the version the session runs: its agent's draft, or the published version
+/// once the session ran that.
+#[tokio::test]
+async fn the_version_the_session_runs_decides_whether_it_takes_files() -> R {
+    use agentplane_tests::model::{Reply, ScriptedModel};
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let tenant = app.tenant().await?;
+    let agent = app
+        .create_agent(
+            &tenant.key,
+            json!({"name": "v", "model": "gpt-4o-mini", "config": {"attachments": {"enabled": true}}}),
+        )
+        .await?;
+    let (status, _) =
+        send(app.client(&tenant.key, Method::POST, &format!("/agents/{agent}/publish"))).await?;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, body) = send(
+        app.client(&tenant.key, Method::PATCH, &format!("/agents/{agent}"))
+            .json(&json!({"config": {"attachments": {"enabled": false}}})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // A session that ran the published version (attachments on) takes files…
+    model.push(Reply::text("hi"));
+    let (status, published) = send(
+        app.client(&tenant.key, Method::POST, "/agents/responses")
+            .json(&json!({"agent": agent, "input": "hi"})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{published}");
+    let on_published = str_field(&published, "session_id")?;
+    assert_eq!(create_file(&app, &tenant.key, &on_published, text_file(3)).await?.0, StatusCode::CREATED);
+    // …one on the draft (attachments off now) does not.
+    let (_, draft) =
+        send(app.client(&tenant.key, Method::POST, "/sessions").json(&json!({"agent_id": agent}))).await?;
+    let on_draft = str_field(&draft, "id")?;
+    assert_error(
+        create_file(&app, &tenant.key, &on_draft, text_file(3)).await?.as_ref_pair(),
+        StatusCode::BAD_REQUEST,
+        "attachments_not_enabled",
+    );
+    Ok(())
+}
