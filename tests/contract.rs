@@ -120,6 +120,7 @@ async fn the_client_surface_keeps_its_document() -> R {
     let session = str_field(&created, "id")?;
     let action = pending_action(&app, &tenant.project_id, &session).await?;
     let file = pending_file(&app, &tenant.project_id, &session).await?;
+    let message = assistant_message(&app, &tenant.key, &session).await?;
     let background = app
         .create_agent(
             &tenant.key,
@@ -137,6 +138,7 @@ async fn the_client_surface_keeps_its_document() -> R {
         ("action_id", action),
         ("run_id", str_field(&run, "id")?),
         ("file_id", file),
+        ("event_id", message),
     ];
     drive(&app, "client", &[format!("Authorization: Bearer {}", tenant.key)], &ids).await
 }
@@ -177,6 +179,22 @@ async fn session(app: &TestApp, key: &str) -> anyhow::Result<String> {
     let (status, body) = send(app.client(key, Method::POST, "/sessions").json(&json!({}))).await?;
     anyhow::ensure!(status.is_success(), "create session: {status} {body}");
     str_field(&body, "id")
+}
+
+/// The event id of an assistant message of `session` (a turn run before the contract run).
+async fn assistant_message(app: &TestApp, key: &str, session: &str) -> anyhow::Result<String> {
+    let path = format!("/api/client/v1/sessions/{session}/messages");
+    let (status, body) =
+        send(app.request(Method::POST, &path).bearer_auth(key).json(&json!({"input": "hi"}))).await?;
+    anyhow::ensure!(status.is_success(), "a turn: {status} {body}");
+    let path = format!("/api/client/v1/sessions/{session}/events?limit=100");
+    let (_, events) = send(app.request(Method::GET, &path).bearer_auth(key)).await?;
+    events["data"]
+        .as_array()
+        .and_then(|d| d.iter().find(|e| e["type"] == "message.assistant"))
+        .and_then(|e| e["id"].as_u64())
+        .map(|id| id.to_string())
+        .ok_or_else(|| anyhow::anyhow!("no assistant message in {events}"))
 }
 
 /// A pending file of `session`, written as its create route writes it, so that the file routes

@@ -117,6 +117,8 @@ pub enum Route {
     ClientSessionFilesList,
     ClientSessionFilesGet,
     ClientSessionFilesDelete,
+    ClientSessionFeedbackCreate,
+    ClientAgentFeedbackList,
 }
 
 impl Route {
@@ -186,6 +188,8 @@ impl Route {
         Route::ClientSessionFilesList,
         Route::ClientSessionFilesGet,
         Route::ClientSessionFilesDelete,
+        Route::ClientSessionFeedbackCreate,
+        Route::ClientAgentFeedbackList,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -421,6 +425,15 @@ impl Route {
                     routes!(client::files::handlers::delete)
                 })
             }
+            // Feedback reads the session's event (the rated message) and writes the feedback.
+            ClientSessionFeedbackCreate => {
+                decl("client-session-feedback-create", &[MAIN_W, EVENTS_R], Buffered, || {
+                    routes!(client::feedback::handlers::create)
+                })
+            }
+            ClientAgentFeedbackList => decl("client-agent-feedback-list", &[MAIN_R], Buffered, || {
+                routes!(client::feedback::handlers::list)
+            }),
             ClientRunsCancel => decl("client-runs-cancel", &[MAIN_W, EVENTS_W], Buffered, || {
                 routes!(client::runs::handlers::cancel)
             }),

@@ -100,6 +100,10 @@ impl Store {
             .ok_or_else(|| StoreError::unavailable("this function has no access to the files bucket"))
     }
 
+    pub fn feedback(&self) -> dynamo::feedback::FeedbackStore<'_> {
+        dynamo::feedback::FeedbackStore::new(self)
+    }
+
     pub fn files(&self) -> dynamo::files::Files<'_> {
         dynamo::files::Files::new(self)
     }

@@ -77,6 +77,9 @@ pub enum ClientError {
     /// 402 `spend_limit_reached`: the tenant's monthly spend limit is reached.
     #[error("the tenant's monthly spend limit is reached")]
     SpendLimitReached { spent_usd: f64, max_cost_usd: f64 },
+    /// 404 `message_not_found`: no such event (an assistant message) in the session.
+    #[error("message not found")]
+    MessageNotFound,
     /// 404 `file_not_found`.
     #[error("file not found")]
     FileNotFound,
@@ -258,6 +261,12 @@ impl ClientError {
             )
             .with("spent_usd", spent_usd)
             .with("max_cost_usd", max_cost_usd),
+            Self::MessageNotFound => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "message_not_found",
+                "no such message in this session",
+            ),
             Self::FileNotFound => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "file_not_found", "file not found")
             }

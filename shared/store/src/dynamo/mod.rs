@@ -6,6 +6,7 @@ pub mod agents;
 pub mod allocations;
 pub mod api_keys;
 pub mod events;
+pub mod feedback;
 pub mod files;
 pub mod keys;
 pub mod nodes;
