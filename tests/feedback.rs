@@ -159,3 +159,29 @@ async fn only_assistant_messages_of_the_callers_project_can_be_rated() -> R {
     assert_eq!(list["data"], json!([]));
     Ok(())
 }
+
+#[tokio::test]
+async fn concurrent_first_ratings_leave_one_feedback() -> R {
+    let (model, app, tenant, agent) = setup().await?;
+    let (session, _, answer) = turn(&app, &model, &tenant.key, &agent).await?;
+    let rates = (0..6).map(|i| {
+        let rating = if i % 2 == 0 { "up" } else { "down" };
+        rate(&app, &tenant.key, &session, answer, json!({"rating": rating}))
+    });
+    let answers = futures_util::future::join_all(rates).await;
+    let mut created = 0;
+    let mut ids = std::collections::HashSet::new();
+    for answer in answers {
+        let (status, body) = answer?;
+        match status {
+            StatusCode::CREATED => created += 1,
+            StatusCode::OK => {}
+            other => anyhow::bail!("{other} {body}"),
+        }
+        ids.insert(str_field(&body, "id")?);
+    }
+    assert_eq!((created, ids.len()), (1, 1));
+    let (_, list) = send(app.client(&tenant.key, Method::GET, &format!("/agents/{agent}/feedback"))).await?;
+    assert_eq!(list["data"].as_array().map(Vec::len), Some(1));
+    Ok(())
+}
