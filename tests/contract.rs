@@ -106,8 +106,21 @@ async fn the_client_surface_keeps_its_document() -> R {
             json!({"name": "contract", "model": "gpt-test", "instructions": "be brief"}),
         )
         .await?;
-    let session = session(&app, &tenant.key).await?;
+    // The session's agent takes files, so that the file routes answer past their checks.
+    let files_agent = app
+        .create_agent(
+            &tenant.key,
+            json!({"name": "files", "model": "gpt-test", "config": {"attachments": {"enabled": true}}}),
+        )
+        .await?;
+    let (status, created) =
+        send(app.client(&tenant.key, Method::POST, "/sessions").json(&json!({"agent_id": files_agent})))
+            .await?;
+    anyhow::ensure!(status.is_success(), "create session: {status} {created}");
+    let session = str_field(&created, "id")?;
     let action = pending_action(&app, &tenant.project_id, &session).await?;
+    let file = pending_file(&app, &tenant.project_id, &session).await?;
+    let message = assistant_message(&app, &tenant.key, &session).await?;
     let background = app
         .create_agent(
             &tenant.key,
@@ -124,6 +137,8 @@ async fn the_client_surface_keeps_its_document() -> R {
         ("session_id", session),
         ("action_id", action),
         ("run_id", str_field(&run, "id")?),
+        ("file_id", file),
+        ("event_id", message),
     ];
     drive(&app, "client", &[format!("Authorization: Bearer {}", tenant.key)], &ids).await
 }
@@ -194,6 +209,40 @@ async fn session(app: &TestApp, key: &str) -> anyhow::Result<String> {
     let (status, body) = send(app.client(key, Method::POST, "/sessions").json(&json!({}))).await?;
     anyhow::ensure!(status.is_success(), "create session: {status} {body}");
     str_field(&body, "id")
+}
+
+/// The event id of an assistant message of `session` (a turn run before the contract run).
+async fn assistant_message(app: &TestApp, key: &str, session: &str) -> anyhow::Result<String> {
+    let path = format!("/api/client/v1/sessions/{session}/messages");
+    let (status, body) =
+        send(app.request(Method::POST, &path).bearer_auth(key).json(&json!({"input": "hi"}))).await?;
+    anyhow::ensure!(status.is_success(), "a turn: {status} {body}");
+    let path = format!("/api/client/v1/sessions/{session}/events?limit=100");
+    let (_, events) = send(app.request(Method::GET, &path).bearer_auth(key)).await?;
+    events["data"]
+        .as_array()
+        .and_then(|d| d.iter().find(|e| e["type"] == "message.assistant"))
+        .and_then(|e| e["id"].as_u64())
+        .map(|id| id.to_string())
+        .ok_or_else(|| anyhow::anyhow!("no assistant message in {events}"))
+}
+
+/// A pending file of `session`, written as its create route writes it, so that the file routes
+/// answer past their lookup from the first request.
+async fn pending_file(app: &TestApp, project: &str, session: &str) -> anyhow::Result<String> {
+    use agentplane_domain::file::{FileId, NewFile};
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    let mut random = [0u8; 12];
+    random.copy_from_slice(&bytes[..12]);
+    let new = NewFile { filename: "contract.txt".into(), content_type: "text/plain".into(), size: 3 };
+    let file = new.into_file(
+        FileId::from_random(random),
+        project.parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
+        session.parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
+        agentplane_domain::Timestamp::from_unix_millis(1_700_000_000_000),
+    );
+    app.store.files().create(&file, 10).await?;
+    Ok(file.id.to_string())
 }
 
 /// A pending question of `session`, written as a pausing turn writes it, so that the actions

@@ -397,7 +397,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// A Lambda function builds only the clients it uses: nothing it is built from names S3, SQS or
 /// provisioning, except `provision.rs` itself (which only the local gateway and tests call),
-/// `objects.rs`, the S3 client of transcripts, which only the functions that run turns build,
+/// `objects.rs`, the S3 client of the files bucket, which only the functions granted it build,
 /// and `queue.rs`, the SQS client of the `runs` queue, which only its users build (below).
 #[test]
 fn no_function_builds_s3_or_sqs_clients_or_provisions() {
@@ -433,8 +433,9 @@ fn no_function_builds_s3_or_sqs_clients_or_provisions() {
     }
 }
 
-/// S3 enters exactly the functions that run turns (transcripts past the item limit): only they
-/// are granted the files bucket, so only they build the S3 client (`App::from_env` builds it
+/// S3 enters exactly the functions that run turns (transcripts past the item limit) and the
+/// session file routes that sign URLs, read sizes or delete bytes: only they are granted the
+/// files bucket, so only they build the S3 client (`App::from_env` builds it
 /// from the grants), and the template gives it to them alone (checked above, per function).
 #[test]
 fn only_the_functions_that_run_turns_touch_s3() {
@@ -443,7 +444,11 @@ fn only_the_functions_that_run_turns_touch_s3() {
     let turns: std::collections::HashSet<Route> =
         Route::ALL.iter().copied().filter(|r| r.runs_turns()).collect();
     assert_eq!(turns.len(), 3, "{turns:?}");
-    assert_eq!(with_s3, turns);
+    let files: std::collections::HashSet<Route> =
+        [Route::ClientSessionFilesCreate, Route::ClientSessionFilesGet, Route::ClientSessionFilesDelete]
+            .into_iter()
+            .collect();
+    assert_eq!(with_s3, turns.union(&files).copied().collect());
     for job in Job::ALL {
         assert_eq!(grants::uses_objects(grants::job(*job)), *job == Job::RunExecution, "{job:?}");
     }
@@ -527,7 +532,10 @@ fn read_only_routes_get_read_only_grants() {
     // reading a workspace file queues a node command and may start the workspace's sandbox).
     for route in Route::ALL {
         if route.method() == reqwest::Method::GET
-            && !matches!(route, Route::NodeCommandsPoll | Route::PlatformFilesGet)
+            && !matches!(
+                route,
+                Route::NodeCommandsPoll | Route::PlatformFilesGet | Route::ClientSessionFilesGet
+            )
         {
             assert!(route.grants().iter().all(|g| g.access == Access::Read), "{route:?} reads only");
         }
@@ -575,4 +583,18 @@ fn the_template_is_cfn_lint_clean() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Session files are kept 30 days: the files bucket expires `files/` (and only that: transcripts
+/// live as long as their sessions), as the file items' TTL does.
+#[test]
+fn the_files_bucket_expires_session_files_after_thirty_days() {
+    let t = template();
+    let rules = &resources(&t)["FilesBucket"]["Properties"]["LifecycleConfiguration"]["Rules"];
+    let rules = rules.as_sequence().expect("lifecycle rules");
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(rules[0]["Status"], "Enabled");
+    assert_eq!(str_of(&rules[0]["Prefix"]), "files/");
+    assert_eq!(rules[0]["ExpirationInDays"].as_u64(), Some(30));
+    assert_eq!(agentplane_domain::file::RETENTION_DAYS, 30);
 }

@@ -1,11 +1,12 @@
 //! The bench command (`bash tests/bench.sh`): everything runs through the same router the local
 //! gateway serves, over real HTTP on loopback, against LocalStack, and prints numbers.
 //! `BENCH_N` sets the calls per measured operation (default 300); an argument picks one suite
-//! (`sessions`, `turns`, `background`, `webhooks`), none runs them all.
+//! (`sessions`, `turns`, `background`, `files`, `webhooks`), none runs them all.
 
 #![allow(clippy::print_stdout)]
 
 mod background;
+mod files;
 mod round_trips;
 mod sessions;
 mod stats;
@@ -23,6 +24,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if wants("background") {
         Box::pin(background::run(n)).await?;
+        println!();
+    }
+    if wants("files") {
+        files::run(n).await?;
         println!();
     }
     if wants("turns") {

@@ -43,9 +43,12 @@ pub const EVENTS_R: Grant = read("EventsTable");
 pub const EVENTS_W: Grant = write("EventsTable");
 pub const TELEMETRY_R: Grant = read("TelemetryTable");
 pub const TELEMETRY_W: Grant = write("TelemetryTable");
-/// The files bucket, written by the functions that run turns: transcripts past the DynamoDB
-/// item limit (`transcripts/…`). The one S3 grant of any function.
+/// The files bucket, written by the functions that run turns (transcripts past the DynamoDB
+/// item limit, `transcripts/…`) and by the session file routes that create (the presigned
+/// upload is signed with the function's role) and delete files (`files/…`).
 pub const FILES_W: Grant = write("FilesBucket");
+/// The files bucket, read: session files' sizes (HEAD) and their presigned downloads.
+pub const FILES_R: Grant = read("FilesBucket");
 /// The `runs` queue: continuations are sent by whoever settles a paused turn's last action (the
 /// answer route, the retention sweep) and consumed by the `run-execution` job.
 pub const RUNS_SEND: Grant = Grant { resource: "RunsQueue", access: Access::Send };
@@ -86,7 +89,7 @@ pub fn job(job: Job) -> &'static [Grant] {
 
 /// Whether a function of `grants` builds an S3 client (only those granted the files bucket).
 pub fn uses_objects(grants: &[Grant]) -> bool {
-    grants.iter().any(|g| g.resource == FILES_W.resource)
+    grants.iter().any(|g| g.resource == FILES_W.resource || g.resource == FILES_R.resource)
 }
 
 /// Whether a function of `grants` builds the SQS client of the `runs` queue.
@@ -122,9 +125,13 @@ mod tests {
             if r.method() == http::Method::GET {
                 assert!(
                     // Polling claims commands; reading a workspace file queues a node command
-                    // (and may start the workspace's sandbox).
+                    // (and may start the workspace's sandbox); reading a session file records it
+                    // `ready` once its upload is there.
                     grants.iter().all(|g| g.access == Access::Read)
-                        || matches!(r, Route::NodeCommandsPoll | Route::PlatformFilesGet),
+                        || matches!(
+                            r,
+                            Route::NodeCommandsPoll | Route::PlatformFilesGet | Route::ClientSessionFilesGet
+                        ),
                     "{r:?}: a read route writes"
                 );
             }

@@ -126,6 +126,12 @@ pub enum Route {
     PlatformRunsList,
     PlatformRunsGet,
     PlatformRunsStop,
+    ClientSessionFilesCreate,
+    ClientSessionFilesList,
+    ClientSessionFilesGet,
+    ClientSessionFilesDelete,
+    ClientSessionFeedbackCreate,
+    ClientAgentFeedbackList,
 }
 
 impl Route {
@@ -204,6 +210,12 @@ impl Route {
         Route::PlatformRunsList,
         Route::PlatformRunsGet,
         Route::PlatformRunsStop,
+        Route::ClientSessionFilesCreate,
+        Route::ClientSessionFilesList,
+        Route::ClientSessionFilesGet,
+        Route::ClientSessionFilesDelete,
+        Route::ClientSessionFeedbackCreate,
+        Route::ClientAgentFeedbackList,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -413,6 +425,34 @@ impl Route {
                     routes!(core::tenants::attach)
                 })
             }
+            // Session files: create signs the upload with the function's role (so it may write
+            // the bucket); get asks the bucket for the object's size and marks the file ready
+            // (a conditional write), and signs the download; delete removes the bytes.
+            ClientSessionFilesCreate => {
+                decl("client-session-files-create", &[MAIN_W, FILES_W], Buffered, || {
+                    routes!(client::files::handlers::create)
+                })
+            }
+            ClientSessionFilesList => decl("client-session-files-list", &[MAIN_R], Buffered, || {
+                routes!(client::files::handlers::list)
+            }),
+            ClientSessionFilesGet => decl("client-session-files-get", &[MAIN_W, FILES_R], Buffered, || {
+                routes!(client::files::handlers::get)
+            }),
+            ClientSessionFilesDelete => {
+                decl("client-session-files-delete", &[MAIN_W, FILES_W], Buffered, || {
+                    routes!(client::files::handlers::delete)
+                })
+            }
+            // Feedback reads the session's event (the rated message) and writes the feedback.
+            ClientSessionFeedbackCreate => {
+                decl("client-session-feedback-create", &[MAIN_W, EVENTS_R], Buffered, || {
+                    routes!(client::feedback::handlers::create)
+                })
+            }
+            ClientAgentFeedbackList => decl("client-agent-feedback-list", &[MAIN_R], Buffered, || {
+                routes!(client::feedback::handlers::list)
+            }),
             // Ends a waiting run's paused turn (its `turn.ended` event) or records the cancel.
             ClientRunsCancel => {
                 decl("client-runs-cancel", &[MAIN_W, EVENTS_W, WEBHOOKS_SEND], Buffered, || {

@@ -9,6 +9,8 @@ pub mod allocation;
 pub mod api_key;
 pub mod error;
 pub mod event;
+pub mod feedback;
+pub mod file;
 pub mod ids;
 pub mod metadata;
 pub mod page;

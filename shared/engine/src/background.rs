@@ -278,6 +278,8 @@ impl Engine {
             turn_id: Some(run.id.turn_id()),
             handover_at: None,
             tenant,
+            // Background runs take no image parts (the route refuses them).
+            images: Vec::new(),
         })
     }
 

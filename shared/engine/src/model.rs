@@ -45,7 +45,7 @@ pub enum ChatMessage {
         content: String,
     },
     User {
-        content: String,
+        content: UserContent,
     },
     Assistant {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,6 +57,85 @@ pub enum ChatMessage {
         tool_call_id: String,
         content: String,
     },
+}
+
+/// A user message's content: text (most messages, and every one stored before images), or
+/// parts — text and images by reference (a short-lived URL), in Chat Completions form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UserContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImageUrl {
+    pub url: String,
+}
+
+/// What stands in for an image in a later request: its URL has expired by then.
+pub const IMAGE_SHOWN_EARLIER: &str = "[an image the user attached to this message was shown earlier]";
+
+impl UserContent {
+    /// The text and these image URLs (text alone without images).
+    pub fn with_images(text: String, images: &[String]) -> Self {
+        if images.is_empty() {
+            return Self::Text(text);
+        }
+        let mut parts = vec![ContentPart::Text { text }];
+        parts.extend(
+            images.iter().map(|url| ContentPart::ImageUrl { image_url: ImageUrl { url: url.clone() } }),
+        );
+        Self::Parts(parts)
+    }
+
+    /// The same content with every image replaced by a note (for messages of earlier turns).
+    pub fn without_images(self) -> Self {
+        match self {
+            Self::Text(text) => Self::Text(text),
+            Self::Parts(parts) => Self::Parts(
+                parts
+                    .into_iter()
+                    .map(|part| match part {
+                        ContentPart::ImageUrl { .. } => {
+                            ContentPart::Text { text: IMAGE_SHOWN_EARLIER.into() }
+                        }
+                        text => text,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl From<String> for UserContent {
+    fn from(text: String) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl PartialEq<str> for UserContent {
+    fn eq(&self, other: &str) -> bool {
+        matches!(self, Self::Text(text) if text == other)
+    }
+}
+
+/// Messages read back from a transcript for a later request: images become notes.
+pub fn without_images(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    messages
+        .into_iter()
+        .map(|m| match m {
+            ChatMessage::User { content } => ChatMessage::User { content: content.without_images() },
+            other => other,
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -38,7 +38,7 @@ mod tests {
     fn a_transcript_reads_back_exactly_as_it_was_written() {
         let long = "x".repeat(100_000);
         let messages = vec![
-            ChatMessage::User { content: long.clone() },
+            ChatMessage::User { content: long.clone().into() },
             ChatMessage::Assistant {
                 content: None,
                 tool_calls: vec![WireToolCall {

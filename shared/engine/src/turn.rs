@@ -79,6 +79,9 @@ pub struct TurnRequest {
     pub handover_at: Option<Instant>,
     /// The tenant whose monthly spend the turn counts toward, and its limit.
     pub tenant: Option<TenantSpend>,
+    /// Short-lived URLs of the session's image files given with this message (the model reads
+    /// images); later requests carry a note in their place.
+    pub images: Vec<String>,
 }
 
 /// A project of a tenant: the turn's spend is added to the tenant's monthly counter, and at the
@@ -352,8 +355,10 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             messages.push(ChatMessage::System { content: request.config.instructions.clone() });
         }
         let start = messages.len();
-        messages.extend(history);
-        messages.push(ChatMessage::User { content: request.input.clone() });
+        messages.extend(crate::model::without_images(history));
+        messages.push(ChatMessage::User {
+            content: crate::model::UserContent::with_images(request.input.clone(), &request.images),
+        });
         let mut turn = Turn {
             engine: self,
             plan: Plan {
@@ -418,7 +423,8 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
         let Some(session) = self.store.claim(continuation, now, hold_until).await.map_err(storage)? else {
             return Ok(None);
         };
-        let history = crate::transcript::decode(&stored.body).map_err(storage)?;
+        // A pause may outlast an image's URL: images the turn was given become notes.
+        let history = crate::model::without_images(crate::transcript::decode(&stored.body).map_err(storage)?);
         let mut messages = Vec::new();
         if !paused.config.instructions.is_empty() {
             messages.push(ChatMessage::System { content: paused.config.instructions.clone() });

@@ -8,12 +8,15 @@ pub async fn sdk_config_from_env() -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest()).load().await
 }
 
-/// An emulator at `endpoint` with dummy credentials.
+/// An emulator at `endpoint` with LocalStack's well-known credentials (`test`/`test`): it
+/// checks presigned URLs' signatures against that secret.
 pub async fn emulator_sdk_config(endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
-        .test_credentials()
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "emulator",
+        ))
         .load()
         .await
 }

@@ -118,6 +118,22 @@ impl Store {
             .ok_or_else(|| StoreError::unavailable("this function has no access to transcript objects"))
     }
 
+    /// The S3 client of the files bucket (session files); `Unavailable` in a function that was
+    /// not granted the bucket.
+    pub fn objects(&self) -> Result<&Objects, StoreError> {
+        self.objects
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("this function has no access to the files bucket"))
+    }
+
+    pub fn feedback(&self) -> dynamo::feedback::FeedbackStore<'_> {
+        dynamo::feedback::FeedbackStore::new(self)
+    }
+
+    pub fn files(&self) -> dynamo::files::Files<'_> {
+        dynamo::files::Files::new(self)
+    }
+
     pub fn turns(&self) -> dynamo::turns::TurnWrites<'_> {
         dynamo::turns::TurnWrites::new(self)
     }

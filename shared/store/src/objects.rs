@@ -1,9 +1,14 @@
-//! The one S3 use outside provisioning: session transcripts too large for a DynamoDB item, in
-//! the files bucket under `transcripts/`. Only the functions that run turns build this client
-//! (`Store::with_objects`); every other function holds DynamoDB alone.
+//! The one S3 module outside provisioning, on the files bucket: session transcripts too large
+//! for a DynamoDB item (`transcripts/…`), and session files (`files/<project>/<session>/<file>`),
+//! which clients upload and download themselves through presigned URLs. Only the functions
+//! granted the files bucket build this client (`Store::with_objects`); every other function
+//! holds DynamoDB alone.
+
+use std::time::Duration;
 
 use aws_config::SdkConfig;
 use aws_sdk_s3::error::DisplayErrorContext;
+use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 
 use crate::StoreError;
@@ -64,5 +69,68 @@ impl Objects {
             .await
             .map_err(|e| StoreError::unavailable(DisplayErrorContext(e)))?;
         Ok(())
+    }
+
+    /// A presigned PUT of `key` that S3 accepts only with exactly this `Content-Type` and
+    /// `Content-Length` (both are signed headers), for `expires`.
+    pub async fn presign_put(
+        &self,
+        key: &str,
+        content_type: &str,
+        size: u64,
+        expires: Duration,
+    ) -> Result<String, StoreError> {
+        let config = PresigningConfig::expires_in(expires).map_err(StoreError::unavailable)?;
+        let length = i64::try_from(size).map_err(StoreError::unavailable)?;
+        let request = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .content_length(length)
+            .presigned(config)
+            .await
+            .map_err(|e| StoreError::unavailable(DisplayErrorContext(e)))?;
+        Ok(request.uri().to_owned())
+    }
+
+    /// A presigned GET of `key`, for `expires`.
+    pub async fn presign_get(&self, key: &str, expires: Duration) -> Result<String, StoreError> {
+        let config = PresigningConfig::expires_in(expires).map_err(StoreError::unavailable)?;
+        let request = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(config)
+            .await
+            .map_err(|e| StoreError::unavailable(DisplayErrorContext(e)))?;
+        Ok(request.uri().to_owned())
+    }
+
+    /// The object's size in bytes, from the bucket itself; `None` when there is no object.
+    pub async fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        match self.client.head_object().bucket(&self.bucket).key(key).send().await {
+            Ok(out) => Ok(out.content_length().and_then(|n| u64::try_from(n).ok())),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(None),
+            Err(e) => Err(StoreError::unavailable(DisplayErrorContext(e))),
+        }
+    }
+
+    /// The first `limit` bytes of the object (a range read); `NotFound` when there is none.
+    pub async fn get_prefix(&self, key: &str, limit: u64) -> Result<Vec<u8>, StoreError> {
+        let range = format!("bytes=0-{}", limit.saturating_sub(1));
+        let out = self.client.get_object().bucket(&self.bucket).key(key).range(range).send().await.map_err(
+            |e| {
+                if e.as_service_error().is_some_and(|e| e.is_no_such_key()) {
+                    StoreError::NotFound
+                } else {
+                    StoreError::unavailable(DisplayErrorContext(e))
+                }
+            },
+        )?;
+        let bytes = out.body.collect().await.map_err(StoreError::unavailable)?;
+        Ok(bytes.into_bytes().to_vec())
     }
 }

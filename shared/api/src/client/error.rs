@@ -77,6 +77,18 @@ pub enum ClientError {
     /// 402 `spend_limit_reached`: the tenant's monthly spend limit is reached.
     #[error("the tenant's monthly spend limit is reached")]
     SpendLimitReached { spent_usd: f64, max_cost_usd: f64 },
+    /// 404 `message_not_found`: no such event (an assistant message) in the session.
+    #[error("message not found")]
+    MessageNotFound,
+    /// 404 `file_not_found`.
+    #[error("file not found")]
+    FileNotFound,
+    /// 409 `file_limit_reached`: the session has the most files its agent allows.
+    #[error("the session has the most files it may")]
+    FileLimitReached { max_files: u32 },
+    /// 400 `attachments_not_enabled`: the session's agent (the version it runs) takes no files.
+    #[error("{0}")]
+    AttachmentsNotEnabled(String),
     /// 503 `webhooks_unavailable`: the deployment has no webhook secret key.
     #[error("webhooks are not configured")]
     WebhooksUnavailable,
@@ -249,6 +261,30 @@ impl ClientError {
             )
             .with("spent_usd", spent_usd)
             .with("max_cost_usd", max_cost_usd),
+            Self::MessageNotFound => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "message_not_found",
+                "no such message in this session",
+            ),
+            Self::FileNotFound => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "file_not_found", "file not found")
+            }
+            Self::FileLimitReached { max_files } => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "file_limit_reached",
+                format!(
+                    "the session has {max_files} files, the most its agent's `config.attachments.max_files` allows; delete one first"
+                ),
+            )
+            .with("max_files", max_files),
+            Self::AttachmentsNotEnabled(message) => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "attachments_not_enabled",
+                message,
+            ),
             Self::WebhooksUnavailable => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "api_error",

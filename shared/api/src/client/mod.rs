@@ -5,6 +5,8 @@ pub mod agents;
 pub mod auth;
 pub mod error;
 pub mod events;
+pub mod feedback;
+pub mod files;
 pub mod responses;
 pub mod runs;
 pub mod sessions;

@@ -449,6 +449,7 @@ impl Harness {
             turn_id: None,
             handover_at: None,
             tenant: None,
+            images: Vec::new(),
         }
     }
 
@@ -1065,4 +1066,29 @@ async fn cancelling_a_paused_turn_emits_session_idled_cancelled() {
     let kinds: Vec<&str> = state.emitted.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(kinds, ["action.required", "session.idled"]);
     assert_eq!(state.emitted[1].1["stopReason"], "cancelled");
+}
+
+#[test]
+fn images_travel_as_url_parts_and_become_notes_in_later_requests() {
+    use crate::model::{ContentPart, ImageUrl, UserContent, without_images};
+    let content = UserContent::with_images("look".into(), &["https://s3/x?sig".into()]);
+    let wire = serde_json::to_value(ChatMessage::User { content: content.clone() }).unwrap_or_default();
+    assert_eq!(
+        wire,
+        serde_json::json!({"role": "user", "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": "https://s3/x?sig"}},
+        ]})
+    );
+    assert_eq!(UserContent::with_images("plain".into(), &[]), UserContent::Text("plain".into()));
+    let later = without_images(vec![ChatMessage::User { content }]);
+    let ChatMessage::User { content: UserContent::Parts(parts) } = &later[0] else {
+        panic!("{later:?}");
+    };
+    assert!(!parts.iter().any(|p| matches!(p, ContentPart::ImageUrl { image_url: ImageUrl { .. } })));
+    assert_eq!(parts.len(), 2);
+    // A stored text message reads back as before.
+    let old: ChatMessage = serde_json::from_str(r#"{"role":"user","content":"hi"}"#)
+        .unwrap_or(ChatMessage::System { content: String::new() });
+    assert!(matches!(&old, ChatMessage::User { content } if content == "hi"));
 }

@@ -7,6 +7,8 @@ pub mod allocations;
 pub mod api_keys;
 pub mod environments;
 pub mod events;
+pub mod feedback;
+pub mod files;
 pub mod keys;
 pub mod nodes;
 pub mod observations;

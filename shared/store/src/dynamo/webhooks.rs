@@ -402,7 +402,7 @@ impl<'a> Webhooks<'a> {
 /// Sends a transaction on the project's count item, which concurrent creates and deletes all
 /// touch: a cancellation for a conflicting transaction (not a failed condition) is retried with
 /// a growing, jittered pause a bounded number of times. A failed condition is `Conflict`.
-async fn send_contended(tx: TransactWriteItemsFluentBuilder) -> Result<(), StoreError> {
+pub(super) async fn send_contended(tx: TransactWriteItemsFluentBuilder) -> Result<(), StoreError> {
     let mut pause_ms = 10u64;
     for _ in 0..8 {
         match tx.clone().send().await {
@@ -420,7 +420,7 @@ async fn send_contended(tx: TransactWriteItemsFluentBuilder) -> Result<(), Store
             Err(err) => return Err(super::transaction_conflict(err)),
         }
     }
-    Err(StoreError::unavailable("the webhook count kept being contended"))
+    Err(StoreError::unavailable("a count item kept being contended"))
 }
 
 fn contended(

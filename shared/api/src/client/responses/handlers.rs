@@ -13,7 +13,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
-use super::validation::{background, callback_url, input_text};
+use super::validation::{background, callback_url, input_with_files};
 use super::wire::{CreateResponse, CreateSessionMessage, Rendered, ResponseBody, ResponsesError};
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
@@ -69,7 +69,7 @@ async fn load_agent(
 }
 
 /// The config a channel runs: the draft, or the newest published version.
-async fn config_for(
+pub(crate) async fn config_for(
     app: &App,
     agent: &Agent,
     channel: Channel,
@@ -82,6 +82,23 @@ async fn config_for(
             Ok((version.config, Some(number)))
         }
     }
+}
+
+/// The message's text with its text files appended, and its images' URLs.
+async fn with_files(
+    app: &App,
+    auth: &ProjectAuth,
+    session: &Session,
+    text: String,
+    files: &[crate::client::responses::validation::FileRef],
+    model: &str,
+) -> Result<(String, Vec<String>), ClientError> {
+    if files.is_empty() {
+        return Ok((text, Vec::new()));
+    }
+    let resolved =
+        crate::client::files::input::resolve(app, &auth.project_id, &session.id, files, model).await?;
+    Ok((format!("{text}{}", resolved.text), resolved.images))
 }
 
 fn metadata(body: &Map<String, Value>) -> Result<Metadata, ClientError> {
@@ -174,11 +191,18 @@ async fn run_or_queue(
     channel: Channel,
     config: (VersionedConfig, Option<u32>),
     (session, context): (&Session, TurnContext),
-    input: String,
+    (input, images): (String, Vec<String>),
     metadata: &Metadata,
 ) -> Result<Response, ClientError> {
     let tenant = tenant_spend(app, *tenant).await?;
     if background(body)? {
+        if !images.is_empty() {
+            return Err(agentplane_domain::ValidationError::new(
+                "input",
+                "`input_image` parts are not taken by background runs yet; send them without `background`",
+            )
+            .into());
+        }
         let budget = SessionBudget::effective(session.budget, &agent.execution);
         if budget.is_some() && app.engine.prices.price(&config.0.model).is_none() {
             return Err(ClientError::ModelNotPriced { model: config.0.model.clone() });
@@ -194,7 +218,7 @@ async fn run_or_queue(
         return Ok(crate::client::runs::queue(app, auth.project_id, queued).await?.into_response());
     }
     let context = TurnContext { webhooks: *hooks, ..context };
-    Ok(run(app, auth, agent, channel, config, (session, context), input, metadata, tenant)
+    Ok(run(app, auth, agent, channel, config, (session, context), (input, images), metadata, tenant)
         .await?
         .into_response())
 }
@@ -209,7 +233,7 @@ async fn run(
     channel: Channel,
     (config, version): (VersionedConfig, Option<u32>),
     (session, context): (&Session, TurnContext),
-    input: String,
+    (input, images): (String, Vec<String>),
     metadata: &Metadata,
     tenant: Option<TenantSpend>,
 ) -> Result<Json<ResponseBody>, ClientError> {
@@ -229,6 +253,7 @@ async fn run(
         turn_id: None,
         handover_at: None,
         tenant,
+        images,
     };
     let engine = app.engine.clone();
     let created_at = edge::now().unix_seconds();
@@ -260,9 +285,17 @@ async fn respond(
         return Err(ClientError::AgentNotPublished);
     }
     let config = config_for(&app, agent, channel).await?;
-    let input = input_text(body.get("input"), &config.0.attachments)?;
+    let (text, files) = input_with_files(body.get("input"), &config.0.attachments)?;
+    if !files.is_empty() && matches!(body.get("session_id"), None | Some(Value::Null)) {
+        return Err(agentplane_domain::ValidationError::new(
+            "session_id",
+            "file parts name files of a session: give its `session_id`",
+        )
+        .into());
+    }
     let metadata = metadata(&body)?;
     let (session, context) = session_for(&app, &auth, &body, agent, &metadata).await?;
+    let input = with_files(&app, &auth, &session, text, &files, &config.0.model).await?;
     run_or_queue(&app, &auth, &body, &found, channel, config, (&session, context), input, &metadata).await
 }
 
@@ -374,7 +407,8 @@ pub async fn session_message(
     refuse_background_if_off(&body, agent)?;
     let channel = session.agent_channel.unwrap_or(Channel::Draft);
     let config = config_for(&app, agent, channel).await?;
-    let input = input_text(body.get("input"), &config.0.attachments)?;
+    let (text, files) = input_with_files(body.get("input"), &config.0.attachments)?;
+    let input = with_files(&app, &auth, &session, text, &files, &config.0.model).await?;
     let metadata = session.metadata.clone();
     run_or_queue(&app, &auth, &body, &found, channel, config, (&session, context), input, &metadata).await
 }

@@ -3,7 +3,7 @@
 //! `agentplane_engine::Engine::run_turn`.
 
 pub(crate) mod handlers;
-mod validation;
+pub(crate) mod validation;
 mod wire;
 
 pub use handlers::{create_draft, create_published, session_message};

@@ -33,31 +33,54 @@ pub fn callback_url(body: &Map<String, Value>) -> Result<Option<String>, Validat
 }
 
 /// Why a file or image part cannot be used, naming the setting that decides it.
-fn attachment_refused(kind: &str, attachments: &Attachments) -> String {
-    if attachments.enabled {
-        format!(
-            "`{kind}` parts are refused: this agent's `config.attachments.enabled` is true, but session \
-             files are not available in this deployment yet"
-        )
-    } else {
-        format!(
-            "`{kind}` parts are refused: this agent takes no attachments (its \
-             `config.attachments.enabled` is false)"
-        )
-    }
+fn attachment_refused(kind: &str) -> String {
+    format!(
+        "`{kind}` parts are refused: this agent takes no attachments (its \
+         `config.attachments.enabled` is false)"
+    )
 }
 
-fn part_text(part: &Value, param: &str, attachments: &Attachments) -> Result<String, ValidationError> {
+/// A file or image part of the input: a session file to give the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRef {
+    /// Where it was in the body (`input[0].content[1]`), for errors.
+    pub param: String,
+    pub file_id: String,
+    /// `input_image` (else `input_file`).
+    pub image: bool,
+}
+
+/// One part: its text (`None` for a file part, which goes to `files`).
+fn part_text(
+    part: &Value,
+    param: &str,
+    attachments: &Attachments,
+    files: &mut Vec<FileRef>,
+) -> Result<Option<String>, ValidationError> {
     match part {
-        Value::String(s) => Ok(s.clone()),
+        Value::String(s) => Ok(Some(s.clone())),
         Value::Object(o) => match o.get("type").and_then(Value::as_str) {
             Some("input_text") | Some("text") => o
                 .get("text")
                 .and_then(Value::as_str)
-                .map(str::to_owned)
+                .map(|t| Some(t.to_owned()))
                 .ok_or_else(|| ValidationError::new(param, "an input_text part needs `text`")),
             Some(kind @ ("input_image" | "input_file")) => {
-                Err(ValidationError::new(param, attachment_refused(kind, attachments)))
+                if !attachments.enabled {
+                    return Err(ValidationError::new(param, attachment_refused(kind)));
+                }
+                let file_id = o.get("file_id").and_then(Value::as_str).ok_or_else(|| {
+                    ValidationError::new(
+                        param,
+                        format!("an {kind} part needs `file_id` (a session file's id)"),
+                    )
+                })?;
+                files.push(FileRef {
+                    param: param.to_owned(),
+                    file_id: file_id.to_owned(),
+                    image: kind == "input_image",
+                });
+                Ok(None)
             }
             _ => Err(ValidationError::new(param, "unknown content part type")),
         },
@@ -65,10 +88,29 @@ fn part_text(part: &Value, param: &str, attachments: &Attachments) -> Result<Str
     }
 }
 
+/// At most this many file parts in one message.
+pub const MAX_FILE_PARTS: usize = 10;
+
 /// `input`: a string, or an array of message parts / user messages
 /// (`{"role":"user","content": "…" | [{"type":"input_text","text":"…"}]}`). Returns the text.
-/// File and image parts are refused with the reason `attachments` (the running config's) gives.
+/// File and image parts are refused unless `attachments` (the running config's) are enabled
+/// (the routes take them with [`input_with_files`]).
+#[cfg(test)]
 pub fn input_text(value: Option<&Value>, attachments: &Attachments) -> Result<String, ValidationError> {
+    let (text, files) = input_with_files(value, attachments)?;
+    match files.first() {
+        Some(file) => Err(ValidationError::new(file.param.clone(), "file parts are not taken here")),
+        None => Ok(text),
+    }
+}
+
+/// [`input_text`], and the file and image parts (`{type: "input_file" | "input_image",
+/// file_id}`) when `attachments` are enabled, in order. With file parts the text may be empty.
+pub fn input_with_files(
+    value: Option<&Value>,
+    attachments: &Attachments,
+) -> Result<(String, Vec<FileRef>), ValidationError> {
+    let mut files = Vec::new();
     let text = match value {
         None | Some(Value::Null) => return Err(ValidationError::new("input", "`input` is required")),
         Some(Value::String(s)) => s.clone(),
@@ -88,17 +130,18 @@ pub fn input_text(value: Option<&Value>, attachments: &Attachments) -> Result<St
                             Some(Value::String(s)) => texts.push(s.clone()),
                             Some(Value::Array(parts)) => {
                                 for (j, part) in parts.iter().enumerate() {
-                                    texts.push(part_text(
+                                    texts.extend(part_text(
                                         part,
                                         &format!("{param}.content[{j}]"),
                                         attachments,
+                                        &mut files,
                                     )?);
                                 }
                             }
                             _ => return Err(ValidationError::new(param, "a message needs `content`")),
                         }
                     }
-                    other => texts.push(part_text(other, &param, attachments)?),
+                    other => texts.extend(part_text(other, &param, attachments, &mut files)?),
                 }
             }
             texts.join("\n")
@@ -110,8 +153,14 @@ pub fn input_text(value: Option<&Value>, attachments: &Attachments) -> Result<St
             ));
         }
     };
-    if text.trim().is_empty() {
+    if text.trim().is_empty() && files.is_empty() {
         return Err(ValidationError::new("input", "`input` must not be empty"));
+    }
+    if files.len() > MAX_FILE_PARTS {
+        return Err(ValidationError::new(
+            "input",
+            format!("`input` may reference at most {MAX_FILE_PARTS} files"),
+        ));
     }
     if text.chars().count() > MAX_INPUT_CHARS {
         return Err(ValidationError::new(
@@ -119,7 +168,7 @@ pub fn input_text(value: Option<&Value>, attachments: &Attachments) -> Result<St
             format!("`input` may be at most {MAX_INPUT_CHARS} characters"),
         ));
     }
-    Ok(text)
+    Ok((text, files))
 }
 
 #[cfg(test)]
@@ -146,8 +195,20 @@ mod tests {
         assert_eq!(err.as_ref().and_then(|e| e.param.as_deref()), Some("input[0].content[1]"));
         assert!(err.is_some_and(|e| e.message.contains("config.attachments.enabled")));
         let enabled = Attachments { enabled: true, ..Attachments::default() };
-        let err = input_text(Some(&json!([{"type": "input_image"}])), &enabled).err();
-        assert!(err.is_some_and(|e| e.message.contains("`config.attachments.enabled` is true")));
+        let err = input_with_files(Some(&json!([{"type": "input_image"}])), &enabled).err();
+        assert!(err.is_some_and(|e| e.message.contains("needs `file_id`")));
+        let parts = json!([{"role": "user", "content": [
+            {"type": "input_text", "text": "see"},
+            {"type": "input_image", "file_id": "file_1"},
+            {"type": "input_file", "file_id": "file_2"},
+        ]}]);
+        let (text, files) = input_with_files(Some(&parts), &enabled).unwrap_or_default();
+        assert_eq!(text, "see");
+        assert_eq!(files.len(), 2);
+        assert!(files[0].image && !files[1].image);
+        assert_eq!(files[1].param, "input[0].content[2]");
+        let only_file = input_with_files(Some(&json!([{"type": "input_file", "file_id": "f"}])), &enabled);
+        assert!(only_file.is_ok());
     }
 
     #[test]

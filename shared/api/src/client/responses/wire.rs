@@ -15,15 +15,17 @@ use utoipa::ToSchema;
 
 use crate::envelope::{ErrorEnvelope, LegacyError};
 
-/// A part of a user message. `input_image` and `input_file` parts are refused with a message
-/// that names the agent's `config.attachments` setting.
+/// A part of a user message. `input_image` and `input_file` parts name a ready file of the
+/// turn's session by `file_id`; they are refused (400) when the running version's
+/// `config.attachments.enabled` is false, the file is not usable, or an image goes to a model
+/// that reads none.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[allow(dead_code)]
 pub enum InputPart {
     InputText { text: String },
     Text { text: String },
-    InputImage { image_url: Option<String> },
+    InputImage { file_id: Option<String> },
     InputFile { file_id: Option<String> },
 }
 

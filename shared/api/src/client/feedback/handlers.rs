@@ -1,0 +1,136 @@
+use agentplane_domain::event::EventType;
+use agentplane_domain::feedback::{self, Feedback, FeedbackId, Rating};
+use agentplane_domain::ids::AgentId;
+use agentplane_domain::page::{PageLimit, PageRequest};
+use agentplane_domain::query::Query;
+use agentplane_domain::{SessionId, ValidationError};
+use agentplane_store::StoreError;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use http::StatusCode;
+
+use super::wire::{CreateFeedback, FeedbackBody, FeedbackParams};
+use crate::body::JsonObject;
+use crate::client::auth::ProjectAuth;
+use crate::client::error::{ClientError, Found};
+use crate::envelope::ErrorEnvelope;
+use crate::list::{List, PageParams};
+use crate::{App, edge};
+
+/// Rate an assistant message of a session.
+///
+/// `rating` is `up` or `down`, `comment` optional. A message has one feedback: rating it again
+/// replaces the rating and comment (same id; 200 instead of 201).
+#[utoipa::path(
+    post,
+    path = "/api/client/v1/sessions/{session_id}/events/{event_id}/feedback",
+    tag = "client",
+    operation_id = "client-session-feedback-create",
+    params(
+        ("session_id" = String, Path, description = "The session's id."),
+        ("event_id" = String, Path, description = "The assistant message's event id (a sequence number)."),
+    ),
+    request_body(content = CreateFeedback, description = "The rating."),
+    responses(
+        (status = 200, description = "The message's feedback, replaced.", body = FeedbackBody),
+        (status = 201, description = "The message's first feedback.", body = FeedbackBody),
+        (status = 400, description = "The body is invalid (`param` names the field), or the event is not an assistant message.", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such session in this project (`session_not_found`), or no such event in it (`message_not_found`).", body = ErrorEnvelope),
+        (status = 409, description = "The feedback kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
+)]
+pub async fn create(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path((session_id, event_id)): Path<(String, String)>,
+    JsonObject(body, _): JsonObject<ClientError>,
+) -> Result<(StatusCode, Json<FeedbackBody>), ClientError> {
+    let id: SessionId = session_id.parse().map_err(|_| ClientError::SessionNotFound)?;
+    let session =
+        app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
+    let seq: u64 = event_id.parse().ok().filter(|n| *n > 0).ok_or(ClientError::MessageNotFound)?;
+    let page = app.store.events().list_after(&session.id, seq - 1, PageLimit::DEFAULT).await?;
+    let event = page.items.into_iter().find(|e| e.seq == seq).ok_or(ClientError::MessageNotFound)?;
+    if event.kind != EventType::AssistantMessage {
+        return Err(ValidationError::new(
+            "event_id",
+            format!("event {seq} is a `{}`, not an assistant message", event.kind.as_str()),
+        )
+        .into());
+    }
+    let agent_id = session.agent_id.ok_or(ClientError::MessageNotFound)?;
+    let (rating, comment) = feedback::from_body(&body)?;
+    let store = app.store.feedback();
+    for _ in 0..5 {
+        let now = edge::now();
+        let previous = store.on_message(&auth.project_id, &session.id, seq).await?;
+        let (feedback, status) = match &previous {
+            Some(old) => (
+                Feedback { rating, comment: comment.clone(), updated_at: now, ..old.clone() },
+                StatusCode::OK,
+            ),
+            None => (
+                Feedback {
+                    id: FeedbackId::from_random(edge::random()?),
+                    project_id: auth.project_id,
+                    agent_id,
+                    session_id: session.id,
+                    event_id: seq,
+                    rating,
+                    comment: comment.clone(),
+                    created_at: now,
+                    updated_at: now,
+                },
+                StatusCode::CREATED,
+            ),
+        };
+        match store.put(&feedback, previous.map(|p| p.updated_at)).await {
+            Ok(()) => return Ok((status, Json(FeedbackBody::from(&feedback)))),
+            Err(StoreError::Conflict) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(ClientError::ConcurrentUpdate)
+}
+
+/// List an agent's feedback, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/client/v1/agents/{agent_id}/feedback",
+    tag = "client",
+    operation_id = "client-agent-feedback-list",
+    params(("agent_id" = String, Path, description = "The agent's id."), FeedbackParams, PageParams),
+    responses(
+        (status = 200, description = "A page of the agent's feedback.", body = List<FeedbackBody>),
+        (status = 400, description = "`rating` or a page parameter is invalid (`param` names it).", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 404, description = "No such agent in this project (`agent_not_found`), or `after` names no feedback of it (`cursor_not_found`).", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
+    ),
+)]
+pub async fn list(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Path(agent_id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<List<FeedbackBody>>, ClientError> {
+    let query = Query::parse(raw.as_deref());
+    let page = PageRequest::from_query(&query)?;
+    let rating = query.single("rating")?.map(|text| Rating::parse("rating", text)).transpose()?;
+    let id: AgentId = agent_id.parse().map_err(|_| ClientError::AgentNotFound)?;
+    app.store.agents().get(&auth.project_id, &id).await.or_not_found(ClientError::AgentNotFound)?;
+    let after = match &page.after {
+        Some(text) => Some(text.parse::<FeedbackId>().map_err(|_| ClientError::CursorNotFound)?),
+        None => None,
+    };
+    let found = app
+        .store
+        .feedback()
+        .list(&auth.project_id, &id, rating, &page, after.as_ref())
+        .await
+        .or_not_found(ClientError::CursorNotFound)?;
+    Ok(Json(List::of(&found, |f| FeedbackBody::from(f), |f| f.id.to_string())))
+}

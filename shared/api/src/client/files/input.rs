@@ -1,0 +1,160 @@
+//! File and image parts of a turn's input: each names a ready file of the turn's session. A
+//! text file is given to the model inline, within a budget; an image travels by reference (a
+//! short-lived presigned GET) and only to a model that reads images.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use agentplane_domain::file::{FileId, FileStatus, SessionFile};
+use agentplane_domain::{ProjectId, SessionId, ValidationError};
+use agentplane_store::StoreError;
+
+use crate::App;
+use crate::client::error::ClientError;
+use crate::client::responses::validation::FileRef;
+
+/// The bytes of text files given to the model in one message, all files together.
+pub const TEXT_BUDGET_BYTES: usize = 64 * 1024;
+/// How long the model's image URL works: long enough for the provider to fetch it.
+pub const IMAGE_URL_SECONDS: u64 = 10 * 60;
+/// The models that read images when `AGENTPLANE_IMAGE_MODELS` is not set.
+pub const DEFAULT_IMAGE_MODELS: &str = "gpt-4o,gpt-4o-mini,gpt-4.1*,gpt-5*,o4-mini";
+
+/// Whether `model` reads images: `AGENTPLANE_IMAGE_MODELS`, a comma list of names where a
+/// trailing `*` matches any rest (default [`DEFAULT_IMAGE_MODELS`]).
+pub fn reads_images(model: &str) -> bool {
+    static LIST: OnceLock<Vec<String>> = OnceLock::new();
+    let list = LIST.get_or_init(|| {
+        let text = std::env::var("AGENTPLANE_IMAGE_MODELS").unwrap_or_else(|_| DEFAULT_IMAGE_MODELS.into());
+        parse_models(&text)
+    });
+    matches_any(list, model)
+}
+
+fn parse_models(text: &str) -> Vec<String> {
+    text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+fn matches_any(list: &[String], model: &str) -> bool {
+    list.iter().any(|pattern| match pattern.strip_suffix('*') {
+        Some(prefix) => model.starts_with(prefix),
+        None => model == pattern,
+    })
+}
+
+/// What the file parts add to the turn: text to append to the message, and image URLs.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    pub text: String,
+    pub images: Vec<String>,
+}
+
+fn refused(file: &FileRef, message: impl Into<String>) -> ClientError {
+    ValidationError::new(file.param.clone(), message).into()
+}
+
+/// Reads each referenced file of `session` (checking a pending one against the bucket), and
+/// turns it into text or an image URL; any that is missing, not ready, of a kind the model
+/// cannot take, or an image for a model that reads none, is a 400 naming its part.
+pub async fn resolve(
+    app: &App,
+    project: &ProjectId,
+    session: &SessionId,
+    files: &[FileRef],
+    model: &str,
+) -> Result<Resolved, ClientError> {
+    let mut out = Resolved::default();
+    let mut budget = TEXT_BUDGET_BYTES;
+    for part in files {
+        let file = load(app, project, session, part).await?;
+        if part.image || file.is_image() {
+            if !file.is_image() {
+                return Err(refused(part, format!("`{}` is not an image ({})", file.id, file.content_type)));
+            }
+            if !reads_images(model) {
+                return Err(refused(
+                    part,
+                    format!(
+                        "the model `{model}` does not read images (the deployment's AGENTPLANE_IMAGE_MODELS)"
+                    ),
+                ));
+            }
+            let url = app
+                .store
+                .objects()?
+                .presign_get(&file.object_key(), Duration::from_secs(IMAGE_URL_SECONDS))
+                .await?;
+            out.images.push(url);
+        } else if file.is_text() {
+            let shown = budget.min(usize::try_from(file.size).unwrap_or(usize::MAX));
+            let bytes = if shown == 0 {
+                Vec::new()
+            } else {
+                app.store.objects()?.get_prefix(&file.object_key(), shown as u64).await?
+            };
+            budget -= bytes.len().min(budget);
+            out.text.push_str(&render_text(&file, &bytes));
+        } else {
+            return Err(refused(
+                part,
+                format!(
+                    "`{}` is {}: only text files (text/*, JSON) and images can be given to the model",
+                    file.id, file.content_type
+                ),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+async fn load(
+    app: &App,
+    project: &ProjectId,
+    session: &SessionId,
+    part: &FileRef,
+) -> Result<SessionFile, ClientError> {
+    let missing = || refused(part, format!("no file `{}` in this session", part.file_id));
+    let id: FileId = part.file_id.parse().map_err(|_| missing())?;
+    let file = match app.store.files().get(project, session, &id).await {
+        Ok(file) => file,
+        Err(StoreError::NotFound) => return Err(missing()),
+        Err(err) => return Err(err.into()),
+    };
+    let file = crate::client::files::handlers::settle(app, file).await?;
+    if file.status != FileStatus::Ready {
+        return Err(refused(part, format!("the file `{id}` is not ready: upload its bytes first")));
+    }
+    Ok(file)
+}
+
+/// A text file as the model reads it: a header naming it, its text (a cut one says so).
+fn render_text(file: &SessionFile, bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out =
+        format!("\n\n[file {} ({}, {} bytes)]\n{}", file.filename, file.content_type, file.size, text);
+    if (bytes.len() as u64) < file.size {
+        out.push_str(&format!(
+            "\n[the file is cut here: {} of its {} bytes are shown]",
+            bytes.len(),
+            file.size
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_models_match_by_name_or_prefix() {
+        let list = parse_models(DEFAULT_IMAGE_MODELS);
+        for yes in ["gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-nano", "gpt-5-mini"] {
+            assert!(matches_any(&list, yes), "{yes}");
+        }
+        for no in ["gpt-3.5-turbo", "gpt-4o-2", "text-embedding-3", ""] {
+            assert!(!matches_any(&list, no), "{no}");
+        }
+        assert_eq!(parse_models(" a , b* ,,"), vec!["a".to_owned(), "b*".to_owned()]);
+    }
+}

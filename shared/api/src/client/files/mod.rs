@@ -1,0 +1,6 @@
+//! Session files: create (an upload URL), list, get (turns `ready` once the object is there),
+//! delete.
+
+pub mod handlers;
+pub mod input;
+pub mod wire;

@@ -1,0 +1,98 @@
+//! The session file object as the client API shows it (snake_case, Unix seconds).
+
+use agentplane_domain::file::{FileStatus, SessionFile};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Where a file is: `pending` until its object is in the bucket with the declared size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = SessionFileStatus)]
+pub enum FileStatusName {
+    Pending,
+    Ready,
+}
+
+impl From<FileStatus> for FileStatusName {
+    fn from(status: FileStatus) -> Self {
+        match status {
+            FileStatus::Pending => Self::Pending,
+            FileStatus::Ready => Self::Ready,
+        }
+    }
+}
+
+/// Create a session file: what will be uploaded.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = CreateSessionFile)]
+pub struct CreateFile {
+    /// 1–255 characters, no control characters or slashes.
+    #[schema(min_length = 1, max_length = 255)]
+    pub filename: String,
+    /// A media type (`type/subtype`, no parameters); the upload must send exactly this
+    /// `Content-Type`.
+    #[schema(max_length = 127, pattern = "^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+$")]
+    pub content_type: String,
+    /// Bytes; at most the agent's `config.attachments.max_file_bytes` (default 20 MB). The upload
+    /// must be exactly this long.
+    #[schema(minimum = 1)]
+    pub size: u64,
+}
+
+/// A session file.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = SessionFile)]
+pub struct FileBody {
+    /// `file_` and 24 hex characters.
+    #[schema(pattern = "^file_[0-9a-f]{24}$")]
+    pub id: String,
+    /// Always `session_file`.
+    #[schema(pattern = "^session_file$")]
+    pub object: &'static str,
+    pub session_id: String,
+    pub status: FileStatusName,
+    pub filename: String,
+    pub content_type: String,
+    pub size: u64,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds: the file (and its bytes) are deleted then.
+    pub expires_at: i64,
+    /// Only in the answer to create: a presigned `PUT` (15 minutes) that takes exactly
+    /// `size` bytes with `Content-Type: <content_type>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upload_url: Option<String>,
+    /// Only when the file is `ready`, on get: a presigned `GET` of its bytes (5 minutes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub download_url: Option<String>,
+}
+
+impl From<&SessionFile> for FileBody {
+    fn from(file: &SessionFile) -> Self {
+        Self {
+            id: file.id.to_string(),
+            object: "session_file",
+            session_id: file.session_id.to_string(),
+            status: file.status.into(),
+            filename: file.filename.clone(),
+            content_type: file.content_type.clone(),
+            size: file.size,
+            created_at: file.created_at.unix_seconds(),
+            expires_at: file.expires_at.unix_seconds(),
+            upload_url: None,
+            download_url: None,
+        }
+    }
+}
+
+/// The file is deleted.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = SessionFileDeleted)]
+pub struct FileDeleted {
+    pub id: String,
+    /// Always `session_file.deleted`.
+    #[schema(value_type = String, pattern = "^session_file\\.deleted$")]
+    pub object: &'static str,
+    /// Always `true`.
+    pub deleted: bool,
+}

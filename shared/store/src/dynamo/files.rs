@@ -1,0 +1,209 @@
+//! Session files in the main table, and their per-session count.
+//!
+//! | item  | PK              | SK                          | GSI1 (by_created)                               |
+//! |-------|-----------------|-----------------------------|-------------------------------------------------|
+//! | file  | `PROJECT#{pid}` | `SESSION#{sid}#FILE#{fid}`  | `PROJECT#{pid}#SESSION#{sid}#FILES` / created#fid |
+//! | count | `PROJECT#{pid}` | `SESSION#{sid}#FILES#COUNT` | —                                               |
+//!
+//! The count item holds `file_count`; every create and delete changes it in the same
+//! transaction as the file, under the condition `file_count < max` (create) and
+//! `file_count > 0` (delete), so concurrent creates never pass the limit. Both items carry the
+//! TTL attribute `expires_at` (Unix seconds): a file's is its own expiry, the count's the
+//! newest file's, so the count goes when the last of its files does. A file turns `ready` once,
+//! by a conditional update from `pending`.
+
+use agentplane_domain::file::{FileId, FileStatus, SessionFile};
+use agentplane_domain::page::{Page, PageRequest, created_sort_key};
+use agentplane_domain::{ProjectId, SessionId};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use serde::{Deserialize, Serialize};
+
+use super::keys::project_pk;
+use super::page::{Item, query_created, start_key};
+use super::{conditional, s};
+use crate::{Store, StoreError};
+
+fn file_sk(session: &SessionId, id: &FileId) -> String {
+    format!("SESSION#{session}#FILE#{id}")
+}
+fn files_list(project: &ProjectId, session: &SessionId) -> String {
+    format!("PROJECT#{project}#SESSION#{session}#FILES")
+}
+fn count_sk(session: &SessionId) -> String {
+    format!("SESSION#{session}#FILES#COUNT")
+}
+
+#[derive(Serialize, Deserialize)]
+struct FileItem {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    #[serde(rename = "GSI1PK")]
+    gsi1pk: String,
+    #[serde(rename = "GSI1SK")]
+    gsi1sk: String,
+    /// The TTL attribute, Unix seconds.
+    expires_at: i64,
+    file: SessionFile,
+}
+
+impl FileItem {
+    fn of(file: &SessionFile) -> Self {
+        Self {
+            pk: project_pk(&file.project_id),
+            sk: file_sk(&file.session_id, &file.id),
+            gsi1pk: files_list(&file.project_id, &file.session_id),
+            gsi1sk: created_sort_key(file.created_at, &file.id),
+            expires_at: file.expires_at.unix_seconds(),
+            file: file.clone(),
+        }
+    }
+}
+
+pub struct Files<'a> {
+    store: &'a Store,
+}
+
+impl<'a> Files<'a> {
+    pub(crate) fn new(store: &'a Store) -> Self {
+        Self { store }
+    }
+
+    fn table(&self) -> &str {
+        &self.store.names.main_table
+    }
+
+    /// Writes a new file and counts it; `Conflict` when its session already has `max_files`.
+    pub async fn create(&self, file: &SessionFile, max_files: u32) -> Result<(), StoreError> {
+        let count = Update::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(&file.project_id)))
+            .key("SK", s(count_sk(&file.session_id)))
+            .update_expression("SET file_count = if_not_exists(file_count, :zero) + :one, expires_at = :exp")
+            .condition_expression("attribute_not_exists(file_count) OR file_count < :max")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":max", n(i64::from(max_files)))
+            .expression_attribute_values(":exp", n(file.expires_at.unix_seconds()))
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let put = Put::builder()
+            .table_name(self.table())
+            .set_item(Some(serde_dynamo::to_item(FileItem::of(file))?))
+            .condition_expression("attribute_not_exists(PK)")
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let tx = self
+            .store
+            .dynamo
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(count).build())
+            .transact_items(TransactWriteItem::builder().put(put).build());
+        super::webhooks::send_contended(tx).await
+    }
+
+    async fn raw(&self, project: &ProjectId, session: &SessionId, id: &FileId) -> Result<Item, StoreError> {
+        super::get_item(self.store, self.table(), project_pk(project), file_sk(session, id))
+            .await?
+            .ok_or(StoreError::NotFound)
+    }
+
+    pub async fn get(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        id: &FileId,
+    ) -> Result<SessionFile, StoreError> {
+        let item: FileItem = serde_dynamo::from_item(self.raw(project, session, id).await?)?;
+        Ok(item.file)
+    }
+
+    /// How many files the session has (the count item).
+    pub async fn count(&self, project: &ProjectId, session: &SessionId) -> Result<u32, StoreError> {
+        let item = super::get_item(self.store, self.table(), project_pk(project), count_sk(session)).await?;
+        Ok(item
+            .as_ref()
+            .and_then(|i| i.get("file_count"))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0))
+    }
+
+    pub async fn list(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        page: &PageRequest,
+        after: Option<&FileId>,
+    ) -> Result<Page<SessionFile>, StoreError> {
+        let start = match after {
+            Some(id) => Some(start_key(&self.raw(project, session, id).await?).ok_or(StoreError::NotFound)?),
+            None => None,
+        };
+        let page: Page<FileItem> =
+            query_created(self.store, &files_list(project, session), start, page.limit, page.order).await?;
+        Ok(Page { items: page.items.into_iter().map(|i| i.file).collect(), has_more: page.has_more })
+    }
+
+    /// `pending` → `ready`, once; `Conflict` when it is not pending (any more) or is gone.
+    pub async fn mark_ready(&self, file: &SessionFile) -> Result<(), StoreError> {
+        self.store
+            .dynamo
+            .update_item()
+            .table_name(self.table())
+            .key("PK", s(project_pk(&file.project_id)))
+            .key("SK", s(file_sk(&file.session_id, &file.id)))
+            .update_expression("SET #file.#status = :ready")
+            .condition_expression("#file.#status = :pending")
+            .expression_attribute_names("#file", "file")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":ready", serde_dynamo::to_attribute_value(FileStatus::Ready)?)
+            .expression_attribute_values(":pending", serde_dynamo::to_attribute_value(FileStatus::Pending)?)
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    /// Deletes the file and uncounts it; `NotFound` when it is not there.
+    pub async fn delete(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        id: &FileId,
+    ) -> Result<(), StoreError> {
+        let delete = Delete::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(file_sk(session, id)))
+            .condition_expression("attribute_exists(PK)")
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let count = Update::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(count_sk(session)))
+            .update_expression("SET file_count = file_count - :one")
+            .condition_expression("file_count > :zero")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let tx = self
+            .store
+            .dynamo
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().delete(delete).build())
+            .transact_items(TransactWriteItem::builder().update(count).build());
+        match super::webhooks::send_contended(tx).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::Conflict) => Err(StoreError::NotFound),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+fn n(value: i64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
