@@ -164,7 +164,7 @@ async fn only_assistant_messages_of_the_callers_project_can_be_rated() -> R {
 async fn concurrent_first_ratings_leave_one_feedback() -> R {
     let (model, app, tenant, agent) = setup().await?;
     let (session, _, answer) = turn(&app, &model, &tenant.key, &agent).await?;
-    let rates = (0..6).map(|i| {
+    let rates = (0..12).map(|i| {
         let rating = if i % 2 == 0 { "up" } else { "down" };
         rate(&app, &tenant.key, &session, answer, json!({"rating": rating}))
     });

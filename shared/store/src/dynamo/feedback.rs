@@ -12,7 +12,7 @@
 use agentplane_domain::feedback::{Feedback, FeedbackId, Rating};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::page::{Order, Page, PageRequest, created_sort_key};
-use agentplane_domain::{ProjectId, SessionId, Timestamp};
+use agentplane_domain::{ProjectId, SessionId};
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
@@ -94,26 +94,28 @@ impl<'a> FeedbackStore<'a> {
         Ok(item.map(|i| i.feedback))
     }
 
-    /// Writes `feedback`: a new one (with its locator) when `previous` is `None`, else replacing
-    /// the one whose `updated_at` was `previous`. `Conflict` when someone wrote meanwhile.
-    pub async fn put(&self, feedback: &Feedback, previous: Option<Timestamp>) -> Result<(), StoreError> {
+    /// Writes `feedback`: a new one (with its locator) unless `replaces`, else a later rating of
+    /// the same feedback (the same id: the last writer's rating stands, and concurrent raters
+    /// never conflict with each other). `Conflict` when a new one finds one there already, or a
+    /// replacement finds none.
+    pub async fn put(&self, feedback: &Feedback, replaces: bool) -> Result<(), StoreError> {
         let item = serde_dynamo::to_item(FeedbackItem::of(feedback))?;
-        match previous {
-            Some(at) => {
+        match replaces {
+            true => {
                 self.store
                     .dynamo
                     .put_item()
                     .table_name(self.table())
                     .set_item(Some(item))
-                    .condition_expression("#f.updated_at = :prev")
+                    .condition_expression("#f.id = :id")
                     .expression_attribute_names("#f", "feedback")
-                    .expression_attribute_values(":prev", serde_dynamo::to_attribute_value(at)?)
+                    .expression_attribute_values(":id", super::s(feedback.id.to_string()))
                     .send()
                     .await
                     .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
                 Ok(())
             }
-            None => {
+            false => {
                 let locator = LocatorItem {
                     pk: project_pk(&feedback.project_id),
                     sk: locator_sk(&feedback.id),

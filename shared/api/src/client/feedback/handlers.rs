@@ -87,7 +87,7 @@ pub async fn create(
                 StatusCode::CREATED,
             ),
         };
-        match store.put(&feedback, previous.map(|p| p.updated_at)).await {
+        match store.put(&feedback, previous.is_some()).await {
             Ok(()) => return Ok((status, Json(FeedbackBody::from(&feedback)))),
             Err(StoreError::Conflict) => continue,
             Err(err) => return Err(err.into()),
