@@ -15,7 +15,6 @@
 use agentplane_domain::file::{FileId, FileStatus, SessionFile};
 use agentplane_domain::page::{Page, PageRequest, created_sort_key};
 use agentplane_domain::{ProjectId, SessionId};
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use serde::{Deserialize, Serialize};
 
 use super::keys::project_pk;
@@ -76,31 +75,10 @@ impl<'a> Files<'a> {
 
     /// Writes a new file and counts it; `Conflict` when its session already has `max_files`.
     pub async fn create(&self, file: &SessionFile, max_files: u32) -> Result<(), StoreError> {
-        let count = Update::builder()
-            .table_name(self.table())
-            .key("PK", s(project_pk(&file.project_id)))
-            .key("SK", s(count_sk(&file.session_id)))
-            .update_expression("SET file_count = if_not_exists(file_count, :zero) + :one, expires_at = :exp")
-            .condition_expression("attribute_not_exists(file_count) OR file_count < :max")
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":max", n(i64::from(max_files)))
-            .expression_attribute_values(":exp", n(file.expires_at.unix_seconds()))
-            .build()
-            .map_err(StoreError::unavailable)?;
-        let put = Put::builder()
-            .table_name(self.table())
-            .set_item(Some(serde_dynamo::to_item(FileItem::of(file))?))
-            .condition_expression("attribute_not_exists(PK)")
-            .build()
-            .map_err(StoreError::unavailable)?;
-        let tx = self
-            .store
-            .dynamo
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().update(count).build())
-            .transact_items(TransactWriteItem::builder().put(put).build());
-        super::webhooks::send_contended(tx).await
+        let item = serde_dynamo::to_item(FileItem::of(file))?;
+        let ttl = Some(file.expires_at.unix_seconds());
+        super::counted::put(self.store, &counter(&file.project_id, &file.session_id), max_files, ttl, item)
+            .await
     }
 
     async fn raw(&self, project: &ProjectId, session: &SessionId, id: &FileId) -> Result<Item, StoreError> {
@@ -121,13 +99,7 @@ impl<'a> Files<'a> {
 
     /// How many files the session has (the count item).
     pub async fn count(&self, project: &ProjectId, session: &SessionId) -> Result<u32, StoreError> {
-        let item = super::get_item(self.store, self.table(), project_pk(project), count_sk(session)).await?;
-        Ok(item
-            .as_ref()
-            .and_then(|i| i.get("file_count"))
-            .and_then(|v| v.as_n().ok())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0))
+        super::counted::read(self.store, &counter(project, session)).await
     }
 
     pub async fn list(
@@ -173,37 +145,17 @@ impl<'a> Files<'a> {
         session: &SessionId,
         id: &FileId,
     ) -> Result<(), StoreError> {
-        let delete = Delete::builder()
-            .table_name(self.table())
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(file_sk(session, id)))
-            .condition_expression("attribute_exists(PK)")
-            .build()
-            .map_err(StoreError::unavailable)?;
-        let count = Update::builder()
-            .table_name(self.table())
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(count_sk(session)))
-            .update_expression("SET file_count = file_count - :one")
-            .condition_expression("file_count > :zero")
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":one", n(1))
-            .build()
-            .map_err(StoreError::unavailable)?;
-        let tx = self
-            .store
-            .dynamo
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().delete(delete).build())
-            .transact_items(TransactWriteItem::builder().update(count).build());
-        match super::webhooks::send_contended(tx).await {
-            Ok(()) => Ok(()),
-            Err(StoreError::Conflict) => Err(StoreError::NotFound),
-            Err(err) => Err(err),
-        }
+        super::counted::delete(
+            self.store,
+            &counter(project, session),
+            project_pk(project),
+            file_sk(session, id),
+        )
+        .await
     }
 }
 
-fn n(value: i64) -> AttributeValue {
-    AttributeValue::N(value.to_string())
+/// The session's file count.
+fn counter(project: &ProjectId, session: &SessionId) -> super::counted::Counter {
+    super::counted::Counter { pk: project_pk(project), sk: count_sk(session), attr: "file_count" }
 }

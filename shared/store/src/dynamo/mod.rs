@@ -5,6 +5,7 @@ pub mod agent_runs;
 pub mod agents;
 pub mod allocations;
 pub mod api_keys;
+mod counted;
 pub mod environments;
 pub mod events;
 pub mod feedback;

@@ -24,8 +24,7 @@
 use agentplane_domain::page::{Page, PageLimit, PageRequest, created_sort_key};
 use agentplane_domain::webhook::{Attempt, Endpoint, EndpointId, MAX_ENDPOINTS, Message, MessageId};
 use agentplane_domain::{ProjectId, Timestamp};
-use aws_sdk_dynamodb::operation::transact_write_items::builders::TransactWriteItemsFluentBuilder;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
 use super::keys::project_pk;
@@ -170,30 +169,8 @@ impl<'a> Webhooks<'a> {
     /// Writes a new endpoint and counts it; `Conflict` when the project already has
     /// [`MAX_ENDPOINTS`].
     pub async fn create(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
-        let count = Update::builder()
-            .table_name(self.table())
-            .key("PK", s(project_pk(&endpoint.project_id)))
-            .key("SK", s(COUNT_SK))
-            .update_expression("SET endpoint_count = if_not_exists(endpoint_count, :zero) + :one")
-            .condition_expression("attribute_not_exists(endpoint_count) OR endpoint_count < :max")
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":max", n(i64::from(MAX_ENDPOINTS)))
-            .build()
-            .map_err(StoreError::unavailable)?;
-        let put = Put::builder()
-            .table_name(self.table())
-            .set_item(Some(serde_dynamo::to_item(EndpointItem::of(endpoint))?))
-            .condition_expression("attribute_not_exists(PK)")
-            .build()
-            .map_err(StoreError::unavailable)?;
-        let tx = self
-            .store
-            .dynamo
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().update(count).build())
-            .transact_items(TransactWriteItem::builder().put(put).build());
-        send_contended(tx).await
+        let item = serde_dynamo::to_item(EndpointItem::of(endpoint))?;
+        super::counted::put(self.store, &counter(&endpoint.project_id), MAX_ENDPOINTS, None, item).await
     }
 
     async fn raw(&self, project: &ProjectId, id: &EndpointId) -> Result<Item, StoreError> {
@@ -224,14 +201,7 @@ impl<'a> Webhooks<'a> {
 
     /// How many endpoints the project has (the count item).
     pub async fn count(&self, project: &ProjectId) -> Result<u32, StoreError> {
-        let item = super::get_item(self.store, self.table(), project_pk(project), COUNT_SK).await?;
-        let count = item
-            .as_ref()
-            .and_then(|i| i.get("endpoint_count"))
-            .and_then(|v| v.as_n().ok())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        Ok(count)
+        super::counted::read(self.store, &counter(project)).await
     }
 
     pub async fn list(
@@ -267,34 +237,7 @@ impl<'a> Webhooks<'a> {
 
     /// Deletes the endpoint and uncounts it; `NotFound` when it is not there.
     pub async fn delete(&self, project: &ProjectId, id: &EndpointId) -> Result<(), StoreError> {
-        let delete = Delete::builder()
-            .table_name(self.table())
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(endpoint_sk(id)))
-            .condition_expression("attribute_exists(PK)")
-            .build()
-            .map_err(StoreError::unavailable)?;
-        let count = Update::builder()
-            .table_name(self.table())
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(COUNT_SK))
-            .update_expression("SET endpoint_count = endpoint_count - :one")
-            .condition_expression("endpoint_count > :zero")
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":one", n(1))
-            .build()
-            .map_err(StoreError::unavailable)?;
-        let tx = self
-            .store
-            .dynamo
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().delete(delete).build())
-            .transact_items(TransactWriteItem::builder().update(count).build());
-        match send_contended(tx).await {
-            Ok(_) => Ok(()),
-            Err(StoreError::Conflict) => Err(StoreError::NotFound),
-            Err(err) => Err(err),
-        }
+        super::counted::delete(self.store, &counter(project), project_pk(project), endpoint_sk(id)).await
     }
 
     /// Writes a new message and its locator.
@@ -399,48 +342,6 @@ impl<'a> Webhooks<'a> {
     }
 }
 
-/// Sends a transaction on the project's count item, which concurrent creates and deletes all
-/// touch: a cancellation for a conflicting transaction (not a failed condition) is retried with
-/// a growing, jittered pause a bounded number of times. A failed condition is `Conflict`.
-pub(super) async fn send_contended(tx: TransactWriteItemsFluentBuilder) -> Result<(), StoreError> {
-    let mut pause_ms = 10u64;
-    for _ in 0..8 {
-        match tx.clone().send().await {
-            Ok(_) => return Ok(()),
-            Err(err) if contended(&err) => {
-                let jitter = u64::from(
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.subsec_nanos())
-                        % 10,
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(pause_ms + jitter * pause_ms / 10)).await;
-                pause_ms = (pause_ms * 2).min(400);
-            }
-            Err(err) => return Err(super::transaction_conflict(err)),
-        }
-    }
-    Err(StoreError::unavailable("a count item kept being contended"))
-}
-
-fn contended(
-    err: &aws_sdk_dynamodb::error::SdkError<
-        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError,
-        aws_sdk_dynamodb::config::http::HttpResponse,
-    >,
-) -> bool {
-    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
-    match err.as_service_error() {
-        Some(E::TransactionCanceledException(c)) => {
-            let reasons = c.cancellation_reasons();
-            !reasons.iter().any(|r| r.code() == Some("ConditionalCheckFailed"))
-                && reasons.iter().any(|r| r.code() == Some("TransactionConflict"))
-        }
-        Some(E::TransactionInProgressException(_)) => true,
-        _ => false,
-    }
-}
-
 /// The key of the project's endpoint count, which a turn reads with what it reads anyway to
 /// know whether to emit events at all.
 pub fn count_key(project: &ProjectId) -> (String, String) {
@@ -449,10 +350,13 @@ pub fn count_key(project: &ProjectId) -> (String, String) {
 
 /// Whether a count item (as read) counts any endpoint.
 pub fn counts_any(item: &std::collections::HashMap<String, AttributeValue>) -> bool {
-    item.get("endpoint_count").and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
-        > 0
+    super::counted::count_of(Some(item), COUNT_ATTR) > 0
 }
 
-fn n(value: i64) -> AttributeValue {
-    AttributeValue::N(value.to_string())
+const COUNT_ATTR: &str = "endpoint_count";
+
+/// The project's endpoint count.
+fn counter(project: &ProjectId) -> super::counted::Counter {
+    let (pk, sk) = count_key(project);
+    super::counted::Counter { pk, sk, attr: COUNT_ATTR }
 }
