@@ -367,14 +367,14 @@ async fn one_message(s: &Setup, ep: &str) -> anyhow::Result<(OutboxEvent, Webhoo
         &json!({"projectId": s.tenant.project_id, "sessionId": "s", "runtimeStatus": "idle"}),
         now,
     );
-    let endpoints = s.app.store.webhooks().all(&project).await?;
+    let endpoints = s.app.store.webhooks().all(&agentplane_domain::webhook::Owner::Project(project)).await?;
     let created = s.app.store.webhooks().create_messages(&event, &endpoints, now.plus_seconds(60)).await?;
     anyhow::ensure!(created.len() == 1, "{created:?}");
     // A repeated fan-out writes nothing twice.
     let again = s.app.store.webhooks().create_messages(&event, &endpoints, now.plus_seconds(60)).await?;
     anyhow::ensure!(again.is_empty(), "{again:?}");
     let attempt = WebhooksMessage::Attempt {
-        project_id: project,
+        owner: agentplane_domain::webhook::Owner::Project(project),
         endpoint_id: ep.parse()?,
         event_id: event.id.clone(),
         created_at: event.created_at,
@@ -445,6 +445,102 @@ async fn an_endpoint_not_subscribed_to_the_type_and_another_projects_endpoint_ge
     let (status, _) =
         send(s.app.client(&s.tenant.key, Method::GET, &format!("/webhooks/{foreign_ep}/messages"))).await?;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_tenant_wide_endpoint_receives_the_events_of_every_project_of_the_tenant_and_no_other() -> R {
+    let s = setup(json!({})).await?;
+    let (status, tenant) =
+        send(s.app.core(Method::POST, "/core/v1/tenants").json(&json!({"name": "hooked"}))).await?;
+    anyhow::ensure!(status == StatusCode::CREATED, "{tenant}");
+    let tenant = str_field(&tenant, "id")?;
+    let sibling = s.app.tenant().await?;
+    let sibling_agent = s
+        .app
+        .create_agent(&sibling.key, json!({"name": "sibling", "model": "gpt-4o-mini", "tools": ["add"]}))
+        .await?;
+    let lone = s.app.tenant().await?;
+    let lone_agent = s
+        .app
+        .create_agent(&lone.key, json!({"name": "lone", "model": "gpt-4o-mini", "tools": ["add"]}))
+        .await?;
+    for p in [&s.tenant.project_id, &sibling.project_id] {
+        let (status, body) =
+            send(s.app.core(Method::PUT, &format!("/core/v1/tenants/{tenant}/projects/{p}"))).await?;
+        anyhow::ensure!(status == StatusCode::OK, "{body}");
+    }
+    let receiver = Receiver::start().await;
+    let (status, created) = send(
+        s.app
+            .core(Method::POST, &format!("/core/v1/tenants/{tenant}/webhooks"))
+            .json(&json!({"url": receiver.url, "eventTypes": ["session.idled"]})),
+    )
+    .await?;
+    anyhow::ensure!(status == StatusCode::CREATED, "{created}");
+    let (ep, secret) = (str_field(&created, "id")?, str_field(&created, "secret")?);
+
+    // Neither project has an endpoint of its own: their turns emit for the tenant's.
+    s.model.push(Reply::text("one"));
+    turn(&s, "hi").await?;
+    s.model.push(Reply::text("two"));
+    let (status, body) = send(
+        s.app
+            .client(&sibling.key, Method::POST, "/responses")
+            .json(&json!({"agent": sibling_agent, "input": "hi"})),
+    )
+    .await?;
+    anyhow::ensure!(status == StatusCode::OK, "{body}");
+    let got = receiver.wait_for(2).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    let mut projects: Vec<String> = got
+        .iter()
+        .map(|r| body_json(r)["data"]["projectId"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    projects.sort();
+    let mut expected = vec![s.tenant.project_id.clone(), sibling.project_id.clone()];
+    expected.sort();
+    assert_eq!(projects, expected);
+    for r in &got {
+        assert_eq!(verify(&secret, r), "ok");
+        assert_eq!(body_json(r)["type"], "session.idled");
+    }
+    // A project outside the tenant: nothing reaches the tenant's endpoint.
+    s.model.push(Reply::text("three"));
+    let (status, body) = send(
+        s.app
+            .client(&lone.key, Method::POST, "/responses")
+            .json(&json!({"agent": lone_agent, "input": "hi"})),
+    )
+    .await?;
+    anyhow::ensure!(status == StatusCode::OK, "{body}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(receiver.received().len(), 2, "a project outside the tenant");
+    // Core reads the messages and attempts; redelivery keeps the id.
+    let path = format!("/core/v1/tenants/{tenant}/webhooks/{ep}/messages");
+    let started = Instant::now();
+    let listed = loop {
+        let (status, listed) = send(s.app.core(Method::GET, &path)).await?;
+        anyhow::ensure!(status == StatusCode::OK, "{listed}");
+        let done = listed["data"]
+            .as_array()
+            .is_some_and(|d| d.len() == 2 && d.iter().all(|m| m["status"] == "succeeded"));
+        if done || started.elapsed() > Duration::from_secs(10) {
+            break listed;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(listed["data"].as_array().map(Vec::len), Some(2), "{listed}");
+    let first = str_field(&listed["data"][0], "id")?;
+    let (status, again) =
+        send(s.app.core(
+            Method::POST,
+            &format!("/core/v1/tenants/{tenant}/webhooks/{ep}/messages/{first}/redeliver"),
+        ))
+        .await?;
+    assert_eq!((status, again["statusCode"].clone()), (StatusCode::OK, json!(200)), "{again}");
+    let got = receiver.wait_for(3).await;
+    assert_eq!(header(&got[2], "webhook-id"), first);
     Ok(())
 }
 
@@ -530,7 +626,7 @@ async fn a_deleted_endpoints_due_messages_leave_the_due_index() -> R {
     let event = OutboxEvent::new(MessageId::from_random([9; 12]), project, "session.idled", &json!({}), now);
     // Due in an hour (the in-process retry job never sees it due); the pass below runs then.
     let later = now.plus_seconds(3600);
-    let endpoints = s.app.store.webhooks().all(&project).await?;
+    let endpoints = s.app.store.webhooks().all(&agentplane_domain::webhook::Owner::Project(project)).await?;
     s.app.store.webhooks().create_messages(&event, &endpoints, later).await?;
     let (status, _) = send(s.app.client(&s.tenant.key, Method::DELETE, &format!("/webhooks/{ep}"))).await?;
     assert_eq!(status, StatusCode::OK);

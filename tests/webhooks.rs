@@ -163,7 +163,12 @@ async fn endpoints_are_managed_per_project_and_secrets_are_shown_once() {
 
     // The secret is stored sealed, never in plain text, and never shown again.
     let project: ProjectId = a.project_id.parse().expect("project");
-    let stored = t.store.webhooks().get(&project, &id.parse().expect("ep")).await.expect("stored");
+    let stored = t
+        .store
+        .webhooks()
+        .get(&webhook::Owner::Project(project), &id.parse().expect("ep"))
+        .await
+        .expect("stored");
     let raw = format!("{stored:?}");
     assert!(!raw.contains(&secret) && !raw.contains(secret.trim_start_matches("whsec_")), "{raw}");
     let (status, got) = send(t.client(&a.key, Method::GET, &format!("/webhooks/{id}"))).await.expect("get");
@@ -275,6 +280,190 @@ async fn a_project_never_has_more_than_fifty_endpoints_even_under_concurrent_cre
     // Another project has its own fifty.
     let b = t.tenant().await.expect("tenant");
     let (status, _) = create(&t, &b.key, json!({"url": "https://example.com/b"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+}
+
+async fn core_create(t: &TestApp, tenant: &str, body: Value) -> (StatusCode, Value) {
+    send(t.core(Method::POST, &format!("/core/v1/tenants/{tenant}/webhooks")).json(&body))
+        .await
+        .expect("create")
+}
+
+async fn new_tenant(t: &TestApp) -> String {
+    let (status, body) =
+        send(t.core(Method::POST, "/core/v1/tenants").json(&json!({"name": "hooks"}))).await.expect("tenant");
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body["id"].as_str().expect("id").to_owned()
+}
+
+async fn attach(t: &TestApp, tenant: &str, project: &str) -> (StatusCode, Value) {
+    send(t.core(Method::PUT, &format!("/core/v1/tenants/{tenant}/projects/{project}"))).await.expect("attach")
+}
+
+async fn tenant_counts(t: &TestApp, tenant: &str) -> (u64, u64) {
+    let (_, body) = send(t.core(Method::GET, &format!("/core/v1/tenants/{tenant}"))).await.expect("get");
+    let n = |f: &str| body[f].as_u64().expect("count");
+    (n("webhook_endpoint_count"), n("tenant_webhook_endpoint_count"))
+}
+
+#[tokio::test]
+async fn tenant_wide_endpoints_are_managed_under_core_and_are_invisible_to_projects() {
+    let t = app_with(true, Duration::from_secs(2)).await;
+    let tenant = new_tenant(&t).await;
+    let other = new_tenant(&t).await;
+    let a = t.tenant().await.expect("project");
+    assert_eq!(attach(&t, &tenant, &a.project_id).await.0, StatusCode::OK);
+    let (status, created) =
+        core_create(&t, &tenant, json!({"url": "https://example.com/t", "eventTypes": ["session.idled"]}))
+            .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert!(created["secret"].as_str().is_some_and(|s| s.starts_with("whsec_")), "{created}");
+    let id = created["id"].as_str().expect("id");
+    let base = format!("/core/v1/tenants/{tenant}/webhooks");
+
+    let (status, got) = send(t.core(Method::GET, &format!("{base}/{id}"))).await.expect("get");
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert!(got.get("secret").is_none(), "{got}");
+    let (status, list) = send(t.core(Method::GET, &base)).await.expect("list");
+    assert_eq!((status, list["data"].as_array().map(Vec::len)), (StatusCode::OK, Some(1)), "{list}");
+    let (status, patched) =
+        send(t.core(Method::PATCH, &format!("{base}/{id}")).json(&json!({"description": "ops"})))
+            .await
+            .expect("patch");
+    assert_eq!((status, patched["description"].clone()), (StatusCode::OK, json!("ops")), "{patched}");
+    let (status, rotated) =
+        send(t.core(Method::POST, &format!("{base}/{id}/rotate_secret")).json(&json!({})))
+            .await
+            .expect("rotate");
+    assert_eq!(status, StatusCode::OK, "{rotated}");
+    assert_ne!(rotated["secret"], created["secret"]);
+    let (status, messages) = send(t.core(Method::GET, &format!("{base}/{id}/messages"))).await.expect("msgs");
+    assert_eq!((status, messages["data"].as_array().map(Vec::len)), (StatusCode::OK, Some(0)), "{messages}");
+    assert_eq!(tenant_counts(&t, &tenant).await, (1, 1));
+
+    // Another tenant, the project's key, no Core key, a tenant that does not exist: never found.
+    let (status, body) =
+        send(t.core(Method::GET, &format!("/core/v1/tenants/{other}/webhooks/{id}"))).await.expect("x");
+    assert_eq!((status, body["error"]["code"].clone()), (StatusCode::NOT_FOUND, json!("webhook_not_found")));
+    let (status, body) = send(t.client(&a.key, Method::GET, &format!("/webhooks/{id}"))).await.expect("x");
+    assert_eq!((status, body["error"]["code"].clone()), (StatusCode::NOT_FOUND, json!("webhook_not_found")));
+    let (status, body) = send(t.client(&a.key, Method::DELETE, &format!("/webhooks/{id}"))).await.expect("x");
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, _) = send(t.request(Method::GET, &base)).await.expect("x");
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let nowhere = uuid::Uuid::new_v4();
+    let (status, _) = core_create(&t, &nowhere.to_string(), json!({"url": "https://example.com/n"})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // A project's endpoint is not the tenant's either.
+    let (_, own) = create(&t, &a.key, json!({"url": "https://example.com/own"})).await;
+    let own = own["id"].as_str().expect("id");
+    let (status, _) = send(t.core(Method::GET, &format!("{base}/{own}"))).await.expect("x");
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(tenant_counts(&t, &tenant).await, (2, 1));
+
+    let (status, deleted) = send(t.core(Method::DELETE, &format!("{base}/{id}"))).await.expect("delete");
+    assert_eq!((status, deleted["deleted"].clone()), (StatusCode::OK, json!(true)), "{deleted}");
+    let (status, _) = send(t.core(Method::DELETE, &format!("{base}/{id}"))).await.expect("again");
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(tenant_counts(&t, &tenant).await, (1, 0));
+}
+
+#[tokio::test]
+async fn fifty_endpoints_per_tenant_count_its_own_and_every_projects_even_under_concurrent_creates() {
+    let t = app_with(true, Duration::from_secs(2)).await;
+    let tenant = new_tenant(&t).await;
+    let a = t.tenant().await.expect("project");
+    let b = t.tenant().await.expect("project");
+    for p in [&a.project_id, &b.project_id] {
+        assert_eq!(attach(&t, &tenant, p).await.0, StatusCode::OK);
+    }
+    for i in 0..20 {
+        assert_eq!(
+            create(&t, &a.key, json!({"url": format!("https://example.com/a{i}")})).await.0,
+            StatusCode::CREATED
+        );
+        assert_eq!(
+            create(&t, &b.key, json!({"url": format!("https://example.com/b{i}")})).await.0,
+            StatusCode::CREATED
+        );
+    }
+    for i in 0..5 {
+        let (status, body) =
+            core_create(&t, &tenant, json!({"url": format!("https://example.com/t{i}")})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    assert_eq!(tenant_counts(&t, &tenant).await, (45, 5));
+    // 45 of 50: twelve at once from both projects and the tenant itself, exactly five get in.
+    let creates = (0..12).map(|i| {
+        let t = &t;
+        let (a, b, tenant) = (a.key.clone(), b.key.clone(), tenant.clone());
+        async move {
+            let body = json!({"url": format!("https://example.com/c{i}")});
+            match i % 3 {
+                0 => create(t, &a, body).await,
+                1 => create(t, &b, body).await,
+                _ => core_create(t, &tenant, body).await,
+            }
+        }
+    });
+    let results = futures_util::future::join_all(creates).await;
+    let created = results.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
+    assert_eq!(created, 5, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .filter(|(s, _)| *s != StatusCode::CREATED)
+            .all(|(s, b)| *s == StatusCode::CONFLICT && b["error"]["code"] == "webhook_limit_reached"),
+        "{results:?}"
+    );
+    let (own, _) = tenant_counts(&t, &tenant).await;
+    assert_eq!(own, 50);
+    let pa: ProjectId = a.project_id.parse().expect("p");
+    let pb: ProjectId = b.project_id.parse().expect("p");
+    let listed = t.store.webhooks().all(&webhook::Owner::Project(pa)).await.expect("a").len()
+        + t.store.webhooks().all(&webhook::Owner::Project(pb)).await.expect("b").len();
+    let (_, list) =
+        send(t.core(Method::GET, &format!("/core/v1/tenants/{tenant}/webhooks?limit=100"))).await.expect("l");
+    assert_eq!(listed + list["data"].as_array().map_or(0, Vec::len), 50);
+
+    // A lone project with three endpoints does not fit; it stays alone and keeps them.
+    let lone = t.tenant().await.expect("project");
+    for i in 0..3 {
+        assert_eq!(
+            create(&t, &lone.key, json!({"url": format!("https://example.com/l{i}")})).await.0,
+            StatusCode::CREATED
+        );
+    }
+    let (status, body) = attach(&t, &tenant, &lone.project_id).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (StatusCode::CONFLICT, json!("webhook_limit_reached")),
+        "{body}"
+    );
+    let lone_id: ProjectId = lone.project_id.parse().expect("p");
+    assert_eq!(t.store.projects().get(&lone_id).await.expect("project").tenant_id, None);
+    // Room for three: the tenant deletes three of its own; then the project moves in with its
+    // three, and the tenant is full again.
+    for e in list["data"].as_array().expect("list").iter().take(3) {
+        let id = e["id"].as_str().expect("id");
+        let (status, _) = send(t.core(Method::DELETE, &format!("/core/v1/tenants/{tenant}/webhooks/{id}")))
+            .await
+            .expect("d");
+        assert_eq!(status, StatusCode::OK);
+    }
+    assert_eq!(attach(&t, &tenant, &lone.project_id).await.0, StatusCode::OK);
+    assert_eq!(tenant_counts(&t, &tenant).await.0, 50);
+    let (status, _) = create(&t, &lone.key, json!({"url": "https://example.com/l-more"})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    // A delete of the moved project's endpoint gives the tenant its place back.
+    let (_, own) = send(t.client(&lone.key, Method::GET, "/webhooks")).await.expect("list");
+    let first = own["data"][0]["id"].as_str().expect("id");
+    assert_eq!(
+        send(t.client(&lone.key, Method::DELETE, &format!("/webhooks/{first}"))).await.expect("d").0,
+        StatusCode::OK
+    );
+    assert_eq!(tenant_counts(&t, &tenant).await.0, 49);
+    let (status, _) = core_create(&t, &tenant, json!({"url": "https://example.com/last"})).await;
     assert_eq!(status, StatusCode::CREATED);
 }
 
@@ -442,7 +631,7 @@ async fn private_addresses_are_refused_at_create_and_at_delivery_unless_allowed(
     let endpoint = webhook::new_endpoint(
         EndpointFields { url: Some(receiver.url.clone()), ..Default::default() },
         ep_id.clone(),
-        project,
+        webhook::Owner::Project(project),
         StoredSecret { sealed, created_at: now, expires_at: None },
         now,
     )

@@ -17,6 +17,7 @@ pub mod openapi;
 pub mod platform;
 pub mod routes;
 pub mod sandbox;
+pub mod webhooks;
 
 pub use app::App;
 pub use routes::Route;

@@ -113,6 +113,15 @@ pub enum Route {
     CoreTenantsGet,
     CoreTenantsUpdate,
     CoreTenantsProjectsAttach,
+    CoreTenantWebhooksCreate,
+    CoreTenantWebhooksList,
+    CoreTenantWebhooksGet,
+    CoreTenantWebhooksUpdate,
+    CoreTenantWebhooksDelete,
+    CoreTenantWebhooksRotateSecret,
+    CoreTenantWebhooksTest,
+    CoreTenantWebhooksMessages,
+    CoreTenantWebhooksRedeliver,
     PlatformEnvironmentsCreate,
     PlatformEnvironmentsList,
     PlatformEnvironmentsGet,
@@ -197,6 +206,15 @@ impl Route {
         Route::CoreTenantsGet,
         Route::CoreTenantsUpdate,
         Route::CoreTenantsProjectsAttach,
+        Route::CoreTenantWebhooksCreate,
+        Route::CoreTenantWebhooksList,
+        Route::CoreTenantWebhooksGet,
+        Route::CoreTenantWebhooksUpdate,
+        Route::CoreTenantWebhooksDelete,
+        Route::CoreTenantWebhooksRotateSecret,
+        Route::CoreTenantWebhooksTest,
+        Route::CoreTenantWebhooksMessages,
+        Route::CoreTenantWebhooksRedeliver,
         Route::PlatformEnvironmentsCreate,
         Route::PlatformEnvironmentsList,
         Route::PlatformEnvironmentsGet,
@@ -423,6 +441,49 @@ impl Route {
             CoreTenantsProjectsAttach => {
                 decl("core-tenants-projects-attach", &[MAIN_W, CORE_KEY], Buffered, || {
                     routes!(core::tenants::attach)
+                })
+            }
+            CoreTenantWebhooksCreate => {
+                decl("core-tenant-webhooks-create", &[MAIN_W, CORE_KEY, WEBHOOK_KEY], Buffered, || {
+                    routes!(core::webhooks::create)
+                })
+            }
+            CoreTenantWebhooksList => {
+                decl("core-tenant-webhooks-list", &[MAIN_R, CORE_KEY], Buffered, || {
+                    routes!(core::webhooks::list)
+                })
+            }
+            CoreTenantWebhooksGet => decl("core-tenant-webhooks-get", &[MAIN_R, CORE_KEY], Buffered, || {
+                routes!(core::webhooks::get)
+            }),
+            CoreTenantWebhooksUpdate => {
+                decl("core-tenant-webhooks-update", &[MAIN_W, CORE_KEY], Buffered, || {
+                    routes!(core::webhooks::update)
+                })
+            }
+            CoreTenantWebhooksDelete => {
+                decl("core-tenant-webhooks-delete", &[MAIN_W, CORE_KEY], Buffered, || {
+                    routes!(core::webhooks::delete)
+                })
+            }
+            CoreTenantWebhooksRotateSecret => {
+                decl("core-tenant-webhooks-rotate-secret", &[MAIN_W, CORE_KEY, WEBHOOK_KEY], Buffered, || {
+                    routes!(core::webhooks::rotate_secret)
+                })
+            }
+            CoreTenantWebhooksTest => {
+                decl("core-tenant-webhooks-test", &[MAIN_W, CORE_KEY, WEBHOOK_KEY], Buffered, || {
+                    routes!(core::webhooks::test)
+                })
+            }
+            CoreTenantWebhooksMessages => {
+                decl("core-tenant-webhooks-messages", &[MAIN_R, CORE_KEY], Buffered, || {
+                    routes!(core::webhooks::messages)
+                })
+            }
+            CoreTenantWebhooksRedeliver => {
+                decl("core-tenant-webhooks-redeliver", &[MAIN_W, CORE_KEY, WEBHOOK_KEY], Buffered, || {
+                    routes!(core::webhooks::redeliver)
                 })
             }
             // Session files: create signs the upload with the function's role (so it may write

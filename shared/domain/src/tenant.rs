@@ -28,6 +28,13 @@ pub struct Tenant {
     #[serde(default)]
     pub monthly_spend_limit_usd: Option<f64>,
     pub created_at: Timestamp,
+    /// Webhook endpoints across the tenant: its own and all its projects' (at most 50).
+    #[serde(default)]
+    pub endpoint_count: u32,
+    /// Of those, the tenant's own (tenant-wide) endpoints: the projects' state changes emit
+    /// events for them too.
+    #[serde(default)]
+    pub tenant_endpoint_count: u32,
 }
 
 /// Whose limits a project's work counts against: its tenant, or the project itself.

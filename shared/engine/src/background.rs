@@ -101,10 +101,14 @@ impl Engine {
         let tenant = self.store.projects().get(project).await?.tenant_id;
         let key = TenantKey::of(*project, tenant).key();
         let spend = match tenant {
-            Some(id) => Some(TenantSpend {
-                key: key.clone(),
-                monthly_limit_usd: self.store.tenants().get(&id).await?.monthly_spend_limit_usd,
-            }),
+            Some(id) => {
+                let tenant = self.store.tenants().get(&id).await?;
+                Some(TenantSpend {
+                    key: key.clone(),
+                    monthly_limit_usd: tenant.monthly_spend_limit_usd,
+                    webhooks: tenant.tenant_endpoint_count > 0,
+                })
+            }
             None => None,
         };
         Ok((key, spend))

@@ -105,7 +105,7 @@ impl TurnStore for Store {
     }
 
     async fn has_webhooks(&self, project: &ProjectId) -> Result<bool, PortError> {
-        Ok(self.webhooks().count(project).await? > 0)
+        self.webhooks().any_receiving(project).await
     }
 
     async fn dispatch_webhooks(&self, events: &[crate::ports::OutboxEvent]) {

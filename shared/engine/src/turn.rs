@@ -90,6 +90,10 @@ pub struct TurnRequest {
 pub struct TenantSpend {
     pub key: String,
     pub monthly_limit_usd: Option<f64>,
+    /// The tenant has webhook endpoints of its own: the turn emits events for them even when
+    /// its project has none (read with the tenant, no extra round trip).
+    #[serde(default)]
+    pub webhooks: bool,
 }
 
 /// A session budget that stopped a turn before a model call.
@@ -359,6 +363,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
         messages.push(ChatMessage::User {
             content: crate::model::UserContent::with_images(request.input.clone(), &request.images),
         });
+        let webhooks = context.webhooks || request.tenant.as_ref().is_some_and(|t| t.webhooks);
         let mut turn = Turn {
             engine: self,
             plan: Plan {
@@ -386,7 +391,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             transcript_object: context.transcript.and_then(|t| t.object),
             messages,
             start,
-            webhooks: context.webhooks,
+            webhooks,
         };
         let ending = turn.drive(1, false).await;
         turn.finish(ending).await
@@ -1000,7 +1005,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
     /// The tenant's monthly limit, when its projects' spend reached it (one read, only for a
     /// project of a tenant with a limit).
     async fn tenant_limit_hit(&self) -> Result<Option<BudgetHit>, Interrupt> {
-        let Some(TenantSpend { key, monthly_limit_usd: Some(max) }) = &self.plan.tenant else {
+        let Some(TenantSpend { key, monthly_limit_usd: Some(max), .. }) = &self.plan.tenant else {
             return Ok(None);
         };
         let month = agentplane_domain::tenant::month_of(self.engine.now());

@@ -34,7 +34,9 @@ pub enum WebhooksMessage {
     Event { project_id: ProjectId, event_id: MessageId },
     /// Make attempt `attempt` of the message `event_id` to `endpoint_id`.
     Attempt {
-        project_id: ProjectId,
+        /// The endpoint's owner (`project_id` or `tenant_id`).
+        #[serde(flatten)]
+        owner: agentplane_domain::webhook::Owner,
         endpoint_id: EndpointId,
         event_id: MessageId,
         created_at: Timestamp,

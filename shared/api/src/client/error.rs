@@ -53,18 +53,9 @@ pub enum ClientError {
     /// 409 `concurrent_update`.
     #[error("the agent changed meanwhile")]
     ConcurrentUpdate,
-    /// 404 `webhook_not_found`.
-    #[error("webhook endpoint not found")]
-    WebhookNotFound,
-    /// 404 `webhook_message_not_found`.
-    #[error("webhook message not found")]
-    WebhookMessageNotFound,
-    /// 409 `webhook_limit_reached`: the project has the most endpoints it may.
-    #[error("the project has the most webhook endpoints it may")]
-    WebhookLimitReached,
-    /// 400 `url_not_allowed`, naming `url`: the host is or resolves to a private address.
-    #[error("{0}")]
-    UrlNotAllowed(String),
+    /// The webhook routes' failures (their codes are `crate::webhooks::error`'s).
+    #[error(transparent)]
+    Webhook(#[from] crate::webhooks::WebhookError),
     /// 404 `run_not_found`.
     #[error("run not found")]
     RunNotFound,
@@ -89,9 +80,6 @@ pub enum ClientError {
     /// 400 `attachments_not_enabled`: the session's agent (the version it runs) takes no files.
     #[error("{0}")]
     AttachmentsNotEnabled(String),
-    /// 503 `webhooks_unavailable`: the deployment has no webhook secret key.
-    #[error("webhooks are not configured")]
-    WebhooksUnavailable,
     /// The request body could not be read as a JSON object (400/413).
     #[error("unreadable body: {0:?}")]
     Body(BodyError),
@@ -211,31 +199,7 @@ impl ClientError {
                 "concurrent_update",
                 "the agent changed meanwhile; try again",
             ),
-            Self::WebhookNotFound => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                "webhook_not_found",
-                "webhook endpoint not found",
-            ),
-            Self::WebhookMessageNotFound => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                "webhook_message_not_found",
-                "webhook message not found",
-            ),
-            Self::WebhookLimitReached => ApiError::new(
-                StatusCode::CONFLICT,
-                "conflict_error",
-                "webhook_limit_reached",
-                format!(
-                    "the project has {} webhook endpoints, the most it may; delete one first",
-                    agentplane_domain::webhook::MAX_ENDPOINTS
-                ),
-            ),
-            Self::UrlNotAllowed(message) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", "url_not_allowed", message)
-                    .with("param", "url")
-            }
+            Self::Webhook(err) => err.to_api_error(),
             Self::RunNotFound => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "run_not_found", "run not found")
             }
@@ -284,12 +248,6 @@ impl ClientError {
                 "invalid_request_error",
                 "attachments_not_enabled",
                 message,
-            ),
-            Self::WebhooksUnavailable => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "api_error",
-                "webhooks_unavailable",
-                "webhooks are not configured in this deployment",
             ),
             Self::Body(err) => err.into(),
             Self::Validation(err) => err.into(),
@@ -420,25 +378,6 @@ mod tests {
                 "actions_pending",
             ),
             (ClientError::ConcurrentUpdate, StatusCode::CONFLICT, "conflict_error", "concurrent_update"),
-            (ClientError::WebhookNotFound, StatusCode::NOT_FOUND, "not_found_error", "webhook_not_found"),
-            (
-                ClientError::WebhookLimitReached,
-                StatusCode::CONFLICT,
-                "conflict_error",
-                "webhook_limit_reached",
-            ),
-            (
-                ClientError::UrlNotAllowed("x".into()),
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                "url_not_allowed",
-            ),
-            (
-                ClientError::WebhooksUnavailable,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "api_error",
-                "webhooks_unavailable",
-            ),
             (
                 ClientError::NothingToCancel {
                     runtime_status: agentplane_domain::session::RuntimeStatus::Idle,

@@ -44,6 +44,9 @@ pub enum CoreError {
     /// 503 `execution_unavailable` (the observation list's collection budget ran out).
     #[error("the observation list exceeded its collection budget")]
     ExecutionUnavailable,
+    /// The tenant webhook routes' failures (their codes are `crate::webhooks::error`'s).
+    #[error(transparent)]
+    Webhook(#[from] crate::webhooks::WebhookError),
     /// 503 `service_unavailable`; the detail goes to the log only.
     #[error(transparent)]
     Storage(StoreError),
@@ -118,6 +121,7 @@ impl CoreError {
                 "execution_unavailable",
                 "the observation list exceeded its collection budget; try a smaller limit",
             ),
+            Self::Webhook(err) => err.to_api_error(),
             Self::Storage(err) => ApiError::storage(&err),
             Self::Internal(what) => ApiError::internal(&what),
         }

@@ -8,4 +8,5 @@ pub mod nodes;
 pub mod projects;
 pub mod runtime;
 pub mod tenants;
+pub mod webhooks;
 pub mod wire;

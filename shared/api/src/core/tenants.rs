@@ -5,6 +5,7 @@
 use agentplane_domain::ProjectId;
 use agentplane_domain::project::Name;
 use agentplane_domain::tenant::{Tenant, TenantId, TenantKey, month_of};
+use agentplane_store::dynamo::tenants::AttachError;
 use axum::Json;
 use axum::extract::{Path, State};
 use http::StatusCode;
@@ -16,6 +17,7 @@ use super::error::{CoreError, Found};
 use super::projects::ProjectBody;
 use crate::body::Wire;
 use crate::envelope::ErrorEnvelope;
+use crate::webhooks::WebhookError;
 use crate::{App, edge};
 
 /// `POST /core/v1/tenants`.
@@ -55,6 +57,10 @@ pub struct TenantBody {
     pub month: String,
     /// What the tenant's projects spent on agents this month, in USD.
     pub month_spent_usd: f64,
+    /// Webhook endpoints across the tenant, its own and its projects' (at most 50).
+    pub webhook_endpoint_count: u32,
+    /// Of those, the tenant's own (tenant-wide) endpoints.
+    pub tenant_webhook_endpoint_count: u32,
     /// Unix seconds.
     pub created_at: i64,
 }
@@ -69,6 +75,8 @@ async fn body_of(app: &App, tenant: &Tenant) -> Result<TenantBody, CoreError> {
         monthly_spend_limit_usd: tenant.monthly_spend_limit_usd,
         month,
         month_spent_usd: spent,
+        webhook_endpoint_count: tenant.endpoint_count,
+        tenant_webhook_endpoint_count: tenant.tenant_endpoint_count,
         created_at: tenant.created_at.unix_seconds(),
     })
 }
@@ -87,7 +95,7 @@ fn limit(value: Option<f64>) -> Result<Option<f64>, CoreError> {
         .transpose()
 }
 
-fn tenant_id(text: &str) -> Result<TenantId, CoreError> {
+pub(crate) fn tenant_id(text: &str) -> Result<TenantId, CoreError> {
     text.parse().map_err(|_| CoreError::NotFound("tenant"))
 }
 
@@ -117,6 +125,8 @@ pub async fn create(
         name,
         monthly_spend_limit_usd: limit(body.monthly_spend_limit_usd)?,
         created_at: edge::now(),
+        endpoint_count: 0,
+        tenant_endpoint_count: 0,
     };
     app.store.tenants().create(&tenant).await?;
     Ok((StatusCode::CREATED, Json(body_of(&app, &tenant).await?)))
@@ -177,7 +187,7 @@ pub async fn update(
 }
 
 /// Attach a project to a tenant: its spend and its background runs count against the tenant
-/// from now on.
+/// from now on. Its webhook endpoints count toward the tenant's 50 from now on too.
 #[utoipa::path(
     put,
     path = "/core/v1/tenants/{tenant_id}/projects/{project_id}",
@@ -191,6 +201,7 @@ pub async fn update(
         (status = 200, description = "The project, now of the tenant.", body = ProjectBody),
         (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant or project.", body = ErrorEnvelope),
+        (status = 409, description = "The project's webhook endpoints and the tenant's would pass 50 (`webhook_limit_reached`).", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
@@ -201,6 +212,10 @@ pub async fn attach(
 ) -> Result<Json<ProjectBody>, CoreError> {
     let id = tenant_id(&id)?;
     let project: ProjectId = project.parse().map_err(|_| CoreError::NotFound("tenant or project"))?;
-    let project = app.store.tenants().attach(&id, &project).await.or_not_found("tenant or project")?;
+    let project = match app.store.tenants().attach(&id, &project).await {
+        Ok(project) => project,
+        Err(AttachError::EndpointLimit) => return Err(WebhookError::LimitReached.into()),
+        Err(AttachError::Store(err)) => return Err(err).or_not_found("tenant or project"),
+    };
     Ok(Json(ProjectBody::from(&project)))
 }

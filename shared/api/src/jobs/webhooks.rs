@@ -70,24 +70,9 @@ async fn handle(store: &Store, config: &WebhookConfig, record: &ReceivedMessage)
                 }
             }
         }
-        Parsed::Message(WebhooksMessage::Attempt {
-            project_id,
-            endpoint_id,
-            event_id,
-            created_at,
-            attempt,
-        }) => {
-            match attempt_claimed(
-                store,
-                config,
-                &project_id,
-                &endpoint_id,
-                &event_id,
-                created_at,
-                attempt,
-                false,
-            )
-            .await
+        Parsed::Message(WebhooksMessage::Attempt { owner, endpoint_id, event_id, created_at, attempt }) => {
+            match attempt_claimed(store, config, &owner, &endpoint_id, &event_id, created_at, attempt, false)
+                .await
             {
                 Ok(Attempted::Made(made)) => {
                     tracing::info!(event = %event_id, endpoint = %endpoint_id, attempt, status = ?made.status_code, "webhook attempt");

@@ -17,6 +17,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::InvalidId;
+use crate::tenant::TenantId;
 use crate::{ProjectId, Timestamp, ValidationError};
 
 /// The most endpoints a tenant may have (a project without a tenant is its own tenant).
@@ -133,11 +134,34 @@ impl StoredSecret {
     }
 }
 
-/// An endpoint of a project: where messages go and which event types it receives.
+/// Whose endpoint it is: one project's (it receives that project's events), or a whole
+/// tenant's (it receives the events of every project of the tenant). Stored as `project_id` or
+/// `tenant_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Owner {
+    #[serde(rename = "project_id")]
+    Project(ProjectId),
+    #[serde(rename = "tenant_id")]
+    Tenant(TenantId),
+}
+
+impl Owner {
+    /// Whether an endpoint of this owner receives the events of `project`, a project of
+    /// `tenant` (if any).
+    pub fn covers(&self, project: ProjectId, tenant: Option<TenantId>) -> bool {
+        match self {
+            Self::Project(p) => *p == project,
+            Self::Tenant(t) => tenant == Some(*t),
+        }
+    }
+}
+
+/// An endpoint of a project or a tenant: where messages go and which event types it receives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Endpoint {
     pub id: EndpointId,
-    pub project_id: ProjectId,
+    #[serde(flatten)]
+    pub owner: Owner,
     pub url: String,
     /// Empty: every event type.
     pub event_types: Vec<String>,
@@ -193,14 +217,14 @@ pub struct EndpointFields {
 pub fn new_endpoint(
     fields: EndpointFields,
     id: EndpointId,
-    project_id: ProjectId,
+    owner: Owner,
     secret: StoredSecret,
     now: Timestamp,
 ) -> Result<Endpoint, ValidationError> {
     let url = fields.url.clone().ok_or_else(|| ValidationError::new("url", "`url` is required"))?;
     let mut endpoint = Endpoint {
         id,
-        project_id,
+        owner,
         url: String::new(),
         event_types: Vec::new(),
         description: String::new(),
@@ -371,8 +395,9 @@ pub enum MessageStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub id: MessageId,
-    /// The endpoint's project (where the endpoint is read from).
-    pub project_id: ProjectId,
+    /// The endpoint's owner (where the endpoint is read from).
+    #[serde(flatten)]
+    pub owner: Owner,
     pub endpoint_id: EndpointId,
     pub event_type: String,
     /// The exact body sent (its bytes are what is signed).

@@ -10,8 +10,14 @@ fn now() -> Timestamp {
 fn endpoint(url: &str) -> Endpoint {
     let secret = StoredSecret { sealed: "s0".into(), created_at: now(), expires_at: None };
     let fields = EndpointFields { url: Some(url.into()), ..Default::default() };
-    new_endpoint(fields, EndpointId::from_random([1; 12]), ProjectId::from_random([2; 16]), secret, now())
-        .expect("valid")
+    new_endpoint(
+        fields,
+        EndpointId::from_random([1; 12]),
+        Owner::Project(ProjectId::from_random([2; 16])),
+        secret,
+        now(),
+    )
+    .expect("valid")
 }
 
 #[test]
@@ -152,7 +158,7 @@ fn a_patch_is_checked_whole_before_it_changes_anything() {
     let missing = new_endpoint(
         EndpointFields::default(),
         EndpointId::from_random([1; 12]),
-        ProjectId::from_random([2; 16]),
+        Owner::Project(ProjectId::from_random([2; 16])),
         StoredSecret { sealed: "s".into(), created_at: now(), expires_at: None },
         now(),
     );
@@ -190,7 +196,7 @@ fn answers_decide_the_message() {
     };
     let mut message = Message {
         id: MessageId::from_random([3; 12]),
-        project_id: crate::ProjectId::from_random([4; 16]),
+        owner: Owner::Project(crate::ProjectId::from_random([4; 16])),
         endpoint_id: EndpointId::from_random([1; 12]),
         event_type: "webhook.test".into(),
         payload: "{}".into(),
@@ -268,4 +274,27 @@ fn private_and_special_addresses_are_forbidden() {
         address::forbidden("169.254.169.254".parse().expect("ip")),
         Some("the cloud metadata service")
     );
+}
+
+#[test]
+fn an_owner_is_stored_as_its_id_field_and_covers_its_projects() {
+    let project = ProjectId::from_random([2; 16]);
+    let other = ProjectId::from_random([3; 16]);
+    let tenant = crate::tenant::TenantId::from_random([5; 16]);
+    let endpoint = endpoint("https://h.example/");
+    let json = serde_json::to_value(&endpoint).expect("json");
+    assert_eq!(json["project_id"], project.to_string());
+    assert!(json.get("tenant_id").is_none());
+    let mut of_tenant = endpoint.clone();
+    of_tenant.owner = Owner::Tenant(tenant);
+    let json = serde_json::to_value(&of_tenant).expect("json");
+    assert_eq!(json["tenant_id"], tenant.to_string());
+    assert!(json.get("project_id").is_none());
+    let back: Endpoint = serde_json::from_value(json).expect("back");
+    assert_eq!(back.owner, Owner::Tenant(tenant));
+
+    assert!(Owner::Project(project).covers(project, Some(tenant)));
+    assert!(!Owner::Project(project).covers(other, Some(tenant)));
+    assert!(Owner::Tenant(tenant).covers(other, Some(tenant)));
+    assert!(!Owner::Tenant(tenant).covers(project, None));
 }

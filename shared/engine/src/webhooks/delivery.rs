@@ -1,8 +1,8 @@
 //! From an emitted event to its attempts.
 //!
 //! - [`fan_out`]: an emitted event (the `webhooks` queue's `event` message, or the retry job for
-//!   one whose message never came) becomes one message per endpoint of its project that
-//!   receives its type; each new message's first attempt goes on the queue as an `attempt`
+//!   one whose message never came) becomes one message per endpoint receiving its project's events (the
+//!   project's own and its tenant's) that takes its type; each new message's first attempt goes on the queue as an `attempt`
 //!   message (`evt_` id, endpoint, attempt 1) and is due for the retry job after the queue's
 //!   grace, in case that send is lost.
 //! - [`attempt_claimed`]: one attempt, claimed first (so a queue message delivered twice, or the
@@ -12,7 +12,9 @@
 
 use std::time::Duration;
 
-use agentplane_domain::webhook::{self, Attempt, EndpointId, Message, MessageId, MessageStatus, Verdict};
+use agentplane_domain::webhook::{
+    self, Attempt, EndpointId, Message, MessageId, MessageStatus, Owner, Verdict,
+};
 use agentplane_domain::{ProjectId, Timestamp};
 use agentplane_store::{OutboxEvent, Store, StoreError, WebhooksMessage};
 use futures_util::StreamExt;
@@ -51,13 +53,13 @@ pub async fn fan_out_event(
     config: &WebhookConfig,
     event: &OutboxEvent,
 ) -> Result<usize, StoreError> {
-    let endpoints = store.webhooks().all(&event.project_id).await?;
+    let endpoints = store.webhooks().receiving(&event.project_id).await?;
     let first_due = crate::now().plus_millis(millis(config.queue_grace));
     let created = store.webhooks().create_messages(event, &endpoints, first_due).await?;
     if let Ok(queue) = store.webhooks_queue() {
         let sends = created.iter().map(|m| async move {
             let first = WebhooksMessage::Attempt {
-                project_id: m.project_id,
+                owner: m.owner,
                 endpoint_id: m.endpoint_id.clone(),
                 event_id: m.id.clone(),
                 created_at: m.created_at,
@@ -93,7 +95,7 @@ pub enum Attempted {
 pub async fn attempt_claimed(
     store: &Store,
     config: &WebhookConfig,
-    project: &ProjectId,
+    owner: &Owner,
     endpoint_id: &EndpointId,
     event_id: &MessageId,
     created_at: Timestamp,
@@ -103,7 +105,7 @@ pub async fn attempt_claimed(
     if config.key.is_none() {
         return Err(SendError::NoKey);
     }
-    let endpoint = match store.webhooks().get(project, endpoint_id).await {
+    let endpoint = match store.webhooks().get(owner, endpoint_id).await {
         Ok(endpoint) => endpoint,
         Err(StoreError::NotFound) => {
             // The endpoint was deleted: its messages are never delivered, and leave the due
@@ -188,8 +190,7 @@ pub async fn retry_once(
         .into_iter()
         .map(|m| async move {
             let next = m.attempts + 1;
-            attempt_claimed(store, config, &m.project_id, &m.endpoint_id, &m.id, m.created_at, next, true)
-                .await
+            attempt_claimed(store, config, &m.owner, &m.endpoint_id, &m.id, m.created_at, next, true).await
         })
         .collect();
     let outcomes: Vec<Result<Attempted, SendError>> =

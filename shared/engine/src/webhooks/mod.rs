@@ -153,7 +153,7 @@ pub(crate) async fn send_once(
 /// Turns the endpoint off after a `410 Gone` (re-reading it if it changed meanwhile).
 pub(crate) async fn disable(store: &Store, endpoint: &Endpoint) -> Result<(), StoreError> {
     for _ in 0..3 {
-        let mut current = match store.webhooks().get(&endpoint.project_id, &endpoint.id).await {
+        let mut current = match store.webhooks().get(&endpoint.owner, &endpoint.id).await {
             Ok(current) => current,
             Err(StoreError::NotFound) => return Ok(()),
             Err(err) => return Err(err),

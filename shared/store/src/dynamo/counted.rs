@@ -16,10 +16,73 @@ pub(crate) struct Counter {
     pub sk: String,
     /// The attribute holding the count.
     pub attr: &'static str,
+    /// A second count on the same item that moves with this one (uncapped): a tenant counts
+    /// all its endpoints and, beside that, its own.
+    pub also: Option<&'static str>,
+    /// The count lives on an item that must exist already (a tenant's), which a count never
+    /// creates.
+    pub must_exist: bool,
+}
+
+impl Counter {
+    /// A count on an item of its own, made by the first count.
+    pub fn new(pk: String, sk: String, attr: &'static str) -> Self {
+        Self { pk, sk, attr, also: None, must_exist: false }
+    }
+}
+
+/// A count to take (or give back) with a put (or delete), capped at `max` when counting up.
+pub(crate) struct Counted<'a> {
+    pub counter: &'a Counter,
+    pub max: Option<u32>,
 }
 
 fn n(value: i64) -> AttributeValue {
     AttributeValue::N(value.to_string())
+}
+
+/// Moves each counter by `step` (+1 or -1): up under its cap, down only while above zero.
+fn count_update(
+    table: &str,
+    counted: &Counted<'_>,
+    step: i64,
+    ttl: Option<i64>,
+) -> Result<Update, StoreError> {
+    let c = counted.counter;
+    let attrs: Vec<&str> = std::iter::once(c.attr).chain(c.also).collect();
+    let mut conditions = Vec::new();
+    if c.must_exist {
+        conditions.push("attribute_exists(PK)".to_owned());
+    }
+    let sets: Vec<String> = if step > 0 {
+        if counted.max.is_some() {
+            conditions.push(format!("(attribute_not_exists({a}) OR {a} < :max)", a = c.attr));
+        }
+        attrs.iter().map(|a| format!("{a} = if_not_exists({a}, :zero) + :one")).collect()
+    } else {
+        conditions.extend(attrs.iter().map(|a| format!("{a} > :zero")));
+        attrs.iter().map(|a| format!("{a} = {a} - :one")).collect()
+    };
+    let mut set = format!("SET {}", sets.join(", "));
+    let mut update = Update::builder()
+        .table_name(table)
+        .key("PK", s(c.pk.clone()))
+        .key("SK", s(c.sk.clone()))
+        .expression_attribute_values(":zero", n(0))
+        .expression_attribute_values(":one", n(1));
+    if step > 0
+        && let Some(max) = counted.max
+    {
+        update = update.expression_attribute_values(":max", n(i64::from(max)));
+    }
+    if let Some(at) = ttl {
+        set.push_str(", expires_at = :exp");
+        update = update.expression_attribute_values(":exp", n(at));
+    }
+    if !conditions.is_empty() {
+        update = update.condition_expression(conditions.join(" AND "));
+    }
+    update.update_expression(set).build().map_err(StoreError::unavailable)
 }
 
 /// Puts `item` (which must not exist yet) and counts it, in one transaction; `Conflict` when
@@ -31,33 +94,36 @@ pub(crate) async fn put(
     ttl: Option<i64>,
     item: Item,
 ) -> Result<(), StoreError> {
+    put_counted(store, &[Counted { counter, max: Some(max) }], Vec::new(), ttl, item).await
+}
+
+/// Puts `item` (which must not exist yet) with every count of `counts` taken and every
+/// `guards` condition holding, in one transaction; `Conflict` when a cap is reached or a guard
+/// fails.
+pub(crate) async fn put_counted(
+    store: &Store,
+    counts: &[Counted<'_>],
+    guards: Vec<TransactWriteItem>,
+    ttl: Option<i64>,
+    item: Item,
+) -> Result<(), StoreError> {
     let table = &store.names.main_table;
-    let mut set = format!("SET {a} = if_not_exists({a}, :zero) + :one", a = counter.attr);
-    let mut count = Update::builder()
-        .table_name(table)
-        .key("PK", s(counter.pk.clone()))
-        .key("SK", s(counter.sk.clone()))
-        .condition_expression(format!("attribute_not_exists({a}) OR {a} < :max", a = counter.attr))
-        .expression_attribute_values(":zero", n(0))
-        .expression_attribute_values(":one", n(1))
-        .expression_attribute_values(":max", n(i64::from(max)));
-    if let Some(at) = ttl {
-        set.push_str(", expires_at = :exp");
-        count = count.expression_attribute_values(":exp", n(at));
-    }
-    let count = count.update_expression(set).build().map_err(StoreError::unavailable)?;
     let put = Put::builder()
         .table_name(table)
         .set_item(Some(item))
         .condition_expression("attribute_not_exists(PK)")
         .build()
         .map_err(StoreError::unavailable)?;
-    let tx = store
-        .dynamo
-        .transact_write_items()
-        .transact_items(TransactWriteItem::builder().update(count).build())
-        .transact_items(TransactWriteItem::builder().put(put).build());
-    send_contended(tx).await
+    let mut tx = store.dynamo.transact_write_items();
+    for counted in counts {
+        tx = tx.transact_items(
+            TransactWriteItem::builder().update(count_update(table, counted, 1, ttl)?).build(),
+        );
+    }
+    for guard in guards {
+        tx = tx.transact_items(guard);
+    }
+    send_contended(tx.transact_items(TransactWriteItem::builder().put(put).build())).await
 }
 
 /// Deletes the counted item at `(pk, sk)` and uncounts it, in one transaction; `NotFound` when
@@ -68,31 +134,47 @@ pub(crate) async fn delete(
     pk: String,
     sk: String,
 ) -> Result<(), StoreError> {
+    delete_counted(store, &[counter], Vec::new(), pk, sk).await
+}
+
+/// Deletes the item at `(pk, sk)` with every counter of `counters` given its place back and
+/// every `guards` condition holding, in one transaction; `Conflict` when a guard fails (the item
+/// missing is `NotFound`: its condition is checked first, by a read, on a failure).
+pub(crate) async fn delete_counted(
+    store: &Store,
+    counters: &[&Counter],
+    guards: Vec<TransactWriteItem>,
+    pk: String,
+    sk: String,
+) -> Result<(), StoreError> {
     let table = &store.names.main_table;
     let delete = Delete::builder()
         .table_name(table)
-        .key("PK", s(pk))
-        .key("SK", s(sk))
+        .key("PK", s(pk.clone()))
+        .key("SK", s(sk.clone()))
         .condition_expression("attribute_exists(PK)")
         .build()
         .map_err(StoreError::unavailable)?;
-    let count = Update::builder()
-        .table_name(table)
-        .key("PK", s(counter.pk.clone()))
-        .key("SK", s(counter.sk.clone()))
-        .update_expression(format!("SET {a} = {a} - :one", a = counter.attr))
-        .condition_expression(format!("{} > :zero", counter.attr))
-        .expression_attribute_values(":zero", n(0))
-        .expression_attribute_values(":one", n(1))
-        .build()
-        .map_err(StoreError::unavailable)?;
-    let tx = store
+    let mut tx = store
         .dynamo
         .transact_write_items()
-        .transact_items(TransactWriteItem::builder().delete(delete).build())
-        .transact_items(TransactWriteItem::builder().update(count).build());
+        .transact_items(TransactWriteItem::builder().delete(delete).build());
+    for counter in counters {
+        let counted = Counted { counter, max: None };
+        tx = tx.transact_items(
+            TransactWriteItem::builder().update(count_update(table, &counted, -1, None)?).build(),
+        );
+    }
+    let had_guards = !guards.is_empty();
+    for guard in guards {
+        tx = tx.transact_items(guard);
+    }
     match send_contended(tx).await {
-        Err(StoreError::Conflict) => Err(StoreError::NotFound),
+        Err(StoreError::Conflict) if !had_guards => Err(StoreError::NotFound),
+        Err(StoreError::Conflict) => match super::get_item(store, table, pk, sk).await? {
+            None => Err(StoreError::NotFound),
+            Some(_) => Err(StoreError::Conflict),
+        },
         other => other,
     }
 }

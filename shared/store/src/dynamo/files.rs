@@ -157,5 +157,5 @@ impl<'a> Files<'a> {
 
 /// The session's file count.
 fn counter(project: &ProjectId, session: &SessionId) -> super::counted::Counter {
-    super::counted::Counter { pk: project_pk(project), sk: count_sk(session), attr: "file_count" }
+    super::counted::Counter::new(project_pk(project), count_sk(session), "file_count")
 }

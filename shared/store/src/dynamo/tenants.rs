@@ -13,6 +13,7 @@ use agentplane_domain::ProjectId;
 use agentplane_domain::page::{Page, PageRequest, created_sort_key};
 use agentplane_domain::project::Project;
 use agentplane_domain::tenant::{Tenant, TenantId};
+use agentplane_domain::webhook::MAX_ENDPOINTS;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, ReturnValue, TransactWriteItem, Update};
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +53,16 @@ struct TenantItem {
 struct SpendItem {
     #[serde(default)]
     spent_nanos: i64,
+}
+
+/// Why a project could not be attached to a tenant.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// The project's webhook endpoints do not fit under the tenant's cap.
+    #[error("the tenant's webhook endpoints and the project's would pass {MAX_ENDPOINTS}")]
+    EndpointLimit,
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 pub struct Tenants<'a> {
@@ -132,33 +143,108 @@ impl<'a> Tenants<'a> {
 
     /// Attaches a project to the tenant (both must exist), in one transaction; the project's
     /// later spend and runs count against the tenant. `NotFound` when either is missing.
-    pub async fn attach(&self, id: &TenantId, project: &ProjectId) -> Result<Project, StoreError> {
-        let check = ConditionCheck::builder()
+    ///
+    /// The project's webhook endpoints move into the tenant's count in the same transaction
+    /// (out of a tenant it leaves): `EndpointLimit` when they do not fit under the tenant's
+    /// 50. The project's count is checked unchanged, so a concurrent create is never lost.
+    pub async fn attach(&self, id: &TenantId, project: &ProjectId) -> Result<Project, AttachError> {
+        for _ in 0..5 {
+            let current = self.store.projects().get(project).await?;
+            if current.tenant_id == Some(*id) {
+                self.get(id).await?;
+                return Ok(current);
+            }
+            let endpoints = self.store.webhooks().count(project).await?;
+            match self.attach_once(id, &current, endpoints).await {
+                Err(StoreError::Conflict) => {
+                    let tenant = self.get(id).await?;
+                    if tenant.endpoint_count + endpoints > MAX_ENDPOINTS {
+                        return Err(AttachError::EndpointLimit);
+                    }
+                }
+                Ok(()) => return Ok(self.store.projects().get(project).await?),
+                Err(err) => return Err(err.into()),
+            }
+        }
+        Err(StoreError::Conflict.into())
+    }
+
+    async fn attach_once(&self, id: &TenantId, project: &Project, endpoints: u32) -> Result<(), StoreError> {
+        let n = |v: u32| AttributeValue::N(v.to_string());
+        let mut update = Update::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(&project.id)))
+            .key("SK", s(PROJECT_SK))
+            .update_expression("SET tenant_id = :t")
+            .expression_attribute_values(":t", s(id.to_string()));
+        update = match project.tenant_id {
+            Some(old) => update
+                .condition_expression("tenant_id = :old")
+                .expression_attribute_values(":old", s(old.to_string())),
+            None => update.condition_expression("attribute_exists(PK) AND attribute_not_exists(tenant_id)"),
+        };
+        let mut tx = self.store.dynamo.transact_write_items().transact_items(
+            TransactWriteItem::builder().update(update.build().map_err(StoreError::unavailable)?).build(),
+        );
+        let tenant = Update::builder()
             .table_name(self.table())
             .key("PK", s(tenant_pk(id)))
             .key("SK", s(TENANT_SK))
-            .condition_expression("attribute_exists(PK)")
+            .update_expression("SET endpoint_count = if_not_exists(endpoint_count, :zero) + :n")
+            .condition_expression(
+                "attribute_exists(PK) AND (attribute_not_exists(endpoint_count) OR endpoint_count <= :room)",
+            )
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":n", n(endpoints))
+            .expression_attribute_values(":room", n(MAX_ENDPOINTS.saturating_sub(endpoints)))
             .build()
             .map_err(StoreError::unavailable)?;
-        let update = Update::builder()
-            .table_name(self.table())
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(PROJECT_SK))
-            .condition_expression("attribute_exists(PK)")
-            .update_expression("SET tenant_id = :t")
-            .expression_attribute_values(":t", s(id.to_string()))
-            .build()
-            .map_err(StoreError::unavailable)?;
-        self.store
-            .dynamo
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().condition_check(check).build())
-            .transact_items(TransactWriteItem::builder().update(update).build())
-            .send()
-            .await
-            .map_err(transaction_conflict)
-            .map_err(|e| if matches!(e, StoreError::Conflict) { StoreError::NotFound } else { e })?;
-        self.store.projects().get(project).await
+        tx = tx.transact_items(TransactWriteItem::builder().update(tenant).build());
+        if endpoints > 0 {
+            let (pk, sk) = super::webhooks::count_key(&project.id);
+            let unchanged = ConditionCheck::builder()
+                .table_name(self.table())
+                .key("PK", s(pk))
+                .key("SK", s(sk))
+                .condition_expression("endpoint_count = :n")
+                .expression_attribute_values(":n", n(endpoints))
+                .build()
+                .map_err(StoreError::unavailable)?;
+            tx = tx.transact_items(TransactWriteItem::builder().condition_check(unchanged).build());
+            if let Some(old) = project.tenant_id {
+                let leave = Update::builder()
+                    .table_name(self.table())
+                    .key("PK", s(tenant_pk(&old)))
+                    .key("SK", s(TENANT_SK))
+                    .update_expression("SET endpoint_count = endpoint_count - :n")
+                    .condition_expression("endpoint_count >= :n")
+                    .expression_attribute_values(":n", n(endpoints))
+                    .build()
+                    .map_err(StoreError::unavailable)?;
+                tx = tx.transact_items(TransactWriteItem::builder().update(leave).build());
+            }
+        } else {
+            let (pk, sk) = super::webhooks::count_key(&project.id);
+            let none = ConditionCheck::builder()
+                .table_name(self.table())
+                .key("PK", s(pk))
+                .key("SK", s(sk))
+                .condition_expression("attribute_not_exists(endpoint_count) OR endpoint_count = :zero")
+                .expression_attribute_values(":zero", n(0))
+                .build()
+                .map_err(StoreError::unavailable)?;
+            tx = tx.transact_items(TransactWriteItem::builder().condition_check(none).build());
+        }
+        match tx.send().await.map_err(transaction_conflict) {
+            // Which condition failed, the caller finds out by reading again; a missing tenant
+            // or project is told apart here.
+            Err(StoreError::Conflict) => {
+                self.get(id).await?;
+                self.store.projects().get(&project.id).await?;
+                Err(StoreError::Conflict)
+            }
+            other => other.map(|_| ()),
+        }
     }
 
     /// What the tenant key's projects spent in `month` (USD).

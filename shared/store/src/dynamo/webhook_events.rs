@@ -142,7 +142,8 @@ impl Webhooks<'_> {
         Ok(item.map(|i| i.event))
     }
 
-    /// Writes the message of `event` for each of `endpoints` that receives its type, its first
+    /// Writes the message of `event` for each of `endpoints` (those receiving the events of its
+    /// project, see `Webhooks::receiving`) that receives its type, its first
     /// attempt due at `first_due` (when the retry job takes it up if the queue does not); a
     /// message already there (a repeated fan-out) is left as it is. Answers the messages written
     /// now.
@@ -154,10 +155,10 @@ impl Webhooks<'_> {
     ) -> Result<Vec<Message>, StoreError> {
         let messages: Vec<Message> = endpoints
             .iter()
-            .filter(|e| e.project_id == event.project_id && e.receives(&event.event_type))
+            .filter(|e| e.receives(&event.event_type))
             .map(|endpoint| Message {
                 id: event.id.clone(),
-                project_id: event.project_id,
+                owner: endpoint.owner,
                 endpoint_id: endpoint.id.clone(),
                 event_type: event.event_type.clone(),
                 payload: event.payload.clone(),

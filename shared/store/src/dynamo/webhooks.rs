@@ -1,8 +1,9 @@
-//! Webhook endpoints, their per-project count, and the messages and attempts sent to them.
+//! Webhook endpoints of projects and tenants, their counts, and the messages and attempts sent
+//! to them.
 //!
 //! | item      | PK                | SK                                  | GSI1PK (by_created)        | GSI1SK     |
 //! |-----------|-------------------|-------------------------------------|----------------------------|------------|
-//! | endpoint  | `PROJECT#{pid}`   | `WEBHOOK#{ep}`                      | `PROJECT#{pid}#WEBHOOKS`   | created#id |
+//! | endpoint  | `PROJECT#{pid}` or `TENANT#{tid}` | `WEBHOOK#{ep}`      | `{PK}#WEBHOOKS`            | created#id |
 //! | count     | `PROJECT#{pid}`   | `WEBHOOKS#COUNT`                    | —                          | —          |
 //! | message   | `WEBHOOK#{ep}`    | `MSG#{created ms:015}#{evt}`        | —                          | —          |
 //! | attempt   | `WEBHOOK#{ep}`    | `ATT#{created ms:015}#{evt}#{n:04}` | —                          | —          |
@@ -13,30 +14,44 @@
 //! `webhook-retry` job finds it; the emitted events not yet fanned out are in
 //! `WEBHOOK_EVENTS_DUE` (see `webhook_events.rs`).
 //!
-//! The count item holds `endpoint_count`; every create and delete changes it in the same
-//! transaction as the endpoint, under the condition `endpoint_count < 50` (create) and
-//! `endpoint_count > 0` (delete), so concurrent creates never pass the cap. Messages and
+//! **Counts.** At most 50 endpoints per tenant, a project without a tenant being its own. A
+//! project's count item holds `endpoint_count`, its own endpoints. A tenant's item (`TENANT#`,
+//! `TENANT`) holds `endpoint_count`, every endpoint of the tenant (its own and all its
+//! projects'), and `tenant_endpoint_count`, its own. Every create and delete changes the counts
+//! it touches in the same transaction as the endpoint: the cap is checked on the tenant's count
+//! (or the lone project's), `> 0` on a delete, and the project's tenant is checked unchanged
+//! (a guard on the project item), so concurrent creates never pass the cap. Attaching a project
+//! to a tenant moves its count there (see `tenants.rs`). Messages and
 //! attempts live in the endpoint's own partition, newest last by their message's creation, so
 //! one page of messages and the attempts of exactly those messages are two range queries. A
 //! message's locator (written with it) holds its creation time, so a message named by its id
 //! (redelivery) is two reads.
 
 use agentplane_domain::page::{Page, PageLimit, PageRequest, created_sort_key};
-use agentplane_domain::webhook::{Attempt, Endpoint, EndpointId, MAX_ENDPOINTS, Message, MessageId};
+use agentplane_domain::tenant::TenantId;
+use agentplane_domain::webhook::{Attempt, Endpoint, EndpointId, MAX_ENDPOINTS, Message, MessageId, Owner};
 use agentplane_domain::{ProjectId, Timestamp};
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
-use super::keys::project_pk;
+use super::keys::{PROJECT_SK, project_pk};
 use super::page::{Item, query_created, start_key};
+use super::tenants::{TENANT_SK, tenant_pk};
 use super::{backend, conditional, s};
 use crate::{Store, StoreError};
 
 fn endpoint_sk(id: &EndpointId) -> String {
     format!("WEBHOOK#{id}")
 }
-fn endpoints_list(project: &ProjectId) -> String {
-    format!("PROJECT#{project}#WEBHOOKS")
+/// The partition of an owner's endpoints.
+pub(super) fn owner_pk(owner: &Owner) -> String {
+    match owner {
+        Owner::Project(p) => project_pk(p),
+        Owner::Tenant(t) => tenant_pk(t),
+    }
+}
+fn endpoints_list(owner: &Owner) -> String {
+    format!("{}#WEBHOOKS", owner_pk(owner))
 }
 const COUNT_SK: &str = "WEBHOOKS#COUNT";
 pub(super) fn messages_pk(endpoint: &EndpointId) -> String {
@@ -77,9 +92,9 @@ struct EndpointItem {
 impl EndpointItem {
     fn of(endpoint: &Endpoint) -> Self {
         Self {
-            pk: project_pk(&endpoint.project_id),
+            pk: owner_pk(&endpoint.owner),
             sk: endpoint_sk(&endpoint.id),
-            gsi1pk: endpoints_list(&endpoint.project_id),
+            gsi1pk: endpoints_list(&endpoint.owner),
             gsi1sk: created_sort_key(endpoint.created_at, &endpoint.id),
             endpoint: endpoint.clone(),
         }
@@ -166,26 +181,90 @@ impl<'a> Webhooks<'a> {
         self.store
     }
 
-    /// Writes a new endpoint and counts it; `Conflict` when the project already has
-    /// [`MAX_ENDPOINTS`].
+    /// Writes a new endpoint and counts it; `Conflict` when its tenant (or its lone project)
+    /// has [`MAX_ENDPOINTS`] already, `NotFound` when its owner does not exist.
     pub async fn create(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
-        let item = serde_dynamo::to_item(EndpointItem::of(endpoint))?;
-        super::counted::put(self.store, &counter(&endpoint.project_id), MAX_ENDPOINTS, None, item).await
+        for _ in 0..3 {
+            let (counters, guard) = self.counters_of(&endpoint.owner).await?;
+            let item = serde_dynamo::to_item(EndpointItem::of(endpoint))?;
+            let counts: Vec<super::counted::Counted<'_>> = counters
+                .iter()
+                .map(|counter| super::counted::Counted { counter, max: Some(MAX_ENDPOINTS) })
+                .collect();
+            match super::counted::put_counted(
+                self.store,
+                &counts,
+                guard.item.into_iter().collect(),
+                None,
+                item,
+            )
+            .await
+            {
+                // The cap, or the project moved to another tenant meanwhile: which one, the
+                // project says.
+                Err(StoreError::Conflict) if self.moved(&guard.tenant_of, &endpoint.owner).await? => continue,
+                other => return other,
+            }
+        }
+        Err(StoreError::Conflict)
     }
 
-    async fn raw(&self, project: &ProjectId, id: &EndpointId) -> Result<Item, StoreError> {
-        super::get_item(self.store, self.table(), project_pk(project), endpoint_sk(id))
+    /// The counts an endpoint of `owner` takes, and the guard that the owner is as read (a
+    /// project still of the same tenant, a tenant still there).
+    async fn counters_of(&self, owner: &Owner) -> Result<(Vec<super::counted::Counter>, Guard), StoreError> {
+        match owner {
+            Owner::Project(project) => {
+                let tenant = self.store.projects().get(project).await?.tenant_id;
+                let check = ConditionCheck::builder()
+                    .table_name(self.table())
+                    .key("PK", s(project_pk(project)))
+                    .key("SK", s(PROJECT_SK));
+                let check = match tenant {
+                    Some(t) => check
+                        .condition_expression("tenant_id = :t")
+                        .expression_attribute_values(":t", s(t.to_string())),
+                    None => {
+                        check.condition_expression("attribute_exists(PK) AND attribute_not_exists(tenant_id)")
+                    }
+                };
+                let mut counters = vec![counter(project)];
+                counters.extend(tenant.map(|t| tenant_counter(&t, false)));
+                let check = check.build().map_err(StoreError::unavailable)?;
+                let item = TransactWriteItem::builder().condition_check(check).build();
+                Ok((counters, Guard { item: Some(item), tenant_of: Some(tenant) }))
+            }
+            // The tenant's count lives on its item, which must exist: that is the guard.
+            Owner::Tenant(tenant) => {
+                Ok((vec![tenant_counter(tenant, true)], Guard { item: None, tenant_of: None }))
+            }
+        }
+    }
+
+    /// Whether `owner` (a project) is now of another tenant than `read` said.
+    async fn moved(&self, read: &Option<Option<TenantId>>, owner: &Owner) -> Result<bool, StoreError> {
+        match (owner, read) {
+            (Owner::Project(project), Some(was)) => match self.store.projects().get(project).await {
+                Ok(now) => Ok(now.tenant_id != *was),
+                Err(StoreError::NotFound) => Err(StoreError::NotFound),
+                Err(err) => Err(err),
+            },
+            _ => Ok(false),
+        }
+    }
+
+    async fn raw(&self, owner: &Owner, id: &EndpointId) -> Result<Item, StoreError> {
+        super::get_item(self.store, self.table(), owner_pk(owner), endpoint_sk(id))
             .await?
             .ok_or(StoreError::NotFound)
     }
 
-    pub async fn get(&self, project: &ProjectId, id: &EndpointId) -> Result<Endpoint, StoreError> {
-        let item: EndpointItem = serde_dynamo::from_item(self.raw(project, id).await?)?;
+    pub async fn get(&self, owner: &Owner, id: &EndpointId) -> Result<Endpoint, StoreError> {
+        let item: EndpointItem = serde_dynamo::from_item(self.raw(owner, id).await?)?;
         Ok(item.endpoint)
     }
 
-    /// Every endpoint of the project (at most [`MAX_ENDPOINTS`]), oldest first.
-    pub async fn all(&self, project: &ProjectId) -> Result<Vec<Endpoint>, StoreError> {
+    /// Every endpoint of the owner (at most [`MAX_ENDPOINTS`]), oldest first.
+    pub async fn all(&self, owner: &Owner) -> Result<Vec<Endpoint>, StoreError> {
         let items: Vec<EndpointItem> = super::query_all(
             self.store
                 .dynamo
@@ -193,29 +272,55 @@ impl<'a> Webhooks<'a> {
                 .table_name(self.table())
                 .index_name(crate::resources::BY_CREATED)
                 .key_condition_expression("GSI1PK = :list")
-                .expression_attribute_values(":list", s(endpoints_list(project))),
+                .expression_attribute_values(":list", s(endpoints_list(owner))),
         )
         .await?;
         Ok(items.into_iter().map(|i| i.endpoint).collect())
     }
 
-    /// How many endpoints the project has (the count item).
+    /// Every endpoint that receives the events of `project`: its own, and its tenant's.
+    pub async fn receiving(&self, project: &ProjectId) -> Result<Vec<Endpoint>, StoreError> {
+        let tenant = match self.store.projects().get(project).await {
+            Ok(p) => p.tenant_id,
+            Err(StoreError::NotFound) => None,
+            Err(err) => return Err(err),
+        };
+        let mut endpoints = self.all(&Owner::Project(*project)).await?;
+        if let Some(t) = tenant {
+            endpoints.extend(self.all(&Owner::Tenant(t)).await?);
+        }
+        endpoints.retain(|e| e.owner.covers(*project, tenant));
+        Ok(endpoints)
+    }
+
+    /// How many endpoints of its own the project has (the count item).
     pub async fn count(&self, project: &ProjectId) -> Result<u32, StoreError> {
         super::counted::read(self.store, &counter(project)).await
     }
 
+    /// Whether any endpoint receives the events of `project` (its own, or its tenant's).
+    pub async fn any_receiving(&self, project: &ProjectId) -> Result<bool, StoreError> {
+        if self.count(project).await? > 0 {
+            return Ok(true);
+        }
+        match self.store.projects().get(project).await?.tenant_id {
+            Some(t) => Ok(self.store.tenants().get(&t).await?.tenant_endpoint_count > 0),
+            None => Ok(false),
+        }
+    }
+
     pub async fn list(
         &self,
-        project: &ProjectId,
+        owner: &Owner,
         page: &PageRequest,
         after: Option<&EndpointId>,
     ) -> Result<Page<Endpoint>, StoreError> {
         let start = match after {
-            Some(id) => Some(start_key(&self.raw(project, id).await?).ok_or(StoreError::NotFound)?),
+            Some(id) => Some(start_key(&self.raw(owner, id).await?).ok_or(StoreError::NotFound)?),
             None => None,
         };
         let page: Page<EndpointItem> =
-            query_created(self.store, &endpoints_list(project), start, page.limit, page.order).await?;
+            query_created(self.store, &endpoints_list(owner), start, page.limit, page.order).await?;
         Ok(Page { items: page.items.into_iter().map(|i| i.endpoint).collect(), has_more: page.has_more })
     }
 
@@ -236,8 +341,24 @@ impl<'a> Webhooks<'a> {
     }
 
     /// Deletes the endpoint and uncounts it; `NotFound` when it is not there.
-    pub async fn delete(&self, project: &ProjectId, id: &EndpointId) -> Result<(), StoreError> {
-        super::counted::delete(self.store, &counter(project), project_pk(project), endpoint_sk(id)).await
+    pub async fn delete(&self, owner: &Owner, id: &EndpointId) -> Result<(), StoreError> {
+        for _ in 0..3 {
+            let (counters, guard) = self.counters_of(owner).await?;
+            let counters: Vec<&super::counted::Counter> = counters.iter().collect();
+            match super::counted::delete_counted(
+                self.store,
+                &counters,
+                guard.item.into_iter().collect(),
+                owner_pk(owner),
+                endpoint_sk(id),
+            )
+            .await
+            {
+                Err(StoreError::Conflict) => continue,
+                other => return other,
+            }
+        }
+        Err(StoreError::Conflict)
     }
 
     /// Writes a new message and its locator.
@@ -358,5 +479,27 @@ const COUNT_ATTR: &str = "endpoint_count";
 /// The project's endpoint count.
 fn counter(project: &ProjectId) -> super::counted::Counter {
     let (pk, sk) = count_key(project);
-    super::counted::Counter { pk, sk, attr: COUNT_ATTR }
+    super::counted::Counter::new(pk, sk, COUNT_ATTR)
+}
+
+/// The tenant's count of all its endpoints (the cap's), on the tenant's item; `own`: its own
+/// endpoints' count moves with it.
+fn tenant_counter(tenant: &TenantId, own: bool) -> super::counted::Counter {
+    super::counted::Counter {
+        pk: tenant_pk(tenant),
+        sk: TENANT_SK.to_owned(),
+        attr: COUNT_ATTR,
+        also: own.then_some(TENANT_OWN_ATTR),
+        must_exist: true,
+    }
+}
+
+/// The attribute of a tenant's item counting its own (tenant-wide) endpoints.
+pub(super) const TENANT_OWN_ATTR: &str = "tenant_endpoint_count";
+
+/// The condition an endpoint's write holds to, and what it read of a project's tenant.
+struct Guard {
+    item: Option<TransactWriteItem>,
+    /// For a project's endpoint: the project's tenant as read.
+    tenant_of: Option<Option<TenantId>>,
 }

@@ -167,7 +167,11 @@ async fn tenant_spend(app: &App, tenant: Option<TenantId>) -> Result<Option<Tena
             return Err(ClientError::SpendLimitReached { spent_usd: spent, max_cost_usd: max });
         }
     }
-    Ok(Some(TenantSpend { key, monthly_limit_usd: tenant.monthly_spend_limit_usd }))
+    Ok(Some(TenantSpend {
+        key,
+        monthly_limit_usd: tenant.monthly_spend_limit_usd,
+        webhooks: tenant.tenant_endpoint_count > 0,
+    }))
 }
 
 /// `background` and `callback_url` are valid, and a background turn is refused before anything

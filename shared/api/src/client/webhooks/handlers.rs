@@ -1,59 +1,25 @@
-use agentplane_domain::page::PageRequest;
-use agentplane_domain::query::Query;
-use agentplane_domain::webhook::signature::SigningSecret;
-use agentplane_domain::webhook::{
-    self, DEFAULT_OVERLAP_HOURS, Endpoint, EndpointFields, EndpointId, MAX_OVERLAP_HOURS, Message, MessageId,
-    MessageStatus, StoredSecret, TEST_EVENT_TYPE,
-};
-use agentplane_domain::{Timestamp, ValidationError};
-use agentplane_engine::webhooks::deliver::{TargetError, resolve};
-use agentplane_engine::webhooks::{SealKey, SendError, attempt};
-use agentplane_store::StoreError;
+//! The client API's webhook routes: a project's own endpoints. What each does is
+//! `crate::webhooks::service`'s; here the project key names the owner.
+
+use agentplane_domain::webhook::Owner;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
-use serde_json::json;
 
-use super::wire::{
-    AttemptBody, CreateWebhook, MessageBody, MessageList, MessageParams, RotateSecret, UpdateWebhook,
-    WebhookBody, WebhookDeleted, WebhookWithSecret,
-};
+use crate::App;
 use crate::body::Wire;
 use crate::client::auth::ProjectAuth;
-use crate::client::error::{ClientError, Found};
+use crate::client::error::ClientError;
 use crate::envelope::ErrorEnvelope;
 use crate::list::{List, PageParams};
-use crate::{App, edge};
+use crate::webhooks::service;
+use crate::webhooks::wire::{
+    AttemptBody, CreateWebhook, MessageList, MessageParams, RotateSecret, UpdateWebhook, WebhookBody,
+    WebhookDeleted, WebhookWithSecret,
+};
 
-fn endpoint_id(text: &str) -> Result<EndpointId, ClientError> {
-    text.parse().map_err(|_| ClientError::WebhookNotFound)
-}
-
-fn key(app: &App) -> Result<&SealKey, ClientError> {
-    app.webhooks.key.as_deref().ok_or(ClientError::WebhooksUnavailable)
-}
-
-/// A fresh `whsec_` secret: its text (shown once) and its sealed form for `id`.
-fn new_secret(app: &App, id: &EndpointId, now: Timestamp) -> Result<(String, StoredSecret), ClientError> {
-    let text = SigningSecret::from_random(edge::random()?).expose();
-    let sealed =
-        key(app)?.seal(id.as_str(), text.as_bytes()).map_err(|e| ClientError::internal(e.to_string()))?;
-    Ok((text, StoredSecret { sealed, created_at: now, expires_at: None }))
-}
-
-/// Refuses a URL whose host is or resolves to an address deliveries may not reach (checked
-/// again at every delivery). A name that does not resolve yet is accepted: its deliveries fail.
-async fn check_reachable(app: &App, url: &str) -> Result<(), ClientError> {
-    if app.webhooks.allow_private {
-        return Ok(());
-    }
-    match resolve(url, false, app.webhooks.timeout).await {
-        Ok(_) | Err(TargetError::Unresolvable(_)) => Ok(()),
-        Err(TargetError::NotAllowed { host, reason }) => Err(ClientError::UrlNotAllowed(format!(
-            "`url` points at {host}, {reason}; webhooks go to public hosts"
-        ))),
-        Err(TargetError::Invalid(message)) => Err(ValidationError::new("url", message).into()),
-    }
+fn owner(auth: &ProjectAuth) -> Owner {
+    Owner::Project(auth.project_id)
 }
 
 /// Create a webhook endpoint.
@@ -70,7 +36,7 @@ async fn check_reachable(app: &App, url: &str) -> Result<(), ClientError> {
         (status = 201, description = "The new endpoint, with its secret (shown once).", body = WebhookWithSecret),
         (status = 400, description = "The body is invalid (`param` names the field), or the URL points at a private address (`url_not_allowed`).", body = ErrorEnvelope),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
-        (status = 409, description = "The project has 50 endpoints already (`webhook_limit_reached`).", body = ErrorEnvelope),
+        (status = 409, description = "The project's tenant (or the project alone, without one) has 50 endpoints already (`webhook_limit_reached`).", body = ErrorEnvelope),
         (status = 413, description = "The body is too large.", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
     ),
@@ -80,17 +46,7 @@ pub async fn create(
     auth: ProjectAuth,
     Wire(body, _): Wire<CreateWebhook, ClientError>,
 ) -> Result<(StatusCode, Json<WebhookWithSecret>), ClientError> {
-    let now = edge::now();
-    let id = EndpointId::from_random(edge::random()?);
-    let (secret, stored) = new_secret(&app, &id, now)?;
-    let endpoint = webhook::new_endpoint(EndpointFields::from(body), id, auth.project_id, stored, now)?;
-    check_reachable(&app, &endpoint.url).await?;
-    match app.store.webhooks().create(&endpoint).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict) => return Err(ClientError::WebhookLimitReached),
-        Err(err) => return Err(err.into()),
-    }
-    Ok((StatusCode::CREATED, Json(WebhookWithSecret { endpoint: WebhookBody::from(&endpoint), secret })))
+    Ok((StatusCode::CREATED, Json(service::create(&app, owner(&auth), body).await?)))
 }
 
 /// List the project's webhook endpoints, newest first.
@@ -113,48 +69,7 @@ pub async fn list(
     auth: ProjectAuth,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<List<WebhookBody>>, ClientError> {
-    let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
-    let after = match &page.after {
-        Some(text) => Some(text.parse::<EndpointId>().map_err(|_| ClientError::CursorNotFound)?),
-        None => None,
-    };
-    let found = app
-        .store
-        .webhooks()
-        .list(&auth.project_id, &page, after.as_ref())
-        .await
-        .or_not_found(ClientError::CursorNotFound)?;
-    Ok(Json(List::of(&found, |e| WebhookBody::from(e), |e| e.id.to_string())))
-}
-
-/// Reads the endpoint, changes it with `change` (given a time after its last change) and
-/// writes it back only if nobody wrote it meanwhile; read again up to five times, then 409
-/// `concurrent_update`.
-async fn edit<T>(
-    app: &App,
-    auth: &ProjectAuth,
-    id: &str,
-    mut change: impl FnMut(&mut Endpoint, Timestamp) -> Result<T, ClientError>,
-) -> Result<(Endpoint, T), ClientError> {
-    for _ in 0..5 {
-        let mut endpoint = load(app, auth, id).await?;
-        let previous = endpoint.updated_at;
-        let out = change(&mut endpoint, edge::now().max(previous.plus_millis(1)))?;
-        match app.store.webhooks().replace(&endpoint, previous).await {
-            Ok(()) => return Ok((endpoint, out)),
-            Err(StoreError::Conflict) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(ClientError::ConcurrentUpdate)
-}
-
-async fn load(app: &App, auth: &ProjectAuth, id: &str) -> Result<Endpoint, ClientError> {
-    app.store
-        .webhooks()
-        .get(&auth.project_id, &endpoint_id(id)?)
-        .await
-        .or_not_found(ClientError::WebhookNotFound)
+    Ok(Json(service::list(&app, owner(&auth), raw.as_deref()).await?))
 }
 
 /// Retrieve a webhook endpoint.
@@ -176,7 +91,7 @@ pub async fn get(
     auth: ProjectAuth,
     Path(id): Path<String>,
 ) -> Result<Json<WebhookBody>, ClientError> {
-    Ok(Json(WebhookBody::from(&load(&app, &auth, &id).await?)))
+    Ok(Json(WebhookBody::from(&service::load(&app, owner(&auth), &id).await?)))
 }
 
 /// Change a webhook endpoint's URL, event types, description or whether it is enabled.
@@ -203,15 +118,7 @@ pub async fn update(
     Path(id): Path<String>,
     Wire(body, _): Wire<UpdateWebhook, ClientError>,
 ) -> Result<Json<WebhookBody>, ClientError> {
-    let fields = EndpointFields::from(body);
-    if let Some(url) = &fields.url {
-        webhook::check_url(url)?;
-        check_reachable(&app, url).await?;
-    }
-    let (endpoint, ()) =
-        edit(&app, &auth, &id, |endpoint, now| Ok(webhook::patch_endpoint(endpoint, fields.clone(), now)?))
-            .await?;
-    Ok(Json(WebhookBody::from(&endpoint)))
+    Ok(Json(service::update(&app, owner(&auth), &id, body).await?))
 }
 
 /// Delete a webhook endpoint. Its messages are no longer sent.
@@ -233,9 +140,7 @@ pub async fn delete(
     auth: ProjectAuth,
     Path(id): Path<String>,
 ) -> Result<Json<WebhookDeleted>, ClientError> {
-    let id = endpoint_id(&id)?;
-    app.store.webhooks().delete(&auth.project_id, &id).await.or_not_found(ClientError::WebhookNotFound)?;
-    Ok(Json(WebhookDeleted { id: id.to_string(), object: "webhook_endpoint.deleted", deleted: true }))
+    Ok(Json(service::delete(&app, owner(&auth), &id).await?))
 }
 
 /// Give a webhook endpoint a new signing secret.
@@ -266,21 +171,7 @@ pub async fn rotate_secret(
     Path(id): Path<String>,
     Wire(body, _): Wire<RotateSecret, ClientError>,
 ) -> Result<Json<WebhookWithSecret>, ClientError> {
-    let overlap = body.overlap_hours.unwrap_or(DEFAULT_OVERLAP_HOURS);
-    if overlap > MAX_OVERLAP_HOURS {
-        return Err(ValidationError::new(
-            "overlapHours",
-            format!("`overlapHours` must be from 0 to {MAX_OVERLAP_HOURS}"),
-        )
-        .into());
-    }
-    let (endpoint, secret) = edit(&app, &auth, &id, |endpoint, now| {
-        let (secret, stored) = new_secret(&app, &endpoint.id, now)?;
-        endpoint.rotate(stored.sealed, overlap, now);
-        Ok(secret)
-    })
-    .await?;
-    Ok(Json(WebhookWithSecret { endpoint: WebhookBody::from(&endpoint), secret }))
+    Ok(Json(service::rotate_secret(&app, owner(&auth), &id, body).await?))
 }
 
 /// Send a `webhook.test` event to the endpoint now and answer the attempt.
@@ -305,23 +196,7 @@ pub async fn test(
     auth: ProjectAuth,
     Path(id): Path<String>,
 ) -> Result<Json<AttemptBody>, ClientError> {
-    let endpoint = load(&app, &auth, &id).await?;
-    let now = edge::now();
-    let data = json!({ "endpointId": endpoint.id.to_string() });
-    let mut message = Message {
-        id: MessageId::from_random(edge::random()?),
-        project_id: endpoint.project_id,
-        endpoint_id: endpoint.id.clone(),
-        event_type: TEST_EVENT_TYPE.to_owned(),
-        payload: webhook::payload(TEST_EVENT_TYPE, &data, now),
-        status: MessageStatus::Pending,
-        attempts: 0,
-        next_attempt_at: None,
-        created_at: now,
-    };
-    app.store.webhooks().put_message(&message).await?;
-    let attempt = attempt(&app.store, &app.webhooks, &endpoint, &mut message).await.map_err(send_error)?;
-    Ok(Json(AttemptBody::from(&attempt)))
+    Ok(Json(service::test(&app, owner(&auth), &id).await?))
 }
 
 /// Send a message again now, with the same `evt_` id (receivers deduplicate on it).
@@ -348,24 +223,7 @@ pub async fn redeliver(
     auth: ProjectAuth,
     Path((id, message_id)): Path<(String, String)>,
 ) -> Result<Json<AttemptBody>, ClientError> {
-    let endpoint = load(&app, &auth, &id).await?;
-    let message_id: MessageId = message_id.parse().map_err(|_| ClientError::WebhookMessageNotFound)?;
-    let mut message = app
-        .store
-        .webhooks()
-        .message(&endpoint.id, &message_id)
-        .await
-        .or_not_found(ClientError::WebhookMessageNotFound)?;
-    let attempt = attempt(&app.store, &app.webhooks, &endpoint, &mut message).await.map_err(send_error)?;
-    Ok(Json(AttemptBody::from(&attempt)))
-}
-
-fn send_error(err: SendError) -> ClientError {
-    match err {
-        SendError::NoKey => ClientError::WebhooksUnavailable,
-        SendError::Seal(err) => ClientError::internal(err.to_string()),
-        SendError::Storage(err) => ClientError::Storage(err),
-    }
+    Ok(Json(service::redeliver(&app, owner(&auth), &id, &message_id).await?))
 }
 
 /// The endpoint's newest messages, each with its attempts.
@@ -389,8 +247,5 @@ pub async fn messages(
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<MessageList>, ClientError> {
-    let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
-    let endpoint = load(&app, &auth, &id).await?;
-    let found = app.store.webhooks().messages(&endpoint.id, page.limit).await?;
-    Ok(Json(MessageList { object: "list", data: found.iter().map(MessageBody::from).collect() }))
+    Ok(Json(service::messages(&app, owner(&auth), &id, raw.as_deref()).await?))
 }

@@ -4,6 +4,6 @@
 //! sending in `agentplane_engine::webhooks`, storage in `agentplane_store::Webhooks`.
 
 pub(crate) mod handlers;
-pub mod wire;
+pub use crate::webhooks::wire;
 
 pub use handlers::{create, delete, get, list, messages, redeliver, rotate_secret, test, update};

@@ -1,0 +1,224 @@
+//! Managing the webhook endpoints of one owner (a project or a tenant): what each route does
+//! once its surface authenticated the caller and named the owner.
+
+use agentplane_domain::page::PageRequest;
+use agentplane_domain::query::Query;
+use agentplane_domain::webhook::signature::SigningSecret;
+use agentplane_domain::webhook::{
+    self, DEFAULT_OVERLAP_HOURS, Endpoint, EndpointFields, EndpointId, MAX_OVERLAP_HOURS, Message, MessageId,
+    MessageStatus, Owner, StoredSecret, TEST_EVENT_TYPE,
+};
+use agentplane_domain::{Timestamp, ValidationError};
+use agentplane_engine::webhooks::deliver::{TargetError, resolve};
+use agentplane_engine::webhooks::{SealKey, attempt};
+use agentplane_store::StoreError;
+use serde_json::json;
+
+use super::WebhookError;
+use super::wire::{
+    AttemptBody, CreateWebhook, MessageBody, MessageList, RotateSecret, UpdateWebhook, WebhookBody,
+    WebhookDeleted, WebhookWithSecret,
+};
+use crate::list::List;
+use crate::{App, edge};
+
+fn endpoint_id(text: &str) -> Result<EndpointId, WebhookError> {
+    text.parse().map_err(|_| WebhookError::NotFound)
+}
+
+fn key(app: &App) -> Result<&SealKey, WebhookError> {
+    app.webhooks.key.as_deref().ok_or(WebhookError::Unavailable)
+}
+
+fn not_found(err: StoreError, what: WebhookError) -> WebhookError {
+    match err {
+        StoreError::NotFound => what,
+        other => other.into(),
+    }
+}
+
+/// A fresh `whsec_` secret: its text (shown once) and its sealed form for `id`.
+fn new_secret(app: &App, id: &EndpointId, now: Timestamp) -> Result<(String, StoredSecret), WebhookError> {
+    let text = SigningSecret::from_random(edge::random()?).expose();
+    let sealed =
+        key(app)?.seal(id.as_str(), text.as_bytes()).map_err(|e| WebhookError::Internal(e.to_string()))?;
+    Ok((text, StoredSecret { sealed, created_at: now, expires_at: None }))
+}
+
+/// Refuses a URL whose host is or resolves to an address deliveries may not reach (checked
+/// again at every delivery). A name that does not resolve yet is accepted: its deliveries fail.
+async fn check_reachable(app: &App, url: &str) -> Result<(), WebhookError> {
+    if app.webhooks.allow_private {
+        return Ok(());
+    }
+    match resolve(url, false, app.webhooks.timeout).await {
+        Ok(_) | Err(TargetError::Unresolvable(_)) => Ok(()),
+        Err(TargetError::NotAllowed { host, reason }) => Err(WebhookError::UrlNotAllowed(format!(
+            "`url` points at {host}, {reason}; webhooks go to public hosts"
+        ))),
+        Err(TargetError::Invalid(message)) => Err(ValidationError::new("url", message).into()),
+    }
+}
+
+pub async fn create(app: &App, owner: Owner, body: CreateWebhook) -> Result<WebhookWithSecret, WebhookError> {
+    let now = edge::now();
+    let id = EndpointId::from_random(edge::random()?);
+    let (secret, stored) = new_secret(app, &id, now)?;
+    let endpoint = webhook::new_endpoint(EndpointFields::from(body), id, owner, stored, now)?;
+    check_reachable(app, &endpoint.url).await?;
+    match app.store.webhooks().create(&endpoint).await {
+        Ok(()) => Ok(WebhookWithSecret { endpoint: WebhookBody::from(&endpoint), secret }),
+        Err(StoreError::Conflict) => Err(WebhookError::LimitReached),
+        Err(err) => Err(err.into()),
+    }
+}
+
+pub async fn list(
+    app: &App,
+    owner: Owner,
+    raw_query: Option<&str>,
+) -> Result<List<WebhookBody>, WebhookError> {
+    let page = PageRequest::from_query(&Query::parse(raw_query))?;
+    let after = match &page.after {
+        Some(text) => Some(text.parse::<EndpointId>().map_err(|_| WebhookError::CursorNotFound)?),
+        None => None,
+    };
+    let found = app
+        .store
+        .webhooks()
+        .list(&owner, &page, after.as_ref())
+        .await
+        .map_err(|e| not_found(e, WebhookError::CursorNotFound))?;
+    Ok(List::of(&found, |e| WebhookBody::from(e), |e| e.id.to_string()))
+}
+
+/// The endpoint `id` of `owner`.
+pub async fn load(app: &App, owner: Owner, id: &str) -> Result<Endpoint, WebhookError> {
+    app.store
+        .webhooks()
+        .get(&owner, &endpoint_id(id)?)
+        .await
+        .map_err(|e| not_found(e, WebhookError::NotFound))
+}
+
+/// Reads the endpoint, changes it with `change` (given a time after its last change) and
+/// writes it back only if nobody wrote it meanwhile; read again up to five times, then 409
+/// `concurrent_update`.
+async fn edit<T>(
+    app: &App,
+    owner: Owner,
+    id: &str,
+    mut change: impl FnMut(&mut Endpoint, Timestamp) -> Result<T, WebhookError>,
+) -> Result<(Endpoint, T), WebhookError> {
+    for _ in 0..5 {
+        let mut endpoint = load(app, owner, id).await?;
+        let previous = endpoint.updated_at;
+        let out = change(&mut endpoint, edge::now().max(previous.plus_millis(1)))?;
+        match app.store.webhooks().replace(&endpoint, previous).await {
+            Ok(()) => return Ok((endpoint, out)),
+            Err(StoreError::Conflict) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(WebhookError::ConcurrentUpdate)
+}
+
+pub async fn update(
+    app: &App,
+    owner: Owner,
+    id: &str,
+    body: UpdateWebhook,
+) -> Result<WebhookBody, WebhookError> {
+    let fields = EndpointFields::from(body);
+    if let Some(url) = &fields.url {
+        webhook::check_url(url)?;
+        check_reachable(app, url).await?;
+    }
+    let (endpoint, ()) =
+        edit(app, owner, id, |endpoint, now| Ok(webhook::patch_endpoint(endpoint, fields.clone(), now)?))
+            .await?;
+    Ok(WebhookBody::from(&endpoint))
+}
+
+pub async fn delete(app: &App, owner: Owner, id: &str) -> Result<WebhookDeleted, WebhookError> {
+    let id = endpoint_id(id)?;
+    app.store.webhooks().delete(&owner, &id).await.map_err(|e| not_found(e, WebhookError::NotFound))?;
+    Ok(WebhookDeleted { id: id.to_string(), object: "webhook_endpoint.deleted", deleted: true })
+}
+
+pub async fn rotate_secret(
+    app: &App,
+    owner: Owner,
+    id: &str,
+    body: RotateSecret,
+) -> Result<WebhookWithSecret, WebhookError> {
+    let overlap = body.overlap_hours.unwrap_or(DEFAULT_OVERLAP_HOURS);
+    if overlap > MAX_OVERLAP_HOURS {
+        return Err(ValidationError::new(
+            "overlapHours",
+            format!("`overlapHours` must be from 0 to {MAX_OVERLAP_HOURS}"),
+        )
+        .into());
+    }
+    let (endpoint, secret) = edit(app, owner, id, |endpoint, now| {
+        let (secret, stored) = new_secret(app, &endpoint.id, now)?;
+        endpoint.rotate(stored.sealed, overlap, now);
+        Ok(secret)
+    })
+    .await?;
+    Ok(WebhookWithSecret { endpoint: WebhookBody::from(&endpoint), secret })
+}
+
+/// Sends a `webhook.test` event to the endpoint now and answers the attempt (recorded like any
+/// other; a failed test is retried on the usual schedule).
+pub async fn test(app: &App, owner: Owner, id: &str) -> Result<AttemptBody, WebhookError> {
+    let endpoint = load(app, owner, id).await?;
+    let now = edge::now();
+    let data = json!({ "endpointId": endpoint.id.to_string() });
+    let mut message = Message {
+        id: MessageId::from_random(edge::random()?),
+        owner: endpoint.owner,
+        endpoint_id: endpoint.id.clone(),
+        event_type: TEST_EVENT_TYPE.to_owned(),
+        payload: webhook::payload(TEST_EVENT_TYPE, &data, now),
+        status: MessageStatus::Pending,
+        attempts: 0,
+        next_attempt_at: None,
+        created_at: now,
+    };
+    app.store.webhooks().put_message(&message).await?;
+    let attempt = attempt(&app.store, &app.webhooks, &endpoint, &mut message).await?;
+    Ok(AttemptBody::from(&attempt))
+}
+
+/// Sends a message again now, with the same `evt_` id; answers the new attempt.
+pub async fn redeliver(
+    app: &App,
+    owner: Owner,
+    id: &str,
+    message_id: &str,
+) -> Result<AttemptBody, WebhookError> {
+    let endpoint = load(app, owner, id).await?;
+    let message_id: MessageId = message_id.parse().map_err(|_| WebhookError::MessageNotFound)?;
+    let mut message = app
+        .store
+        .webhooks()
+        .message(&endpoint.id, &message_id)
+        .await
+        .map_err(|e| not_found(e, WebhookError::MessageNotFound))?;
+    let attempt = attempt(&app.store, &app.webhooks, &endpoint, &mut message).await?;
+    Ok(AttemptBody::from(&attempt))
+}
+
+/// The endpoint's newest messages, each with its attempts.
+pub async fn messages(
+    app: &App,
+    owner: Owner,
+    id: &str,
+    raw_query: Option<&str>,
+) -> Result<MessageList, WebhookError> {
+    let page = PageRequest::from_query(&Query::parse(raw_query))?;
+    let endpoint = load(app, owner, id).await?;
+    let found = app.store.webhooks().messages(&endpoint.id, page.limit).await?;
+    Ok(MessageList { object: "list", data: found.iter().map(MessageBody::from).collect() })
+}
