@@ -674,3 +674,61 @@ async fn a_background_run_delivers_agent_run_queued_then_succeeded() -> R {
     assert_eq!(receiver.received().len(), 2);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_background_runs_callback_is_a_signed_delivery_retried_like_any_message() -> R {
+    let s = setup(json!({"execution": {"background_enabled": true}})).await?;
+    let receiver = Receiver::start().await;
+    let rotate = |overlap: Value| {
+        s.app.client(&s.tenant.key, Method::POST, "/callback_secret").json(&json!({"overlapHours": overlap}))
+    };
+    let (status, first) = send(rotate(json!(24))).await?;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let first_secret = str_field(&first, "secret")?;
+    assert!(first_secret.starts_with("whsec_"), "{first}");
+    let run_with_callback = |input: &'static str| {
+        s.app.client(&s.tenant.key, Method::POST, "/responses").json(
+            &json!({"agent": s.agent, "input": input, "background": true, "callback_url": receiver.url}),
+        )
+    };
+
+    // The receiver fails the first attempt: the callback is retried with the same id.
+    receiver.answer(&[500]);
+    s.model.push(Reply::text("done"));
+    let (status, queued) = send(run_with_callback("go")).await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{queued}");
+    let got = receiver.wait_for(2).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(header(&got[0], "webhook-id"), header(&got[1], "webhook-id"));
+    let body = body_json(&got[1]);
+    assert_eq!(body["type"], "agent_run.succeeded");
+    assert_eq!(body["data"]["runId"], queued["id"]);
+    assert_eq!(body["data"]["outputText"], "done");
+    assert_eq!(verify(&first_secret, &got[1]), "ok");
+    assert!(verify("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", &got[1]).starts_with("fail"));
+
+    // Rotated with no overlap: the next callback is signed by the new secret only.
+    let (status, second) = send(rotate(json!(0))).await?;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    let second_secret = str_field(&second, "secret")?;
+    s.model.push(Reply::text("again"));
+    let (status, _) = send(run_with_callback("more")).await?;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let got = receiver.wait_for(3).await;
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(verify(&second_secret, &got[2]), "ok");
+    assert!(verify(&first_secret, &got[2]).starts_with("fail"));
+
+    // The signer is no endpoint of the project: not listed, not found, not deletable.
+    let (_, list) = send(s.app.client(&s.tenant.key, Method::GET, "/webhooks")).await?;
+    assert_eq!(list["data"].as_array().map(Vec::len), Some(0), "{list}");
+    let signer = agentplane_domain::webhook::callback_signer_id(&s.tenant.project_id.parse()?);
+    for method in [Method::GET, Method::DELETE] {
+        let (status, body) =
+            send(s.app.client(&s.tenant.key, method, &format!("/webhooks/{signer}"))).await?;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    }
+    let (status, body) = send(rotate(json!(500))).await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    Ok(())
+}

@@ -60,7 +60,8 @@ pub const WEBHOOKS_CONSUME: Grant = Grant { resource: "WebhooksQueue", access: A
 /// What a route that runs a turn touches: sessions and their events, large transcripts, the
 /// model, the webhooks queue its state changes' events go to, and the runs queue a
 /// `background: true` turn is queued on.
-pub const TURN_ROUTE: &[Grant] = &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, WEBHOOKS_SEND, RUNS_SEND];
+pub const TURN_ROUTE: &[Grant] =
+    &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, WEBHOOK_KEY, WEBHOOKS_SEND, RUNS_SEND];
 /// Secrets are only ever read.
 pub const CORE_KEY: Grant = read("CoreKeySecret");
 pub const MODEL_KEY: Grant = read("ModelApiKeySecret");

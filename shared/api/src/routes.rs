@@ -106,6 +106,7 @@ pub enum Route {
     ClientWebhooksTest,
     ClientWebhooksMessages,
     ClientWebhooksRedeliver,
+    ClientCallbackSecretRotate,
     ClientRunsGet,
     ClientRunsList,
     ClientRunsCancel,
@@ -199,6 +200,7 @@ impl Route {
         Route::ClientWebhooksTest,
         Route::ClientWebhooksMessages,
         Route::ClientWebhooksRedeliver,
+        Route::ClientCallbackSecretRotate,
         Route::ClientRunsGet,
         Route::ClientRunsList,
         Route::ClientRunsCancel,
@@ -421,6 +423,11 @@ impl Route {
             ClientWebhooksRedeliver => {
                 decl("client-webhooks-redeliver", &[MAIN_W, WEBHOOK_KEY], Buffered, || {
                     routes!(client::webhooks::handlers::redeliver)
+                })
+            }
+            ClientCallbackSecretRotate => {
+                decl("client-callback-secret-rotate", &[MAIN_W, WEBHOOK_KEY], Buffered, || {
+                    routes!(client::webhooks::handlers::rotate_callback_secret)
                 })
             }
             ClientRunsGet => {

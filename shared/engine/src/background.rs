@@ -20,8 +20,9 @@ use agentplane_domain::agent_run::{
 };
 use agentplane_domain::session::SessionBudget;
 use agentplane_domain::tenant::TenantKey;
+use agentplane_domain::webhook::{Message, MessageStatus, Owner, callback_signer_id};
 use agentplane_store::dynamo::agent_runs::{RunOutcome, SlotRef, StartRefused};
-use agentplane_store::{OutboxEvent, RunsMessage, StoreError};
+use agentplane_store::{OutboxEvent, RunsMessage, StoreError, WebhooksMessage};
 use tokio::time::Instant;
 
 use crate::turn::TenantSpend;
@@ -401,18 +402,42 @@ impl Engine {
         };
         let event = run_event(&after);
         let now = crate::now();
+        let callback =
+            outcome.callback.as_ref().zip(event.as_ref()).map(|(c, e)| callback_message(run, c, e));
         match self
             .store
             .agent_runs()
-            .settle(&run.project_id, &run.id, slot, &outcome, event.as_ref(), now)
+            .settle(&run.project_id, &run.id, slot, &outcome, event.as_ref(), callback.as_ref(), now)
             .await
         {
             Ok(_) => {
                 self.dispatch(event).await;
+                if let Some(message) = &callback {
+                    self.send_callback(message).await;
+                }
                 Ok(Executed::Ran(status))
             }
             Err(StoreError::Conflict) => Ok(Executed::Stale),
             Err(err) => Err(err),
+        }
+    }
+
+    /// Sends the callback's first attempt on the webhooks queue; a failed send is made by the
+    /// retry job once the message is due.
+    async fn send_callback(&self, message: &Message) {
+        let first = WebhooksMessage::Attempt {
+            owner: message.owner,
+            endpoint_id: message.endpoint_id.clone(),
+            event_id: message.id.clone(),
+            created_at: message.created_at,
+            attempt: 1,
+        };
+        let sent = match self.store.webhooks_queue() {
+            Ok(queue) => queue.send_json(&first).await,
+            Err(err) => Err(err),
+        };
+        if let Err(err) = sent {
+            tracing::warn!(error = %err, "could not send a run's callback: the retry job makes it");
         }
     }
 
@@ -432,7 +457,7 @@ impl Engine {
         if let Err(err) = self
             .store
             .agent_runs()
-            .settle(&run.project_id, &run.id, Some(slot), &outcome, None, crate::now())
+            .settle(&run.project_id, &run.id, Some(slot), &outcome, None, None, crate::now())
             .await
         {
             tracing::warn!(error = %err, run = %run.id, "could not put a run back in the queue");
@@ -452,6 +477,25 @@ impl Engine {
     /// Sends the message that starts `run` (after a pause of `delay_s`, for a run that waits).
     pub async fn enqueue_run(&self, run: &StartRun, delay_s: i32) -> Result<(), StoreError> {
         self.store.runs_queue()?.send_delayed(&RunsMessage::StartRun(run.clone()), delay_s).await
+    }
+}
+
+/// The signed message of a run's callback: the `agent_run.*` event's very body and `evt_` id,
+/// to the callback URL, signed by the project's callback signer; its first attempt is due for
+/// the retry job after the queue's grace, in case the queue send is lost.
+fn callback_message(run: &AgentRun, callback: &CallbackRecord, event: &OutboxEvent) -> Message {
+    let grace = i64::try_from(crate::webhooks::DEFAULT_QUEUE_GRACE.as_millis()).unwrap_or(60_000);
+    Message {
+        id: event.id.clone(),
+        owner: Owner::Project(run.project_id),
+        endpoint_id: callback_signer_id(&run.project_id),
+        event_type: event.event_type.clone(),
+        payload: event.payload.clone(),
+        url: Some(callback.url.clone()),
+        status: MessageStatus::Pending,
+        attempts: 0,
+        next_attempt_at: Some(event.created_at.plus_millis(grace)),
+        created_at: event.created_at,
     }
 }
 

@@ -8,7 +8,7 @@ use agentplane_domain::webhook::{
     self, DEFAULT_OVERLAP_HOURS, Endpoint, EndpointFields, EndpointId, MAX_OVERLAP_HOURS, Message, MessageId,
     MessageStatus, Owner, StoredSecret, TEST_EVENT_TYPE,
 };
-use agentplane_domain::{Timestamp, ValidationError};
+use agentplane_domain::{ProjectId, Timestamp, ValidationError};
 use agentplane_engine::webhooks::deliver::{TargetError, resolve};
 use agentplane_engine::webhooks::{SealKey, attempt};
 use agentplane_store::StoreError;
@@ -16,8 +16,8 @@ use serde_json::json;
 
 use super::WebhookError;
 use super::wire::{
-    AttemptBody, CreateWebhook, MessageBody, MessageList, RotateSecret, UpdateWebhook, WebhookBody,
-    WebhookDeleted, WebhookWithSecret,
+    AttemptBody, CallbackSecret, CreateWebhook, MessageBody, MessageList, RotateSecret, UpdateWebhook,
+    WebhookBody, WebhookDeleted, WebhookWithSecret,
 };
 use crate::list::List;
 use crate::{App, edge};
@@ -94,11 +94,17 @@ pub async fn list(
 
 /// The endpoint `id` of `owner`.
 pub async fn load(app: &App, owner: Owner, id: &str) -> Result<Endpoint, WebhookError> {
-    app.store
+    let endpoint = app
+        .store
         .webhooks()
         .get(&owner, &endpoint_id(id)?)
         .await
-        .map_err(|e| not_found(e, WebhookError::NotFound))
+        .map_err(|e| not_found(e, WebhookError::NotFound))?;
+    // The callback signer is no endpoint to manage (its secret rotates by its own route).
+    if endpoint.callback {
+        return Err(WebhookError::NotFound);
+    }
+    Ok(endpoint)
 }
 
 /// Reads the endpoint, changes it with `change` (given a time after its last change) and
@@ -141,17 +147,12 @@ pub async fn update(
 }
 
 pub async fn delete(app: &App, owner: Owner, id: &str) -> Result<WebhookDeleted, WebhookError> {
-    let id = endpoint_id(id)?;
+    let id = load(app, owner, id).await?.id;
     app.store.webhooks().delete(&owner, &id).await.map_err(|e| not_found(e, WebhookError::NotFound))?;
     Ok(WebhookDeleted { id: id.to_string(), object: "webhook_endpoint.deleted", deleted: true })
 }
 
-pub async fn rotate_secret(
-    app: &App,
-    owner: Owner,
-    id: &str,
-    body: RotateSecret,
-) -> Result<WebhookWithSecret, WebhookError> {
+fn overlap_hours(body: &RotateSecret) -> Result<u32, WebhookError> {
     let overlap = body.overlap_hours.unwrap_or(DEFAULT_OVERLAP_HOURS);
     if overlap > MAX_OVERLAP_HOURS {
         return Err(ValidationError::new(
@@ -160,6 +161,16 @@ pub async fn rotate_secret(
         )
         .into());
     }
+    Ok(overlap)
+}
+
+pub async fn rotate_secret(
+    app: &App,
+    owner: Owner,
+    id: &str,
+    body: RotateSecret,
+) -> Result<WebhookWithSecret, WebhookError> {
+    let overlap = overlap_hours(&body)?;
     let (endpoint, secret) = edit(app, owner, id, |endpoint, now| {
         let (secret, stored) = new_secret(app, &endpoint.id, now)?;
         endpoint.rotate(stored.sealed, overlap, now);
@@ -181,6 +192,7 @@ pub async fn test(app: &App, owner: Owner, id: &str) -> Result<AttemptBody, Webh
         endpoint_id: endpoint.id.clone(),
         event_type: TEST_EVENT_TYPE.to_owned(),
         payload: webhook::payload(TEST_EVENT_TYPE, &data, now),
+        url: None,
         status: MessageStatus::Pending,
         attempts: 0,
         next_attempt_at: None,
@@ -221,4 +233,59 @@ pub async fn messages(
     let endpoint = load(app, owner, id).await?;
     let found = app.store.webhooks().messages(&endpoint.id, page.limit).await?;
     Ok(MessageList { object: "list", data: found.iter().map(MessageBody::from).collect() })
+}
+
+/// Before a background run with a callback is queued: its URL may be reached (as an endpoint's
+/// would), and the project has a callback signer (made now with a first secret, if it has
+/// none; read that secret by rotating it, see [`rotate_callback_secret`]).
+pub async fn prepare_callback(app: &App, project: ProjectId, url: &str) -> Result<(), WebhookError> {
+    check_reachable(app, url).await?;
+    let now = edge::now();
+    let id = webhook::callback_signer_id(&project);
+    let (_, stored) = new_secret(app, &id, now)?;
+    app.store.webhooks().ensure_callback_signer(&webhook::callback_signer(project, stored, now)).await?;
+    Ok(())
+}
+
+/// Gives the project's callback signer a new secret (making the signer if it has none) and
+/// answers it, the only time it is shown; the secrets signing until now keep signing for the
+/// overlap.
+pub async fn rotate_callback_secret(
+    app: &App,
+    project: ProjectId,
+    body: RotateSecret,
+) -> Result<CallbackSecret, WebhookError> {
+    let overlap = overlap_hours(&body)?;
+    let id = webhook::callback_signer_id(&project);
+    for _ in 0..5 {
+        let now = edge::now();
+        let (secret, stored) = new_secret(app, &id, now)?;
+        let mut signer = match app.store.webhooks().get(&Owner::Project(project), &id).await {
+            Ok(signer) => signer,
+            Err(StoreError::NotFound) => {
+                let signer = webhook::callback_signer(project, stored.clone(), now);
+                app.store.webhooks().ensure_callback_signer(&signer).await?;
+                app.store.webhooks().get(&Owner::Project(project), &id).await?
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if signer.secrets.iter().any(|s| s.sealed == stored.sealed) {
+            return Ok(CallbackSecret { object: "callback_secret", secret, rotated_at: now.unix_seconds() });
+        }
+        let previous = signer.updated_at;
+        let at = now.max(previous.plus_millis(1));
+        signer.rotate(stored.sealed, overlap, at);
+        match app.store.webhooks().replace(&signer, previous).await {
+            Ok(()) => {
+                return Ok(CallbackSecret {
+                    object: "callback_secret",
+                    secret,
+                    rotated_at: at.unix_seconds(),
+                });
+            }
+            Err(StoreError::Conflict) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(WebhookError::ConcurrentUpdate)
 }

@@ -246,3 +246,17 @@ pub struct MessageParams {
     #[param(minimum = 1, maximum = 100)]
     limit: Option<u16>,
 }
+
+/// The project's callback signing secret, just rotated: the only time it is shown.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallbackSecret {
+    /// Always `callback_secret`.
+    #[schema(value_type = String, pattern = "^callback_secret$")]
+    pub object: &'static str,
+    /// `whsec_` and base64 of 32 bytes: background-run callbacks are signed with it (Standard
+    /// Webhooks), beside the secrets before it for the overlap.
+    pub secret: String,
+    /// Unix seconds.
+    pub rotated_at: i64,
+}

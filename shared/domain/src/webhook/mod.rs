@@ -174,6 +174,37 @@ pub struct Endpoint {
     pub secrets: Vec<StoredSecret>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The project's callback signer: not an endpoint anyone manages, listed or counted, but
+    /// the secrets that sign background-run callbacks (each message names its own URL).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub callback: bool,
+}
+
+/// The id of `project`'s callback signer: fixed by the project (its first 12 bytes), so a run's
+/// end names it without a read.
+pub fn callback_signer_id(project: &ProjectId) -> EndpointId {
+    let bytes = project.as_uuid().into_bytes();
+    let mut head = [0u8; 12];
+    head.copy_from_slice(&bytes[..12]);
+    EndpointId::from_random(head)
+}
+
+/// The project's callback signer with its first secret (`url` empty: each callback message
+/// carries its own).
+pub fn callback_signer(project: ProjectId, secret: StoredSecret, now: Timestamp) -> Endpoint {
+    Endpoint {
+        id: callback_signer_id(&project),
+        owner: Owner::Project(project),
+        url: String::new(),
+        event_types: Vec::new(),
+        description: "background-run callbacks".to_owned(),
+        enabled: true,
+        disabled_reason: None,
+        secrets: vec![secret],
+        created_at: now,
+        updated_at: now,
+        callback: true,
+    }
 }
 
 impl Endpoint {
@@ -233,6 +264,7 @@ pub fn new_endpoint(
         secrets: vec![secret],
         created_at: now,
         updated_at: now,
+        callback: false,
     };
     patch_endpoint(&mut endpoint, EndpointFields { url: Some(url), ..fields }, now)?;
     Ok(endpoint)
@@ -402,6 +434,9 @@ pub struct Message {
     pub event_type: String,
     /// The exact body sent (its bytes are what is signed).
     pub payload: String,
+    /// Where this message goes when not to its endpoint's URL: a background run's callback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     pub status: MessageStatus,
     pub attempts: u32,
     #[serde(default)]

@@ -200,6 +200,7 @@ fn answers_decide_the_message() {
         endpoint_id: EndpointId::from_random([1; 12]),
         event_type: "webhook.test".into(),
         payload: "{}".into(),
+        url: None,
         status: MessageStatus::Pending,
         attempts: 0,
         next_attempt_at: None,
@@ -297,4 +298,25 @@ fn an_owner_is_stored_as_its_id_field_and_covers_its_projects() {
     assert!(!Owner::Project(project).covers(other, Some(tenant)));
     assert!(Owner::Tenant(tenant).covers(other, Some(tenant)));
     assert!(!Owner::Tenant(tenant).covers(project, None));
+}
+
+#[test]
+fn the_callback_signer_keeps_its_mark_through_storage_shapes() {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Wrapped {
+        #[serde(rename = "PK")]
+        pk: String,
+        #[serde(flatten)]
+        endpoint: Endpoint,
+    }
+    let signer = callback_signer(
+        ProjectId::from_random([2; 16]),
+        StoredSecret { sealed: "s".into(), created_at: now(), expires_at: None },
+        now(),
+    );
+    let json = serde_json::to_value(Wrapped { pk: "p".into(), endpoint: signer.clone() }).expect("json");
+    assert_eq!(json["callback"], true, "{json}");
+    let back: Wrapped = serde_json::from_value(json).expect("back");
+    assert!(back.endpoint.callback);
+    assert_eq!(back.endpoint.id, callback_signer_id(&ProjectId::from_random([2; 16])));
 }

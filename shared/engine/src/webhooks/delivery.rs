@@ -131,7 +131,8 @@ pub async fn attempt_claimed(
     let attempt = send_once(config, &endpoint, &message).await?;
     let verdict = webhook::settle_scaled(&mut message, &attempt, config.retry_scale);
     record(store, &message, Some(&attempt), lease).await?;
-    if verdict == Verdict::Gone {
+    // A callback's 410 fails its message; the signer signs the project's other callbacks on.
+    if verdict == Verdict::Gone && !endpoint.callback {
         disable(store, &endpoint).await?;
     }
     Ok(Attempted::Made(attempt))

@@ -119,7 +119,7 @@ pub async fn attempt(
     let attempt = send_once(config, endpoint, message).await?;
     let verdict = webhook::settle_scaled(message, &attempt, config.retry_scale);
     store.webhooks().record_attempt(message, &attempt).await?;
-    if verdict == Verdict::Gone {
+    if verdict == Verdict::Gone && !endpoint.callback {
         disable(store, endpoint).await?;
     }
     Ok(attempt)
@@ -136,9 +136,9 @@ pub(crate) async fn send_once(
     let at = crate::now();
     let secrets = signing_secrets(key, endpoint, at)?;
     let headers = sign(message.id.as_str(), at.unix_seconds(), message.payload.as_bytes(), &secrets);
+    let url = message.url.as_deref().unwrap_or(&endpoint.url);
     let outcome =
-        deliver::deliver(&endpoint.url, &headers, &message.payload, config.allow_private, config.timeout)
-            .await;
+        deliver::deliver(url, &headers, &message.payload, config.allow_private, config.timeout).await;
     Ok(Attempt {
         message_id: message.id.clone(),
         number: message.attempts + 1,

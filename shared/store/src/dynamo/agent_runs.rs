@@ -353,7 +353,9 @@ impl<'a> AgentRuns<'a> {
     }
 
     /// Records how the run's turn stopped (`running` → the outcome's status) and gives its slot
-    /// back, in one transaction. `Conflict`: the run was not running (another writer ended it).
+    /// back, in one transaction, with the event announcing it and the callback's message.
+    /// `Conflict`: the run was not running (another writer ended it).
+    #[allow(clippy::too_many_arguments)]
     pub async fn settle(
         &self,
         project: &ProjectId,
@@ -361,6 +363,7 @@ impl<'a> AgentRuns<'a> {
         slot: Option<&SlotRef>,
         outcome: &RunOutcome,
         emit: Option<&OutboxEvent>,
+        callback: Option<&agentplane_domain::webhook::Message>,
         now: Timestamp,
     ) -> Result<AgentRun, StoreError> {
         let mut sets =
@@ -410,6 +413,10 @@ impl<'a> AgentRuns<'a> {
         }
         if let Some(event) = emit {
             items.push(self.store.webhooks().emit_item(event)?);
+        }
+        // The callback's signed message, written if and only if the end is.
+        if let Some(message) = callback {
+            items.extend(self.store.webhooks().message_items(message)?);
         }
         self.store
             .dynamo

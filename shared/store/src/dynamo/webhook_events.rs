@@ -162,6 +162,7 @@ impl Webhooks<'_> {
                 endpoint_id: endpoint.id.clone(),
                 event_type: event.event_type.clone(),
                 payload: event.payload.clone(),
+                url: None,
                 status: MessageStatus::Pending,
                 attempts: 0,
                 next_attempt_at: Some(first_due),

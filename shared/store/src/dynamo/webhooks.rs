@@ -81,21 +81,23 @@ struct EndpointItem {
     pk: String,
     #[serde(rename = "SK")]
     sk: String,
-    #[serde(rename = "GSI1PK")]
-    gsi1pk: String,
-    #[serde(rename = "GSI1SK")]
-    gsi1sk: String,
+    /// Absent for the callback signer, which is never listed.
+    #[serde(rename = "GSI1PK", default, skip_serializing_if = "Option::is_none")]
+    gsi1pk: Option<String>,
+    #[serde(rename = "GSI1SK", default, skip_serializing_if = "Option::is_none")]
+    gsi1sk: Option<String>,
     #[serde(flatten)]
     endpoint: Endpoint,
 }
 
 impl EndpointItem {
     fn of(endpoint: &Endpoint) -> Self {
+        let listed = !endpoint.callback;
         Self {
             pk: owner_pk(&endpoint.owner),
             sk: endpoint_sk(&endpoint.id),
-            gsi1pk: endpoints_list(&endpoint.owner),
-            gsi1sk: created_sort_key(endpoint.created_at, &endpoint.id),
+            gsi1pk: listed.then(|| endpoints_list(&endpoint.owner)),
+            gsi1sk: listed.then(|| created_sort_key(endpoint.created_at, &endpoint.id)),
             endpoint: endpoint.clone(),
         }
     }
@@ -361,12 +363,31 @@ impl<'a> Webhooks<'a> {
         Err(StoreError::Conflict)
     }
 
-    /// Writes a new message and its locator.
-    pub async fn put_message(&self, message: &Message) -> Result<(), StoreError> {
+    /// Writes the project's callback signer unless it has one already (its first secret then
+    /// stays as it is).
+    pub async fn ensure_callback_signer(&self, signer: &Endpoint) -> Result<(), StoreError> {
+        let put = self
+            .store
+            .dynamo
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(serde_dynamo::to_item(EndpointItem::of(signer))?))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await;
+        match put.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception())) {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The items that write a new message and its locator, for a transaction (each must not
+    /// exist yet, so a retried transaction writes them once).
+    pub fn message_items(&self, message: &Message) -> Result<Vec<TransactWriteItem>, StoreError> {
         let pk = messages_pk(&message.endpoint_id);
         let item = MessageItem::of(message);
         let locator = LocatorItem { pk, sk: locator_sk(&message.id), created_at: message.created_at };
-        let mut tx = self.store.dynamo.transact_write_items();
+        let mut items = Vec::new();
         for item in [serde_dynamo::to_item(item)?, serde_dynamo::to_item(locator)?] {
             let put = Put::builder()
                 .table_name(self.table())
@@ -374,9 +395,21 @@ impl<'a> Webhooks<'a> {
                 .condition_expression("attribute_not_exists(PK)")
                 .build()
                 .map_err(StoreError::unavailable)?;
-            tx = tx.transact_items(TransactWriteItem::builder().put(put).build());
+            items.push(TransactWriteItem::builder().put(put).build());
         }
-        tx.send().await.map_err(super::transaction_conflict)?;
+        Ok(items)
+    }
+
+    /// Writes a new message and its locator.
+    pub async fn put_message(&self, message: &Message) -> Result<(), StoreError> {
+        let items = self.message_items(message)?;
+        self.store
+            .dynamo
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+            .map_err(super::transaction_conflict)?;
         Ok(())
     }
 

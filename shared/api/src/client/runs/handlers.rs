@@ -65,6 +65,11 @@ pub async fn queue(
         callback: None,
         expires_at: now.plus_seconds(app.background.retention_days * 86_400),
     };
+    // Its end is a signed delivery to the callback: the URL is checked and the project's
+    // signer made before anything is queued.
+    if let Some(url) = &run.callback_url {
+        crate::webhooks::service::prepare_callback(app, project, url).await?;
+    }
     let queued = agentplane_engine::background::run_event(&run)
         .ok_or_else(|| ClientError::internal("a queued run has an event type"))?;
     app.store.agent_runs().create(&run, &queued).await?;

@@ -14,8 +14,8 @@ use crate::envelope::ErrorEnvelope;
 use crate::list::{List, PageParams};
 use crate::webhooks::service;
 use crate::webhooks::wire::{
-    AttemptBody, CreateWebhook, MessageList, MessageParams, RotateSecret, UpdateWebhook, WebhookBody,
-    WebhookDeleted, WebhookWithSecret,
+    AttemptBody, CallbackSecret, CreateWebhook, MessageList, MessageParams, RotateSecret, UpdateWebhook,
+    WebhookBody, WebhookDeleted, WebhookWithSecret,
 };
 
 fn owner(auth: &ProjectAuth) -> Owner {
@@ -248,4 +248,34 @@ pub async fn messages(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<MessageList>, ClientError> {
     Ok(Json(service::messages(&app, owner(&auth), &id, raw.as_deref()).await?))
+}
+
+/// Rotate the project's callback signing secret.
+///
+/// A background run's end is delivered to its `callback_url` (or the agent's
+/// `default_callback_url`) as a Standard Webhooks message signed with this secret (the same
+/// `agent_run.*` body and `evt_` id as the event). The project gets a secret of its own with its
+/// first callback; rotating answers a new one, shown only here, and the ones before it keep
+/// signing for `overlapHours` (default 24; 0 ends them now).
+#[utoipa::path(
+    post,
+    path = "/api/client/v1/callback_secret",
+    tag = "client",
+    operation_id = "client-callback-secret-rotate",
+    request_body = RotateSecret,
+    responses(
+        (status = 200, description = "The new secret (shown once).", body = CallbackSecret),
+        (status = 400, description = "The body is invalid (`param` names the field).", body = ErrorEnvelope),
+        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 409, description = "The secret kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
+        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
+        (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
+    ),
+)]
+pub async fn rotate_callback_secret(
+    State(app): State<App>,
+    auth: ProjectAuth,
+    Wire(body, _): Wire<RotateSecret, ClientError>,
+) -> Result<Json<CallbackSecret>, ClientError> {
+    Ok(Json(service::rotate_callback_secret(&app, auth.project_id, body).await?))
 }

@@ -6,4 +6,6 @@
 pub(crate) mod handlers;
 pub use crate::webhooks::wire;
 
-pub use handlers::{create, delete, get, list, messages, redeliver, rotate_secret, test, update};
+pub use handlers::{
+    create, delete, get, list, messages, redeliver, rotate_callback_secret, rotate_secret, test, update,
+};
