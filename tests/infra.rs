@@ -516,9 +516,12 @@ fn only_the_functions_granted_the_webhooks_queue_build_its_client() {
     }
     for route in Route::ALL {
         // The routes that run turns, and those that cancel (ending a paused turn idles its
-        // session).
+        // session) or stop (a queued platform Run stopped at once emits `run.stopped`).
         let emits = route.grants().contains(&grants::MODEL_KEY)
-            || matches!(route, Route::ClientSessionsCancel | Route::ClientRunsCancel);
+            || matches!(
+                route,
+                Route::ClientSessionsCancel | Route::ClientRunsCancel | Route::PlatformRunsStop
+            );
         assert_eq!(grants::uses_webhooks_queue(route.grants()), emits, "{route:?}");
     }
     let t = template();

@@ -116,9 +116,9 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
         }
         Job::RunExecution => {
             let app = crate::App::from_env(crate::grants::job(job)).await?;
-            let engine = &app.engine;
+            let app = &app;
             lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
-                Ok::<_, lambda_runtime::Error>(handle_runs_event(engine, event.payload).await)
+                Ok::<_, lambda_runtime::Error>(handle_runs_event(app, event.payload).await)
             }))
             .await
         }

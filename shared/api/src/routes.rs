@@ -488,18 +488,18 @@ impl Route {
             PlatformFilesDelete => {
                 decl("platform-files-delete", &[MAIN_W], Buffered, || routes!(platform::files::delete))
             }
-            PlatformRunsCreate => {
-                decl("platform-runs-create", &[MAIN_W], Buffered, || routes!(platform::runs::create))
-            }
+            PlatformRunsCreate => decl("platform-runs-create", &[MAIN_W, RUNS_SEND], Buffered, || {
+                routes!(platform::runs::create)
+            }),
             PlatformRunsList => {
                 decl("platform-runs-list", &[MAIN_R], Buffered, || routes!(platform::runs::list))
             }
             PlatformRunsGet => {
                 decl("platform-runs-get", &[MAIN_R], Buffered, || routes!(platform::runs::get))
             }
-            PlatformRunsStop => {
-                decl("platform-runs-stop", &[MAIN_W], Buffered, || routes!(platform::runs::stop))
-            }
+            PlatformRunsStop => decl("platform-runs-stop", &[MAIN_W, WEBHOOKS_SEND], Buffered, || {
+                routes!(platform::runs::stop)
+            }),
         }
     }
 

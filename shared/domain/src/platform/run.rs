@@ -152,6 +152,9 @@ pub struct Run {
     pub finished_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_deleted_at: Option<Timestamp>,
+    /// The manifest of the workspace as the Run started (what its diff starts from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_manifest: Option<String>,
     /// Sandbox time the execution measured (milliseconds).
     #[serde(default)]
     pub sandbox_runtime_ms: u64,
@@ -245,8 +248,67 @@ impl NewRun {
             started_at: None,
             finished_at: None,
             content_deleted_at: None,
+            start_manifest: None,
             sandbox_runtime_ms: 0,
             version: 0,
+        }
+    }
+}
+
+/// The `runs` queue message (`{"kind": "platform_run", …}`) that executes a queued Run. A
+/// duplicate finds the Run no longer queued and does nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecuteRun {
+    pub project_id: ProjectId,
+    pub run_id: RunId,
+}
+
+/// The diagnostic of a running Run whose sandbox cannot be reached (cleared once it can).
+pub const RUNTIME_UNAVAILABLE: &str = "platform_runtime_unavailable";
+/// A file the Run names is missing, not a regular file, or not of the digest given.
+pub const FILE_INVALID: &str = "run_file_invalid";
+
+impl RunStatus {
+    /// The webhook event announcing that a Run reached this status (none for the others).
+    pub fn event_type(self) -> Option<&'static str> {
+        match self {
+            Self::Completed => Some("run.completed"),
+            Self::Failed => Some("run.failed"),
+            Self::Stopped => Some("run.stopped"),
+            Self::Reverted => Some("run.reverted"),
+            Self::Queued | Self::Running | Self::Reverting => None,
+        }
+    }
+}
+
+impl Run {
+    /// The id of the session turn that executes the Run.
+    pub fn turn_id(&self) -> String {
+        format!("turn_{}", self.id.as_uuid().simple())
+    }
+}
+
+/// What an execution's end makes of a Run: the turn's stop reason and error, and whether a stop
+/// was requested. A turn that answered completes even when a stop came too late to matter.
+pub fn ending(
+    stop: crate::session::StopReason,
+    error: Option<(String, String)>,
+) -> (RunStatus, Option<RunError>) {
+    use crate::session::StopReason as S;
+    match stop {
+        S::EndTurn => (RunStatus::Completed, None),
+        S::Cancelled => (RunStatus::Stopped, None),
+        S::Limit => (
+            RunStatus::Failed,
+            Some(RunError {
+                code: "run_limit_reached".into(),
+                message: "the Run reached its time or step limit".into(),
+            }),
+        ),
+        S::Error | S::RequiresAction | S::BudgetReached => {
+            let (code, message) =
+                error.unwrap_or_else(|| ("run_failed".into(), "the Run's execution failed".into()));
+            (RunStatus::Failed, Some(RunError { code, message }))
         }
     }
 }
@@ -332,6 +394,19 @@ mod tests {
         assert_eq!(stop_effect(&run), StopEffect::Nothing);
         run.status = RunStatus::Reverted;
         assert_eq!(stop_effect(&run), StopEffect::Refused);
+    }
+
+    #[test]
+    fn endings_and_their_events() {
+        use crate::session::StopReason as S;
+        assert_eq!(ending(S::EndTurn, None), (RunStatus::Completed, None));
+        assert_eq!(ending(S::Cancelled, None).0, RunStatus::Stopped);
+        let (status, error) = ending(S::Error, Some(("model_error".into(), "boom".into())));
+        assert_eq!((status, error.map(|e| e.code)), (RunStatus::Failed, Some("model_error".to_owned())));
+        assert_eq!(ending(S::Limit, None).0, RunStatus::Failed);
+        assert_eq!(RunStatus::Completed.event_type(), Some("run.completed"));
+        assert_eq!(RunStatus::Stopped.event_type(), Some("run.stopped"));
+        assert_eq!(RunStatus::Running.event_type(), None);
     }
 
     #[test]

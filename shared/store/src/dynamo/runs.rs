@@ -149,6 +149,36 @@ impl<'a> Runs<'a> {
         Ok(())
     }
 
+    /// [`Self::replace`] with webhook events emitted in the same transaction (the change and its
+    /// events are written together or not at all).
+    pub async fn replace_emitting(
+        &self,
+        run: &Run,
+        expected: u64,
+        events: &[crate::OutboxEvent],
+    ) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return self.replace(run, expected).await;
+        }
+        let put = Put::builder()
+            .table_name(self.table())
+            .set_item(Some(serde_dynamo::to_item(RunItem::of(run))?))
+            .condition_expression("attribute_exists(PK) AND version = :expected")
+            .expression_attribute_values(":expected", AttributeValue::N(expected.to_string()))
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let mut tx = self
+            .store
+            .dynamo
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build());
+        for event in events {
+            tx = tx.transact_items(self.store.webhooks().emit_item(event)?);
+        }
+        tx.send().await.map_err(transaction_conflict)?;
+        Ok(())
+    }
+
     /// A page of a session's Runs; an `after` naming no Run of it is `NotFound`.
     pub async fn list_session(
         &self,
