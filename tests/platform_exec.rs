@@ -2,7 +2,8 @@
 //! whose tools act on the environment's workspace sandbox (a real sandbox on the embedded node
 //! daemon), checkpoints before and after (the node uploads only the blobs the workspaces
 //! bucket lacks through presigned PUTs), the file diff from the two, stop (a running command
-//! killed), `platform_runtime_unavailable` while no node can host the workspace.
+//! killed), `platform_runtime_unavailable` while no node can host the workspace; rollback
+//! through the `rollbacks` queue and the `rollback-restore` job.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -465,5 +466,255 @@ async fn a_checkpoint_of_1000_files_with_one_changed_uploads_one_blob_and_one_ma
     assert_eq!(get_file(&app, &tenant.key, &env, "/workspace/extra.txt").await?.0, StatusCode::NOT_FOUND);
     let back = agentplane_api::platform::checkpoint::take(&app.app, &sandbox).await?;
     assert_eq!(back.id, first.id);
+    Ok(())
+}
+
+/// Creates a Run and waits for it to end; its id.
+async fn run_to_end(
+    app: &TestApp,
+    key: &str,
+    env: &str,
+    session: &str,
+    input: &str,
+) -> anyhow::Result<(String, Value)> {
+    let (status, created) = send(
+        v1(app, key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
+            .json(&json!({"model": "m", "input": input})),
+    )
+    .await?;
+    anyhow::ensure!(status == StatusCode::ACCEPTED, "{created}");
+    let id = created["data"]["id"].as_str().unwrap_or_default().to_owned();
+    let done = wait_run(app, key, &run_path(env, session, &id), Duration::from_secs(60), terminal).await?;
+    Ok((id, done))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rolling_back_a_session_a_run_reverts_the_later_session_b_run_but_not_one_created_after() -> R {
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let _node = TestNode::start(&app).await?;
+    let tenant = app.tenant().await?;
+    let env = made(&app, &tenant.key, "/environments").await?;
+    let a = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let b = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    put_file(&app, &tenant.key, &env, "/workspace/seed.txt", b"seed").await?;
+
+    model.push(Reply::tool("a1", "write_file", &json!({"path": "a.txt", "content": "from A"})));
+    model.push(Reply::tool("a2", "write_file", &json!({"path": "seed.txt", "content": "changed by A"})));
+    model.push(Reply::text("A done"));
+    let (run_a, done_a) = run_to_end(&app, &tenant.key, &env, &a, "A's task").await?;
+    assert_eq!(done_a["data"]["status"], "completed", "{done_a}");
+    model.push(Reply::tool("b1", "write_file", &json!({"path": "b.txt", "content": "from B"})));
+    model.push(Reply::text("B done"));
+    let (run_b, done_b) = run_to_end(&app, &tenant.key, &env, &b, "B's task").await?;
+    assert_eq!(done_b["data"]["status"], "completed", "{done_b}");
+
+    // Roll back A's Run: B's later Run goes too (environment order, not session order).
+    let path_a = run_path(&env, &a, &run_a);
+    let (status, accepted) = send(v1(&app, &tenant.key, Method::DELETE, &path_a)).await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    assert_eq!(accepted["data"]["status"], "reverting");
+    // A Run created after the rollback was accepted waits, then runs on the restored workspace.
+    model.push(Reply::tool("c1", "list_files", &json!({})));
+    model.push(Reply::text("C done"));
+    let (status, created_c) = send(
+        v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{b}/runs"))
+            .json(&json!({"model": "m", "input": "C's task"})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let run_c = created_c["data"]["id"].as_str().unwrap_or_default().to_owned();
+
+    let reverted_a =
+        wait_run(&app, &tenant.key, &path_a, Duration::from_secs(60), |r| r["status"] == "reverted").await?;
+    let path_b = run_path(&env, &b, &run_b);
+    let (_, reverted_b) = send(v1(&app, &tenant.key, Method::GET, &path_b)).await?;
+    assert_eq!(reverted_b["data"]["status"], "reverted", "{reverted_b}");
+    // Usage and audit are kept: the diff and checkpoint stay as they were.
+    assert_eq!(reverted_a["data"]["fileDiff"], done_a["data"]["fileDiff"]);
+    assert_eq!(reverted_a["data"]["checkpoint"]["status"], "ready");
+    assert_eq!(reverted_a["data"]["output"], "A done");
+
+    let project = tenant.project_id.parse()?;
+    // Session B's transcript is as before B's Run (it had none).
+    assert_eq!(app.store.transcripts().load(&project, &b.parse()?).await?, None);
+    let path_c = run_path(&env, &b, &run_c);
+    let done_c = wait_run(&app, &tenant.key, &path_c, Duration::from_secs(60), terminal).await?;
+    assert_eq!(done_c["data"]["status"], "completed", "{done_c}");
+    // C saw the workspace as it was before A's Run.
+    let listed = tool_result(&model, "c1").unwrap_or_default();
+    let paths: Vec<&str> =
+        listed["files"].as_array().into_iter().flatten().filter_map(|f| f["path"].as_str()).collect();
+    assert_eq!(paths, ["/workspace/seed.txt"], "{listed}");
+    assert_eq!(get_file(&app, &tenant.key, &env, "/workspace/seed.txt").await?.1, b"seed".to_vec());
+    assert_eq!(get_file(&app, &tenant.key, &env, "/workspace/a.txt").await?.0, StatusCode::NOT_FOUND);
+    // Session B's transcript was restored to before B's Run: C's request holds only C's task.
+    let last = model.requests().last().cloned().unwrap_or_default();
+    let users: Vec<&str> = last["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(users, ["C's task"], "{last}");
+    // Session A's transcript is as before its Run (it had none).
+    assert_eq!(app.store.transcripts().load(&project, &a.parse()?).await?, None);
+
+    // Retrying DELETE of the reverted Run changes nothing (C is not discarded).
+    let (status, again) = send(v1(&app, &tenant.key, Method::DELETE, &path_a)).await?;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(again["data"]["status"], "reverted");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, still_c) = send(v1(&app, &tenant.key, Method::GET, &path_c)).await?;
+    assert_eq!(still_c["data"]["status"], "completed");
+    // The same rollback message again restores nothing.
+    let message = agentplane_domain::platform::run::RollbackMessage {
+        project_id: project,
+        environment_id: env.parse()?,
+        run_id: run_a.parse()?,
+    };
+    put_file(&app, &tenant.key, &env, "/workspace/after.txt", b"after").await?;
+    let twice = agentplane_api::platform::rollback::restore(&app.app, &message).await?;
+    assert_eq!(twice, agentplane_api::platform::rollback::Restored::Stale);
+    assert_eq!(get_file(&app, &tenant.key, &env, "/workspace/after.txt").await?.1, b"after".to_vec());
+    check_shapes(&[("runAction", &accepted), ("runAction", &again), ("getRun", &reverted_a)])?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queued_run_is_stopped_or_rolled_back_without_running() -> R {
+    let app = TestApp::spawn_without_runs_consumer().await?;
+    let tenant = app.tenant().await?;
+    let env = made(&app, &tenant.key, "/environments").await?;
+    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let runs = format!("/environments/{env}/sessions/{session}/runs");
+    let mut answers = Vec::new();
+    // Stopped while queued, then rolled back: reverted.
+    let (_, first) =
+        send(v1(&app, &tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": "x"}))).await?;
+    let first_path = run_path(&env, &session, first["data"]["id"].as_str().unwrap_or_default());
+    let (_, stopped) = send(v1(&app, &tenant.key, Method::POST, &format!("{first_path}/stop"))).await?;
+    assert_eq!(stopped["data"]["status"], "stopped");
+    let (status, accepted) = send(v1(&app, &tenant.key, Method::DELETE, &first_path)).await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    assert_eq!(accepted["data"]["status"], "reverting");
+    answers.push(accepted);
+    let done =
+        wait_run(&app, &tenant.key, &first_path, Duration::from_secs(30), |r| r["status"] == "reverted")
+            .await?;
+    assert_eq!(done["data"]["checkpoint"]["status"], "skipped");
+    // A queued Run rolled back: reverted, it never runs (its message finds it reverted).
+    let (_, queued) =
+        send(v1(&app, &tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": "y"}))).await?;
+    let queued_id = queued["data"]["id"].as_str().unwrap_or_default().to_owned();
+    let queued_path = run_path(&env, &session, &queued_id);
+    let (status, accepted) = send(v1(&app, &tenant.key, Method::DELETE, &queued_path)).await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    answers.push(accepted);
+    let done =
+        wait_run(&app, &tenant.key, &queued_path, Duration::from_secs(30), |r| r["status"] == "reverted")
+            .await?;
+    assert_eq!(done["data"]["checkpoint"]["status"], "skipped", "{done}");
+    let message = ExecuteRun { project_id: tenant.project_id.parse()?, run_id: queued_id.parse()? };
+    let executed = agentplane_api::platform::execute::execute(&app.app, &message).await?;
+    assert_eq!(executed, agentplane_api::platform::execute::Executed::Stale);
+    // A reverted Run cannot be stopped.
+    let (status, body) = send(v1(&app, &tenant.key, Method::POST, &format!("{queued_path}/stop"))).await?;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("run_reverted")));
+    // Another project's Run: 404, nothing changes.
+    let stranger = app.tenant().await?;
+    let (status, body) = send(v1(&app, &stranger.key, Method::DELETE, &queued_path)).await?;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let refs: Vec<(&str, &Value)> = answers.iter().map(|a| ("runAction", a)).collect();
+    check_shapes(&refs)?;
+    check_shapes(&[("error", &body)])?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_checkpoint_just_before_refuses_the_rollback_and_reverts_nothing() -> R {
+    let app = TestApp::spawn_without_runs_consumer().await?;
+    let tenant = app.tenant().await?;
+    let project = tenant.project_id.parse()?;
+    let env = made(&app, &tenant.key, "/environments").await?;
+    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let runs = format!("/environments/{env}/sessions/{session}/runs");
+    let mut ids = Vec::new();
+    for input in ["one", "two"] {
+        let (_, created) =
+            send(v1(&app, &tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": input})))
+                .await?;
+        ids.push(created["data"]["id"].as_str().unwrap_or_default().to_owned());
+    }
+    // The first Run ended with a failed checkpoint (as an execution whose end checkpoint failed
+    // records it).
+    let mut first = app.store.runs().get(&project, &ids[0].parse()?).await?;
+    let expected = first.version;
+    first.status = agentplane_domain::platform::run::RunStatus::Completed;
+    first.checkpoint.status = agentplane_domain::platform::run::CheckpointStatus::Failed;
+    first.version = expected + 1;
+    app.store.runs().replace(&first, expected).await?;
+    let second_path = run_path(&env, &session, &ids[1]);
+    let (status, refused) = send(v1(&app, &tenant.key, Method::DELETE, &second_path)).await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(refused["error"]["code"], "checkpoint_unavailable");
+    assert_eq!(refused["error"]["details"]["runId"], ids[0].as_str());
+    check_shapes(&[("error", &refused)])?;
+    for id in &ids {
+        let stored = app.store.runs().get(&project, &id.parse()?).await?;
+        assert!(!stored.status.is_reverted(), "{stored:?}");
+    }
+    let environment = app.store.environments().get(&project, &env.parse()?).await?;
+    assert_eq!(environment.rollback, None);
+
+    // While a rollback holds the environment, workspace writes answer 409 and a second one too.
+    let (status, accepted) =
+        send(v1(&app, &tenant.key, Method::DELETE, &run_path(&env, &session, &ids[0]))).await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let active = agentplane_domain::platform::ActiveRollback {
+        run_id: ids[0].parse()?,
+        from_sequence: 99,
+        through_sequence: 2,
+        manifest: None,
+        accepted_at: agentplane_api::edge::now(),
+    };
+    // (Hold the environment as a rollback would, whether or not the first one has ended.)
+    let started = Instant::now();
+    while app.store.environments().get(&project, &env.parse()?).await?.rollback.is_some() {
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(30), "the rollback never ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    app.store.environments().begin_rollback(&project, &env.parse()?, &active).await?;
+    let (status, body) = send(
+        v1(&app, &tenant.key, Method::PUT, &format!("/environments/{env}/files?path=/workspace/x")).body("x"),
+    )
+    .await?;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("rollback_in_progress"))
+    );
+    let (status, body) =
+        send(v1(&app, &tenant.key, Method::DELETE, &format!("/environments/{env}/files?path=/workspace/x")))
+            .await?;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("rollback_in_progress"))
+    );
+    let (_, third) =
+        send(v1(&app, &tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": "3"}))).await?;
+    let (status, body) = send(v1(
+        &app,
+        &tenant.key,
+        Method::DELETE,
+        &run_path(&env, &session, third["data"]["id"].as_str().unwrap_or_default()),
+    ))
+    .await?;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("rollback_in_progress")),
+        "{body}"
+    );
+    check_shapes(&[("error", &body)])?;
     Ok(())
 }

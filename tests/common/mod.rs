@@ -67,7 +67,8 @@ pub async fn fresh_store() -> anyhow::Result<Store> {
         .with_objects(&sdk)
         .with_workspaces(&sdk)
         .with_runs_queue(&sdk)
-        .with_webhooks_queue(&sdk))
+        .with_webhooks_queue(&sdk)
+        .with_rollbacks_queue(&sdk))
 }
 
 pub struct TestApp {
@@ -197,6 +198,8 @@ impl TestApp {
         if runs {
             tokio::spawn(agentplane_api::jobs::consume_runs_forever(app.clone()));
         }
+        // The rollback-restore job too.
+        tokio::spawn(agentplane_api::jobs::consume_rollbacks_forever(app.clone()));
         // The webhook jobs too: the queue's consumer, and the retry job every
         // AGENTPLANE_WEBHOOK_RETRY_INTERVAL_S (a minute unless set).
         tokio::spawn(agentplane_api::jobs::consume_webhooks_forever(app.clone()));

@@ -126,6 +126,9 @@ impl App {
         if crate::grants::uses_workspaces(grants) {
             store = store.with_workspaces(&sdk);
         }
+        if crate::grants::uses_rollbacks_queue(grants) {
+            store = store.with_rollbacks_queue(&sdk);
+        }
         if crate::grants::uses_runs_queue(grants) {
             store = store.with_runs_queue(&sdk);
         }

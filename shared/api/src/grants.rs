@@ -58,6 +58,10 @@ pub const RUNS_SEND: Grant = Grant { resource: "RunsQueue", access: Access::Send
 pub const RUNS_CONSUME: Grant = Grant { resource: "RunsQueue", access: Access::Consume };
 /// The `webhooks` queue: emitted events are sent by whatever commits them (the turn routes and
 /// `run-execution`), first attempts by the fan-out; `webhook-delivery` consumes it.
+/// The `rollbacks` queue: accepted rollbacks are sent by the rollback route and consumed by the
+/// `rollback-restore` job.
+pub const ROLLBACKS_SEND: Grant = Grant { resource: "RollbacksQueue", access: Access::Send };
+pub const ROLLBACKS_CONSUME: Grant = Grant { resource: "RollbacksQueue", access: Access::Consume };
 pub const WEBHOOKS_SEND: Grant = Grant { resource: "WebhooksQueue", access: Access::Send };
 pub const WEBHOOKS_CONSUME: Grant = Grant { resource: "WebhooksQueue", access: Access::Consume };
 /// What a route that runs a turn touches: sessions and their events, large transcripts, the
@@ -88,6 +92,10 @@ pub fn job(job: Job) -> &'static [Grant] {
         Job::WebhookDelivery => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_CONSUME, WEBHOOKS_SEND],
         // Makes due attempts and fans out events whose queue message never came.
         Job::WebhookRetry => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_SEND],
+        // Stops the affected Runs, restores files (checkpoints: the workspaces bucket), the
+        // affected sessions' transcripts (large ones in the files bucket), marks Runs reverted
+        // with their `run.reverted` events.
+        Job::RollbackRestore => &[MAIN_W, FILES_W, WORKSPACES_W, ROLLBACKS_CONSUME, WEBHOOKS_SEND],
         // Expires due actions and carries their turns on.
         Job::RetentionSweep => &[MAIN_W, EVENTS_W, RUNS_SEND],
     }
@@ -101,6 +109,11 @@ pub fn uses_objects(grants: &[Grant]) -> bool {
 /// Whether a function of `grants` builds the S3 client of the workspaces bucket.
 pub fn uses_workspaces(grants: &[Grant]) -> bool {
     grants.iter().any(|g| g.resource == WORKSPACES_W.resource)
+}
+
+/// Whether a function of `grants` builds the SQS client of the `rollbacks` queue.
+pub fn uses_rollbacks_queue(grants: &[Grant]) -> bool {
+    grants.iter().any(|g| g.resource == ROLLBACKS_SEND.resource)
 }
 
 /// Whether a function of `grants` builds the SQS client of the `runs` queue.

@@ -126,6 +126,7 @@ pub enum Route {
     PlatformRunsList,
     PlatformRunsGet,
     PlatformRunsStop,
+    PlatformRunsRollback,
     ClientSessionFilesCreate,
     ClientSessionFilesList,
     ClientSessionFilesGet,
@@ -210,6 +211,7 @@ impl Route {
         Route::PlatformRunsList,
         Route::PlatformRunsGet,
         Route::PlatformRunsStop,
+        Route::PlatformRunsRollback,
         Route::ClientSessionFilesCreate,
         Route::ClientSessionFilesList,
         Route::ClientSessionFilesGet,
@@ -500,6 +502,12 @@ impl Route {
             PlatformRunsStop => decl("platform-runs-stop", &[MAIN_W, WEBHOOKS_SEND], Buffered, || {
                 routes!(platform::runs::stop)
             }),
+            // Freezes the affected set and queues the restore for the `rollback-restore` job.
+            PlatformRunsRollback => {
+                decl("platform-runs-rollback", &[MAIN_W, ROLLBACKS_SEND], Buffered, || {
+                    routes!(platform::rollback::rollback)
+                })
+            }
         }
     }
 

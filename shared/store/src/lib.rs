@@ -52,6 +52,8 @@ pub struct Store {
     /// The workspaces bucket (checkpoint blobs and manifests), for the functions that take or
     /// restore checkpoints.
     pub workspaces: Option<Objects>,
+    /// The `rollbacks` queue, for the rollback route and the `rollback-restore` job.
+    pub rollbacks: Option<RunsQueue>,
 }
 
 impl Store {
@@ -63,7 +65,23 @@ impl Store {
             runs: None,
             webhooks_queue: None,
             workspaces: None,
+            rollbacks: None,
         }
+    }
+
+    /// The same store with the SQS client of the `rollbacks` queue; its URL from
+    /// `AGENTPLANE_ROLLBACKS_QUEUE_URL` when set.
+    pub fn with_rollbacks_queue(mut self, sdk: &aws_config::SdkConfig) -> Self {
+        let url = std::env::var("AGENTPLANE_ROLLBACKS_QUEUE_URL").ok().filter(|u| !u.is_empty());
+        self.rollbacks = Some(RunsQueue::new(sdk, self.names.rollbacks_queue.clone(), url));
+        self
+    }
+
+    /// The `rollbacks` queue; `Unavailable` in a function not given it.
+    pub fn rollbacks_queue(&self) -> Result<&RunsQueue, StoreError> {
+        self.rollbacks
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("this function has no access to the rollbacks queue"))
     }
 
     /// The same store with the S3 client of the workspaces bucket.

@@ -142,6 +142,12 @@ pub async fn execute(app: &App, message: &ExecuteRun) -> Result<Executed, StoreE
         };
     let hooks =
         app.store.has_webhooks(&run.project_id).await.map_err(|e| StoreError::unavailable(e.to_string()))?;
+    // The session's transcript before the Run, for a rollback to restore.
+    let saved = super::rollback::TranscriptBefore { body: transcript.as_ref().map(|t| t.body.clone()) };
+    let saved = serde_json::to_vec(&saved).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    if let Err(err) = app.store.workspaces()?.put(&super::rollback::transcript_key(&run), saved).await {
+        return Err(requeue(app, &run, err).await);
+    }
 
     let (stopping, stop_seen) = watch::channel(false);
     let watcher = tokio::spawn(watch_stop(app.clone(), run.clone(), stopping));
@@ -668,13 +674,17 @@ async fn run_command(c: &ToolContext, line: &str) -> ToolOutput {
         let why = if *c.stop.borrow() { "the Run was stopped" } else { "the command timed out" };
         return Err(format!("{why}: the command was killed"));
     };
-    let page = c
-        .app
-        .store
-        .observations()
-        .output(&c.sandbox.id, process, None, 1024, edge::now())
-        .await
-        .map_err(|e| format!("reading the command's output: {e}"))?;
+    // The node reports output before the exit, but the two may be recorded a moment apart:
+    // read until two reads agree.
+    let mut page = read_output(c, process).await?;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let again = read_output(c, process).await?;
+        if again.chunks.len() == page.chunks.len() {
+            break;
+        }
+        page = again;
+    }
     let (mut out, mut err) = (Vec::new(), Vec::new());
     for chunk in page.chunks {
         let bytes = base64::engine::general_purpose::STANDARD.decode(chunk.data).unwrap_or_default();
@@ -691,6 +701,18 @@ async fn run_command(c: &ToolContext, line: &str) -> ToolOutput {
         "stderr": stderr,
         "truncated": cut_out || cut_err || page.has_more,
     }))
+}
+
+async fn read_output(
+    c: &ToolContext,
+    process: ProcessId,
+) -> Result<agentplane_store::dynamo::observations::OutputPage, String> {
+    c.app
+        .store
+        .observations()
+        .output(&c.sandbox.id, process, None, 1024, edge::now())
+        .await
+        .map_err(|e| format!("reading the command's output: {e}"))
 }
 
 /// Kills `pid` inside the sandbox with its descendants (stopped first, so none forks away)

@@ -43,7 +43,9 @@ pub struct ActiveRollback {
     pub run_id: run::RunId,
     pub from_sequence: u64,
     pub through_sequence: u64,
-    pub manifest: String,
+    /// `None`: no Run had touched the workspace, so no file is restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
     pub accepted_at: Timestamp,
 }
 

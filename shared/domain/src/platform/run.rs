@@ -313,6 +313,70 @@ pub fn ending(
     }
 }
 
+/// The `rollbacks` queue message (`{"kind": "rollback", …}`) of an accepted rollback.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RollbackMessage {
+    pub project_id: ProjectId,
+    pub environment_id: EnvironmentId,
+    pub run_id: RunId,
+}
+
+/// Where a rollback of a Run restores the workspace to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestorePoint {
+    /// The checkpoint (manifest id) just before the Run.
+    Manifest(String),
+    /// No Run before it ever touched the workspace and there is no initial checkpoint: no Run
+    /// has run at all, so there is nothing to restore.
+    Nothing,
+    /// The checkpoint just before the Run is not usable (pending or failed): refused (409).
+    Unavailable { run_id: RunId, status: CheckpointStatus },
+}
+
+/// The restore point of a rollback: `earlier` are the Runs before the selected one, nearest
+/// first; `initial` the environment's initial checkpoint. Runs that never touched the
+/// workspace (queued, or a checkpoint `skipped`) and Runs already reverted are passed over; a
+/// running Run's checkpoint is still pending.
+pub fn restore_point<'a>(earlier: impl IntoIterator<Item = &'a Run>, initial: Option<&str>) -> RestorePoint {
+    for run in earlier {
+        match run.status {
+            RunStatus::Queued | RunStatus::Reverting | RunStatus::Reverted => continue,
+            RunStatus::Running => {
+                return RestorePoint::Unavailable { run_id: run.id, status: CheckpointStatus::Pending };
+            }
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Stopped => match run.checkpoint.status {
+                CheckpointStatus::Skipped => continue,
+                CheckpointStatus::Ready => match &run.checkpoint.snapshot_id {
+                    Some(id) => return RestorePoint::Manifest(id.clone()),
+                    None => {
+                        return RestorePoint::Unavailable {
+                            run_id: run.id,
+                            status: CheckpointStatus::Failed,
+                        };
+                    }
+                },
+                status => return RestorePoint::Unavailable { run_id: run.id, status },
+            },
+        }
+    }
+    match initial {
+        Some(id) => RestorePoint::Manifest(id.to_owned()),
+        None => RestorePoint::Nothing,
+    }
+}
+
+/// What a rollback makes of an affected Run at the end: `reverted`, its pending or failed
+/// checkpoint `skipped` (a ready one stays: the audit keeps it).
+pub fn revert(run: &mut Run) {
+    run.status = RunStatus::Reverted;
+    if matches!(run.checkpoint.status, CheckpointStatus::Pending | CheckpointStatus::Failed) {
+        run.checkpoint.status = CheckpointStatus::Skipped;
+    }
+    if run.file_diff_status == DiffStatus::Pending {
+        run.file_diff_status = DiffStatus::Ready;
+    }
+}
+
 /// What a stop request does to a Run in `status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopEffect {
@@ -407,6 +471,51 @@ mod tests {
         assert_eq!(RunStatus::Completed.event_type(), Some("run.completed"));
         assert_eq!(RunStatus::Stopped.event_type(), Some("run.stopped"));
         assert_eq!(RunStatus::Running.event_type(), None);
+    }
+
+    #[test]
+    fn the_restore_point_is_the_nearest_earlier_checkpoint_that_counts() {
+        let base = new("m", "x", vec![]).unwrap_or_else(|e| panic!("{e}")).into_run(
+            RunId::from_random([1; 16]),
+            ProjectId::from_random([2; 16]),
+            EnvironmentId::from_random([3; 16]),
+            SessionId::from_random([4; 16]),
+            1,
+            Timestamp::from_unix_millis(0),
+        );
+        let with = |status, checkpoint, snapshot: Option<&str>| {
+            let mut run = base.clone();
+            run.status = status;
+            run.checkpoint.status = checkpoint;
+            run.checkpoint.snapshot_id = snapshot.map(str::to_owned);
+            run
+        };
+        let ready = with(RunStatus::Completed, CheckpointStatus::Ready, Some("m1"));
+        let queued = with(RunStatus::Queued, CheckpointStatus::Pending, None);
+        let skipped = with(RunStatus::Failed, CheckpointStatus::Skipped, None);
+        let reverted = with(RunStatus::Reverted, CheckpointStatus::Ready, Some("old"));
+        let failed = with(RunStatus::Completed, CheckpointStatus::Failed, None);
+        let running = with(RunStatus::Running, CheckpointStatus::Pending, None);
+        assert_eq!(
+            restore_point([&queued, &skipped, &reverted, &ready], Some("init")),
+            RestorePoint::Manifest("m1".into())
+        );
+        assert_eq!(restore_point([&queued], Some("init")), RestorePoint::Manifest("init".into()));
+        assert_eq!(restore_point([], None), RestorePoint::Nothing);
+        assert!(matches!(
+            restore_point([&failed, &ready], None),
+            RestorePoint::Unavailable { status: CheckpointStatus::Failed, .. }
+        ));
+        assert!(matches!(
+            restore_point([&running], Some("init")),
+            RestorePoint::Unavailable { status: CheckpointStatus::Pending, .. }
+        ));
+        let mut run = with(RunStatus::Reverting, CheckpointStatus::Failed, None);
+        revert(&mut run);
+        assert_eq!((run.status, run.checkpoint.status), (RunStatus::Reverted, CheckpointStatus::Skipped));
+        let mut kept = with(RunStatus::Reverting, CheckpointStatus::Ready, Some("m"));
+        revert(&mut kept);
+        assert_eq!(kept.checkpoint.status, CheckpointStatus::Ready);
     }
 
     #[test]

@@ -206,6 +206,42 @@ impl<'a> Runs<'a> {
         Ok(Page { items: page.items.into_iter().map(|i| i.run).collect(), has_more: page.has_more })
     }
 
+    /// The ids of the environment's Runs from `from` through `through` (`environmentSequence`,
+    /// ascending), from the index (eventually consistent: read each Run for its state).
+    pub async fn sequence_range(
+        &self,
+        environment: &EnvironmentId,
+        from: u64,
+        through: u64,
+    ) -> Result<Vec<RunId>, StoreError> {
+        let mut ids = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .store
+                .dynamo
+                .query()
+                .table_name(self.table())
+                .index_name(BY_DUE)
+                .key_condition_expression("GSI2PK = :p AND GSI2SK BETWEEN :a AND :b")
+                .expression_attribute_values(":p", s(environment_runs(environment)))
+                .expression_attribute_values(":a", s(sequence_key(from)))
+                .expression_attribute_values(":b", s(sequence_key(through)))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(StoreError::unavailable)?;
+            for item in out.items() {
+                let run: RunItem = serde_dynamo::from_item(item.clone())?;
+                ids.push(run.run.id);
+            }
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return Ok(ids),
+            }
+        }
+    }
+
     /// The environment's Runs in `environmentSequence` order (at most `limit`).
     pub async fn by_sequence(
         &self,
