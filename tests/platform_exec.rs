@@ -438,18 +438,19 @@ async fn a_checkpoint_of_1000_files_with_one_changed_uploads_one_blob_and_one_ma
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let bucket = app.store.workspaces()?;
-    let first = agentplane_api::platform::checkpoint::take(&app.app, &sandbox).await?;
+    let first = agentplane_api::platform::checkpoint::take(&app.app, &sandbox, None).await?;
     assert_eq!(first.manifest.files.len(), 1000);
     assert_eq!(first.uploaded, 1000);
     assert!(first.manifest_written);
     let (blobs, manifests) = (bucket.keys("blobs/").await?.len(), bucket.keys("manifests/").await?.len());
     assert_eq!((blobs, manifests), (1000, 1));
     // Nothing changed: nothing uploaded, the same manifest.
-    let same = agentplane_api::platform::checkpoint::take(&app.app, &sandbox).await?;
+    let same = agentplane_api::platform::checkpoint::take(&app.app, &sandbox, None).await?;
     assert_eq!((same.uploaded, same.manifest_written, same.id.as_str()), (0, false, first.id.as_str()));
     // One file changed: exactly one blob and one manifest.
     put_file(&app, &tenant.key, &env, "/workspace/d/f500", b"changed").await?;
-    let changed = agentplane_api::platform::checkpoint::take(&app.app, &sandbox).await?;
+    let changed =
+        agentplane_api::platform::checkpoint::take(&app.app, &sandbox, Some(&first.manifest)).await?;
     assert_eq!((changed.uploaded, changed.bytes, changed.manifest_written), (1, 7, true));
     assert_eq!(bucket.keys("blobs/").await?.len(), 1001);
     assert_eq!(bucket.keys("manifests/").await?.len(), 2);
@@ -464,7 +465,7 @@ async fn a_checkpoint_of_1000_files_with_one_changed_uploads_one_blob_and_one_ma
     assert_eq!(restored.get("fetched").map(String::as_str), Some("1"));
     assert_eq!(get_file(&app, &tenant.key, &env, "/workspace/d/f500").await?.1, b"file-500\n".to_vec());
     assert_eq!(get_file(&app, &tenant.key, &env, "/workspace/extra.txt").await?.0, StatusCode::NOT_FOUND);
-    let back = agentplane_api::platform::checkpoint::take(&app.app, &sandbox).await?;
+    let back = agentplane_api::platform::checkpoint::take(&app.app, &sandbox, Some(&first.manifest)).await?;
     assert_eq!(back.id, first.id);
     Ok(())
 }
@@ -716,5 +717,80 @@ async fn a_failed_checkpoint_just_before_refuses_the_rollback_and_reverts_nothin
         "{body}"
     );
     check_shapes(&[("error", &body)])?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_events_reach_a_subscribed_endpoint() -> R {
+    use std::sync::{Arc, Mutex};
+    let got: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let sink = got.clone();
+    let router = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let sink = sink.clone();
+            async move {
+                if let Ok(mut all) = sink.lock() {
+                    all.push(body);
+                }
+                StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/hook", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let model = ScriptedModel::start().await?;
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let seal =
+        agentplane_engine::webhooks::SealKey::from_bytes(&key).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let webhooks = agentplane_engine::webhooks::WebhookConfig::new(Some(Arc::new(seal)), true);
+    let app = TestApp::spawn_with_model_and(&model, |app| app.with_webhooks(webhooks)).await?;
+    let _node = TestNode::start(&app).await?;
+    let tenant = app.tenant().await?;
+    let types = json!(["run.completed", "run.failed", "run.stopped", "run.reverted"]);
+    let (status, body) = send(
+        app.client(&tenant.key, Method::POST, "/webhooks").json(&json!({"url": url, "eventTypes": types})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let env = made(&app, &tenant.key, "/environments").await?;
+    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    model.push(Reply::text("done"));
+    let (run, done) = run_to_end(&app, &tenant.key, &env, &session, "go").await?;
+    assert_eq!(done["data"]["status"], "completed");
+    let (_, failing) = send(
+        v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
+            .json(&json!({"model": "m", "input": "x", "files": [{"path": "/workspace/none"}]})),
+    )
+    .await?;
+    let failing = failing["data"]["id"].as_str().unwrap_or_default().to_owned();
+    wait_run(&app, &tenant.key, &run_path(&env, &session, &failing), Duration::from_secs(30), terminal)
+        .await?;
+    let (status, _) = send(v1(&app, &tenant.key, Method::DELETE, &run_path(&env, &session, &run))).await?;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let started = Instant::now();
+    loop {
+        let types: Vec<String> = got
+            .lock()
+            .map(|g| g.iter().filter_map(|b| b["type"].as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        // The completion, the failure, then both Runs reverted.
+        if types.iter().filter(|t| *t == "run.reverted").count() == 2 {
+            assert_eq!(types.iter().filter(|t| *t == "run.completed").count(), 1, "{types:?}");
+            assert_eq!(types.iter().filter(|t| *t == "run.failed").count(), 1, "{types:?}");
+            break;
+        }
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(30), "events: {types:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let all = got.lock().map(|g| g.clone()).unwrap_or_default();
+    let completed = all.iter().find(|b| b["type"] == "run.completed").cloned().unwrap_or_default();
+    assert_eq!(completed["data"]["runId"], run.as_str());
+    assert_eq!(completed["data"]["environmentId"], env.as_str());
+    assert_eq!(completed["data"]["environmentSequence"], 1);
+    assert_eq!(completed["data"]["fileDiffStatus"], "ready");
     Ok(())
 }

@@ -70,8 +70,10 @@ fn relative(path: &str) -> String {
     path.strip_prefix("/workspace/").unwrap_or(path).to_owned()
 }
 
-/// Takes a checkpoint of the sandbox's workspace.
-pub async fn take(app: &App, sandbox: &Sandbox) -> Result<Taken, PlatformError> {
+/// Takes a checkpoint of the sandbox's workspace. The blobs of `known` (a manifest written
+/// before, whose blobs the bucket holds: they are never rewritten or removed while referenced)
+/// are not looked up again.
+pub async fn take(app: &App, sandbox: &Sandbox, known: Option<&Manifest>) -> Result<Taken, PlatformError> {
     let bucket = app.store.workspaces()?;
     let scan_key = scratch_key("scan")?;
     let upload_url = bucket.presign_put_any(&scan_key, PRESIGN).await?;
@@ -87,7 +89,10 @@ pub async fn take(app: &App, sandbox: &Sandbox) -> Result<Taken, PlatformError> 
     for (path, entry) in &manifest.files {
         by_digest.entry(entry.sha256.as_str()).or_insert((path.as_str(), entry.size));
     }
-    let digests: Vec<String> = by_digest.keys().map(|sha| (*sha).to_owned()).collect();
+    let held: BTreeSet<&str> =
+        known.map(|m| m.files.values().map(|e| e.sha256.as_str()).collect()).unwrap_or_default();
+    let digests: Vec<String> =
+        by_digest.keys().filter(|sha| !held.contains(*sha)).map(|sha| (*sha).to_owned()).collect();
     let present: BTreeSet<String> = futures_util::stream::iter(digests.into_iter().map(|sha| async move {
         bucket.size(&manifest::blob_key(&sha)).await.map(|size| size.map(|_| sha))
     }))
@@ -96,6 +101,7 @@ pub async fn take(app: &App, sandbox: &Sandbox) -> Result<Taken, PlatformError> 
     .await?
     .into_iter()
     .flatten()
+    .chain(held.iter().map(|sha| (*sha).to_owned()))
     .collect();
     let missing = manifest::missing_blobs(&manifest, &present);
     let (mut uploaded, mut bytes) = (0, 0);

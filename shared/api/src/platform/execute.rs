@@ -86,6 +86,12 @@ pub async fn execute(app: &App, message: &ExecuteRun) -> Result<Executed, StoreE
         return Ok(Executed::Stale);
     }
     let Some(run) = claim(app, run).await? else { return Ok(Executed::Stale) };
+    // A rollback accepted between the check and the claim: wait for it, queued.
+    if super::rollback::in_progress(app, &run.project_id, &run.environment_id).await? {
+        requeue(app, &run, StoreError::Conflict).await;
+        resend(app, message).await?;
+        return Ok(Executed::Waiting);
+    }
     let started = Instant::now();
     let environment = match app.store.environments().get(&run.project_id, &run.environment_id).await {
         Ok(environment) => environment,
@@ -112,7 +118,7 @@ pub async fn execute(app: &App, message: &ExecuteRun) -> Result<Executed, StoreE
     let run = clear_unavailable(app, run).await?;
     // The workspace as the Run starts: its files are checked against it, and its checkpoint
     // is what the Run's diff starts from.
-    let before = match checkpoint::take(app, &sandbox).await {
+    let before = match checkpoint::take(app, &sandbox, None).await {
         Ok(taken) => taken,
         Err(PlatformError::RuntimeUnavailable(detail)) => {
             unavailable(app, &run, &detail).await?;
@@ -380,7 +386,7 @@ async fn finish(
     workspace: Option<(&Sandbox, &Manifest)>,
 ) -> Result<Executed, StoreError> {
     let after = match workspace {
-        Some((sandbox, _)) => Some(checkpoint::take(app, sandbox).await),
+        Some((sandbox, before)) => Some(checkpoint::take(app, sandbox, Some(before)).await),
         None => None,
     };
     let before = workspace.map(|(_, manifest)| manifest);
