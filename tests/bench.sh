@@ -4,13 +4,16 @@
 # An argument runs one suite: sessions, turns, background, files (a 20 MB upload and download),
 # webhooks (delivery latency from a state change to a local receiver, deliveries per second at 10
 # endpoints), sandboxes or telemetry (24 h history read over
-# 2880 samples, one sampler pass over 1,000 allocations; BENCH_N history reads, default 30).
+# 2880 samples, one sampler pass over 1,000 allocations; BENCH_N history reads, default 30), or
+# runs (Platform Runs: checkpoint and restore time against workspace size, bytes uploaded per
+# checkpoint, rollback latency DELETE → reverted; BENCH_RUNS_SIZES narrows the sizes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash localstack/emulator.sh start
 case "${1:-}" in
   sandboxes) cargo run --release -q -p agentplane-tests --bin bench-sandboxes ;;
   telemetry) cargo run --release -q -p agentplane-tests --bin bench-telemetry ;;
+  runs) cargo run --release -q -p agentplane-tests --bin bench-runs ;;
   "")
     cargo run --release -q -p agentplane-tests --bin bench
     cargo run --release -q -p agentplane-tests --bin bench-sandboxes

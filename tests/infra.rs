@@ -450,7 +450,9 @@ fn only_the_functions_that_run_turns_touch_s3() {
             .collect();
     assert_eq!(with_s3, turns.union(&files).copied().collect());
     for job in Job::ALL {
-        assert_eq!(grants::uses_objects(grants::job(*job)), *job == Job::RunExecution, "{job:?}");
+        // The rollback restores transcripts, which may live in the files bucket.
+        let expected = matches!(job, Job::RunExecution | Job::RollbackRestore);
+        assert_eq!(grants::uses_objects(grants::job(*job)), expected, "{job:?}");
     }
     let lambda = std::fs::read_to_string(root().join("shared/api/src/lambda.rs")).expect("lambda.rs");
     assert!(lambda.contains("App::from_env(route.grants())"));
@@ -511,14 +513,20 @@ fn only_the_functions_granted_the_webhooks_queue_build_its_client() {
         }
     }
     for job in Job::ALL {
-        let expected = matches!(job, Job::RunExecution | Job::WebhookDelivery | Job::WebhookRetry);
+        let expected = matches!(
+            job,
+            Job::RunExecution | Job::WebhookDelivery | Job::WebhookRetry | Job::RollbackRestore
+        );
         assert_eq!(grants::uses_webhooks_queue(grants::job(*job)), expected, "{job:?}");
     }
     for route in Route::ALL {
         // The routes that run turns, and those that cancel (ending a paused turn idles its
-        // session).
+        // session) or stop (a queued platform Run stopped at once emits `run.stopped`).
         let emits = route.grants().contains(&grants::MODEL_KEY)
-            || matches!(route, Route::ClientSessionsCancel | Route::ClientRunsCancel);
+            || matches!(
+                route,
+                Route::ClientSessionsCancel | Route::ClientRunsCancel | Route::PlatformRunsStop
+            );
         assert_eq!(grants::uses_webhooks_queue(route.grants()), emits, "{route:?}");
     }
     let t = template();

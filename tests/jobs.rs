@@ -142,7 +142,7 @@ async fn the_lambda_handler_reads_an_sqs_event_and_answers_a_partial_batch_respo
             }
         ]
     }))?;
-    let response: SqsBatchResponse = jobs::handle_runs_event(&app.engine, event).await;
+    let response: SqsBatchResponse = jobs::handle_runs_event(&app, event).await;
     // A continuation of a turn that does not exist is stale (done with), as is the garbage.
     assert_eq!(serde_json::to_value(&response)?, json!({"batchItemFailures": []}));
     Ok(())

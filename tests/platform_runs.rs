@@ -1,6 +1,7 @@
 //! Platform Runs through `/v1`: create (202 `queued`, a gapless `environmentSequence` across
 //! every session of the environment, assigned in one transaction with the Run), list, get and
-//! stop. Every answer is checked against the spec's own schemas (`tests/spec/`, transcribed by
+//! stop, with nobody consuming the runs queue (so a Run stays queued; execution is
+//! `platform_exec.rs`). Every answer is checked against the spec's own schemas (`tests/spec/`, transcribed by
 //! hand from shared/spec/runs-stop-rollback-api.md; extra fields refused) with the tools
 //! Python's `jsonschema_rs`, never against the code's own document.
 
@@ -104,7 +105,7 @@ async fn create(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn runs_are_created_queued_and_read_in_the_specs_shapes() -> R {
-    let app = TestApp::spawn().await?;
+    let app = TestApp::spawn_without_runs_consumer().await?;
     let tenant = app.tenant().await?;
     let (env, sessions) = setup(&app, &tenant.key, 1).await?;
     let mut shapes = Shapes::default();
@@ -193,7 +194,7 @@ async fn runs_are_created_queued_and_read_in_the_specs_shapes() -> R {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_environment_sequence_is_gapless_across_sessions_under_concurrency() -> R {
-    let app = TestApp::spawn().await?;
+    let app = TestApp::spawn_without_runs_consumer().await?;
     let tenant = app.tenant().await?;
     let (env, sessions) = setup(&app, &tenant.key, 3).await?;
     let mut tasks = Vec::new();
@@ -224,7 +225,7 @@ async fn the_environment_sequence_is_gapless_across_sessions_under_concurrency()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bad_requests_are_refused_naming_the_field_and_create_nothing() -> R {
-    let app = TestApp::spawn().await?;
+    let app = TestApp::spawn_without_runs_consumer().await?;
     let tenant = app.tenant().await?;
     let (env, sessions) = setup(&app, &tenant.key, 1).await?;
     let s = &sessions[0];
@@ -267,7 +268,7 @@ async fn bad_requests_are_refused_naming_the_field_and_create_nothing() -> R {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stop_of_a_queued_run_stops_it_and_repeats_change_nothing() -> R {
-    let app = TestApp::spawn().await?;
+    let app = TestApp::spawn_without_runs_consumer().await?;
     let tenant = app.tenant().await?;
     let (env, sessions) = setup(&app, &tenant.key, 1).await?;
     let mut shapes = Shapes::default();
@@ -292,7 +293,7 @@ async fn stop_of_a_queued_run_stops_it_and_repeats_change_nothing() -> R {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stop_racing_completion_produces_one_consistent_outcome() -> R {
-    let app = TestApp::spawn().await?;
+    let app = TestApp::spawn_without_runs_consumer().await?;
     let tenant = app.tenant().await?;
     let project = tenant.project_id.parse()?;
     let (env, sessions) = setup(&app, &tenant.key, 1).await?;
@@ -332,7 +333,7 @@ async fn stop_racing_completion_produces_one_consistent_outcome() -> R {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn other_projects_sessions_and_reverted_runs_are_refused() -> R {
-    let app = TestApp::spawn().await?;
+    let app = TestApp::spawn_without_runs_consumer().await?;
     let owner = app.tenant().await?;
     let stranger = app.tenant().await?;
     let (env, sessions) = setup(&app, &owner.key, 2).await?;

@@ -63,7 +63,12 @@ pub async fn fresh_store() -> anyhow::Result<Store> {
     let sdk = agentplane_store::aws::emulator_sdk_config(&endpoint()).await;
     let names = ResourceNames::with_prefix(&unique_prefix());
     provision::provision(&sdk, &names).await.context("provisioning test resources")?;
-    Ok(Store::new(&sdk, names).with_objects(&sdk).with_runs_queue(&sdk).with_webhooks_queue(&sdk))
+    Ok(Store::new(&sdk, names)
+        .with_objects(&sdk)
+        .with_workspaces(&sdk)
+        .with_runs_queue(&sdk)
+        .with_webhooks_queue(&sdk)
+        .with_rollbacks_queue(&sdk))
 }
 
 pub struct TestApp {
@@ -168,7 +173,20 @@ impl TestApp {
         Self::serve_app(configure(app), store, core_key).await
     }
 
+    /// An app on fresh resources whose `runs` queue nobody consumes: what is queued stays
+    /// queued (tests of queued platform Runs).
+    pub async fn spawn_without_runs_consumer() -> anyhow::Result<Self> {
+        let store = fresh_store().await?;
+        let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
+        let app = App::new(store.clone(), CoreKey::new(core_key.clone()));
+        Self::serve_app_with(app, store, core_key, false).await
+    }
+
     async fn serve_app(app: App, store: Store, core_key: String) -> anyhow::Result<Self> {
+        Self::serve_app_with(app, store, core_key, true).await
+    }
+
+    async fn serve_app_with(app: App, store: Store, core_key: String, runs: bool) -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
         tokio::spawn(agentplane_api::serve_http(
@@ -177,7 +195,11 @@ impl TestApp {
             std::future::pending(),
         ));
         // The run-execution job in-process, on this app's own queue (a no-op without one).
-        tokio::spawn(agentplane_api::jobs::consume_runs_forever(app.clone()));
+        if runs {
+            tokio::spawn(agentplane_api::jobs::consume_runs_forever(app.clone()));
+        }
+        // The rollback-restore job too.
+        tokio::spawn(agentplane_api::jobs::consume_rollbacks_forever(app.clone()));
         // The webhook jobs too: the queue's consumer, and the retry job every
         // AGENTPLANE_WEBHOOK_RETRY_INTERVAL_S (a minute unless set).
         tokio::spawn(agentplane_api::jobs::consume_webhooks_forever(app.clone()));

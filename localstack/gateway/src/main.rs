@@ -42,7 +42,12 @@ async fn main() -> anyhow::Result<()> {
             "provisioning resources at {endpoint} (is LocalStack running? bash localstack/emulator.sh start)"
         )
     })?;
-    let store = Store::new(&sdk, names).with_objects(&sdk).with_runs_queue(&sdk).with_webhooks_queue(&sdk);
+    let store = Store::new(&sdk, names)
+        .with_objects(&sdk)
+        .with_workspaces(&sdk)
+        .with_runs_queue(&sdk)
+        .with_webhooks_queue(&sdk)
+        .with_rollbacks_queue(&sdk);
     let timeouts = agentplane_local::server::HttpTimeouts::from_env()?;
     let core_key = core_key()?;
     let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
@@ -57,6 +62,8 @@ async fn main() -> anyhow::Result<()> {
         app.clone(),
         agentplane_api::jobs::sweep_interval_from_env(),
     ));
+    // The rollback-restore job (the rollbacks queue), in-process.
+    tokio::spawn(agentplane_api::jobs::consume_rollbacks_forever(app.clone()));
     // The webhook-delivery (queue) and webhook-retry (timer) jobs, in-process.
     tokio::spawn(agentplane_api::jobs::consume_webhooks_forever(app.clone()));
     tokio::spawn(agentplane_api::jobs::retry_forever(

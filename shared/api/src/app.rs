@@ -123,6 +123,12 @@ impl App {
         if objects {
             store = store.with_objects(&sdk);
         }
+        if crate::grants::uses_workspaces(grants) {
+            store = store.with_workspaces(&sdk);
+        }
+        if crate::grants::uses_rollbacks_queue(grants) {
+            store = store.with_rollbacks_queue(&sdk);
+        }
         if crate::grants::uses_runs_queue(grants) {
             store = store.with_runs_queue(&sdk);
         }

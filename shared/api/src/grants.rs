@@ -49,12 +49,19 @@ pub const TELEMETRY_W: Grant = write("TelemetryTable");
 pub const FILES_W: Grant = write("FilesBucket");
 /// The files bucket, read: session files' sizes (HEAD) and their presigned downloads.
 pub const FILES_R: Grant = read("FilesBucket");
+/// The workspaces bucket: checkpoint blobs and manifests (written by the functions that take
+/// checkpoints, read by restores; the node moves the bytes through presigned URLs).
+pub const WORKSPACES_W: Grant = write("WorkspacesBucket");
 /// The `runs` queue: continuations are sent by whoever settles a paused turn's last action (the
 /// answer route, the retention sweep) and consumed by the `run-execution` job.
 pub const RUNS_SEND: Grant = Grant { resource: "RunsQueue", access: Access::Send };
 pub const RUNS_CONSUME: Grant = Grant { resource: "RunsQueue", access: Access::Consume };
 /// The `webhooks` queue: emitted events are sent by whatever commits them (the turn routes and
 /// `run-execution`), first attempts by the fan-out; `webhook-delivery` consumes it.
+/// The `rollbacks` queue: accepted rollbacks are sent by the rollback route and consumed by the
+/// `rollback-restore` job.
+pub const ROLLBACKS_SEND: Grant = Grant { resource: "RollbacksQueue", access: Access::Send };
+pub const ROLLBACKS_CONSUME: Grant = Grant { resource: "RollbacksQueue", access: Access::Consume };
 pub const WEBHOOKS_SEND: Grant = Grant { resource: "WebhooksQueue", access: Access::Send };
 pub const WEBHOOKS_CONSUME: Grant = Grant { resource: "WebhooksQueue", access: Access::Consume };
 /// What a route that runs a turn touches: sessions and their events, large transcripts, the
@@ -77,12 +84,19 @@ pub fn job(job: Job) -> &'static [Grant] {
         Job::Placer => &[MAIN_W],
         // Claims and runs paused turns (sessions, actions, events, large transcripts, the
         // model); consumes continuations and sends the next one when a turn pauses again.
-        Job::RunExecution => &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, RUNS_CONSUME, RUNS_SEND, WEBHOOKS_SEND],
+        // Platform Runs too: their workspace (node commands) and checkpoints.
+        Job::RunExecution => {
+            &[MAIN_W, EVENTS_W, FILES_W, WORKSPACES_W, MODEL_KEY, RUNS_CONSUME, RUNS_SEND, WEBHOOKS_SEND]
+        }
         // Fans emitted events out into messages and makes first attempts (endpoints, messages,
         // attempts; opens the signing secrets); sends the first attempts it fans out.
         Job::WebhookDelivery => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_CONSUME, WEBHOOKS_SEND],
         // Makes due attempts and fans out events whose queue message never came.
         Job::WebhookRetry => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_SEND],
+        // Stops the affected Runs, restores files (checkpoints: the workspaces bucket), the
+        // affected sessions' transcripts (large ones in the files bucket), marks Runs reverted
+        // with their `run.reverted` events.
+        Job::RollbackRestore => &[MAIN_W, FILES_W, WORKSPACES_W, ROLLBACKS_CONSUME, WEBHOOKS_SEND],
         // Expires due actions and carries their turns on.
         Job::RetentionSweep => &[MAIN_W, EVENTS_W, RUNS_SEND],
     }
@@ -91,6 +105,16 @@ pub fn job(job: Job) -> &'static [Grant] {
 /// Whether a function of `grants` builds an S3 client (only those granted the files bucket).
 pub fn uses_objects(grants: &[Grant]) -> bool {
     grants.iter().any(|g| g.resource == FILES_W.resource || g.resource == FILES_R.resource)
+}
+
+/// Whether a function of `grants` builds the S3 client of the workspaces bucket.
+pub fn uses_workspaces(grants: &[Grant]) -> bool {
+    grants.iter().any(|g| g.resource == WORKSPACES_W.resource)
+}
+
+/// Whether a function of `grants` builds the SQS client of the `rollbacks` queue.
+pub fn uses_rollbacks_queue(grants: &[Grant]) -> bool {
+    grants.iter().any(|g| g.resource == ROLLBACKS_SEND.resource)
 }
 
 /// Whether a function of `grants` builds the SQS client of the `runs` queue.

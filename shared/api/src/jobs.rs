@@ -1,10 +1,14 @@
 //! Every job (a function run by a schedule or a queue, not by a route), named once, with its
 //! least-privilege grant. The local gateway runs the same job code in-process.
 
+mod rollbacks;
 mod runs;
 mod sweep;
 mod webhooks;
 
+pub use rollbacks::{
+    consume_rollbacks_forever, consume_rollbacks_once, handle_rollbacks_batch, handle_rollbacks_event,
+};
 pub use runs::{
     BatchItemFailure, LOCAL_RETRY_AFTER_S, SqsBatchResponse, SqsEvent, SqsRecord, consume_batch,
     consume_runs_forever, consume_runs_once, handle_runs_batch, handle_runs_event,
@@ -37,6 +41,8 @@ pub enum Job {
     WebhookDelivery,
     /// Makes due webhook attempts; fans out events whose queue message never came.
     WebhookRetry,
+    /// Consumes the `rollbacks` queue: stops, restores and reverts the Runs of a rollback.
+    RollbackRestore,
 }
 
 impl Job {
@@ -47,6 +53,7 @@ impl Job {
         Job::RetentionSweep,
         Job::WebhookDelivery,
         Job::WebhookRetry,
+        Job::RollbackRestore,
     ];
 
     pub fn function_name(self) -> &'static str {
@@ -57,6 +64,7 @@ impl Job {
             Job::RetentionSweep => "retention-sweep",
             Job::WebhookDelivery => "webhook-delivery",
             Job::WebhookRetry => "webhook-retry",
+            Job::RollbackRestore => "rollback-restore",
         }
     }
 
@@ -65,6 +73,7 @@ impl Job {
         match self {
             Job::RunExecution => Some(agentplane_store::resources::RUNS_QUEUE.logical_id),
             Job::WebhookDelivery => Some(agentplane_store::resources::WEBHOOKS_QUEUE.logical_id),
+            Job::RollbackRestore => Some(agentplane_store::resources::ROLLBACKS_QUEUE.logical_id),
             Job::Sampler | Job::Placer | Job::RetentionSweep | Job::WebhookRetry => None,
         }
     }
@@ -116,9 +125,9 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
         }
         Job::RunExecution => {
             let app = crate::App::from_env(crate::grants::job(job)).await?;
-            let engine = &app.engine;
+            let app = &app;
             lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
-                Ok::<_, lambda_runtime::Error>(handle_runs_event(engine, event.payload).await)
+                Ok::<_, lambda_runtime::Error>(handle_runs_event(app, event.payload).await)
             }))
             .await
         }
@@ -127,6 +136,14 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
             let app = &app;
             lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
                 Ok::<_, lambda_runtime::Error>(handle_webhooks_event(app, event.payload).await)
+            }))
+            .await
+        }
+        Job::RollbackRestore => {
+            let app = crate::App::from_env(crate::grants::job(job)).await?;
+            let app = &app;
+            lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
+                Ok::<_, lambda_runtime::Error>(handle_rollbacks_event(app, event.payload).await)
             }))
             .await
         }

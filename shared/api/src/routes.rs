@@ -136,6 +136,7 @@ pub enum Route {
     PlatformRunsList,
     PlatformRunsGet,
     PlatformRunsStop,
+    PlatformRunsRollback,
     ClientSessionFilesCreate,
     ClientSessionFilesList,
     ClientSessionFilesGet,
@@ -230,6 +231,7 @@ impl Route {
         Route::PlatformRunsList,
         Route::PlatformRunsGet,
         Route::PlatformRunsStop,
+        Route::PlatformRunsRollback,
         Route::ClientSessionFilesCreate,
         Route::ClientSessionFilesList,
         Route::ClientSessionFilesGet,
@@ -556,17 +558,23 @@ impl Route {
             PlatformFilesDelete => {
                 decl("platform-files-delete", &[MAIN_W], Buffered, || routes!(platform::files::delete))
             }
-            PlatformRunsCreate => {
-                decl("platform-runs-create", &[MAIN_W], Buffered, || routes!(platform::runs::create))
-            }
+            PlatformRunsCreate => decl("platform-runs-create", &[MAIN_W, RUNS_SEND], Buffered, || {
+                routes!(platform::runs::create)
+            }),
             PlatformRunsList => {
                 decl("platform-runs-list", &[MAIN_R], Buffered, || routes!(platform::runs::list))
             }
             PlatformRunsGet => {
                 decl("platform-runs-get", &[MAIN_R], Buffered, || routes!(platform::runs::get))
             }
-            PlatformRunsStop => {
-                decl("platform-runs-stop", &[MAIN_W], Buffered, || routes!(platform::runs::stop))
+            PlatformRunsStop => decl("platform-runs-stop", &[MAIN_W, WEBHOOKS_SEND], Buffered, || {
+                routes!(platform::runs::stop)
+            }),
+            // Freezes the affected set and queues the restore for the `rollback-restore` job.
+            PlatformRunsRollback => {
+                decl("platform-runs-rollback", &[MAIN_W, ROLLBACKS_SEND], Buffered, || {
+                    routes!(platform::rollback::rollback)
+                })
             }
         }
     }

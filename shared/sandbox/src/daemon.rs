@@ -221,6 +221,15 @@ async fn execute(node: Arc<Node>, envelope: CommandEnvelope) {
             })
             .await
         }
+        Command::WorkspaceScan { sandbox_id, upload_url } => {
+            transfer::scan(&hosted_workspace(&node, &sandbox_id).await, &upload_url).await
+        }
+        Command::WorkspaceUpload { sandbox_id, plan_url } => {
+            transfer::upload(&hosted_workspace(&node, &sandbox_id).await, &plan_url).await
+        }
+        Command::WorkspaceRestore { sandbox_id, plan_url } => {
+            transfer::restore(&hosted_workspace(&node, &sandbox_id).await, &plan_url).await
+        }
     };
     let executed = started.elapsed();
     let answer = node.client.complete(&envelope.id, &outcome).await;
@@ -256,6 +265,187 @@ async fn workspace_op(
         Ok(Ok(details)) => CommandOutcome::Done { pid: None, details },
         Ok(Err(failure)) => failed(failure.message()),
         Err(err) => failed(format!("the workspace operation panicked: {err}")),
+    }
+}
+
+/// The workspace directory and uid of a hosted sandbox (`None`: not hosted here).
+async fn hosted_workspace(node: &Arc<Node>, id: &SandboxId) -> Option<(std::path::PathBuf, u32)> {
+    node.sandboxes.lock().await.get(id).map(|h| h.sandbox.workspace())
+}
+
+/// Checkpoints and restores: the workspace's files to and from the workspaces bucket through
+/// presigned URLs, so no file travels through Core.
+mod transfer {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use agentplane_domain::platform::manifest::{RestorePlan, UploadPlan};
+    use agentplane_domain::sandbox::command::CommandOutcome;
+    use futures_util::{StreamExt, TryStreamExt};
+
+    use super::{failed, workspace};
+
+    type Hosted = Option<(PathBuf, u32)>;
+
+    /// Files moved at once.
+    const IN_FLIGHT: usize = 16;
+
+    fn http() -> Result<reqwest::Client, String> {
+        reqwest::Client::builder().timeout(Duration::from_secs(300)).build().map_err(|e| e.to_string())
+    }
+
+    async fn blocking<T: Send + 'static>(
+        f: impl FnOnce() -> Result<T, workspace::Failure> + Send + 'static,
+    ) -> Result<T, String> {
+        match tokio::task::spawn_blocking(f).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(failure)) => Err(failure.message()),
+            Err(err) => Err(format!("the workspace operation panicked: {err}")),
+        }
+    }
+
+    fn done(details: BTreeMap<String, String>) -> CommandOutcome {
+        CommandOutcome::Done { pid: None, details }
+    }
+
+    fn answer(result: Result<BTreeMap<String, String>, String>) -> CommandOutcome {
+        match result {
+            Ok(details) => done(details),
+            Err(message) => failed(message),
+        }
+    }
+
+    async fn get_json<T: serde::de::DeserializeOwned>(
+        http: &reqwest::Client,
+        url: &str,
+    ) -> Result<T, String> {
+        let response = http.get(url).send().await.map_err(|e| format!("fetching the plan: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!("fetching the plan: {}", response.status()));
+        }
+        response.json().await.map_err(|e| format!("reading the plan: {e}"))
+    }
+
+    pub async fn scan(hosted: &Hosted, upload_url: &str) -> CommandOutcome {
+        let Some((root, _)) = hosted.clone() else { return failed("this node does not host the sandbox") };
+        answer(
+            async {
+                let (entries, _) = blocking(move || workspace::list(&root, "", usize::MAX)).await?;
+                let body = serde_json::to_vec(&entries).map_err(|e| e.to_string())?;
+                let response = http()?
+                    .put(upload_url)
+                    .body(body)
+                    .send()
+                    .await
+                    .map_err(|e| format!("uploading the scan: {e}"))?;
+                if !response.status().is_success() {
+                    return Err(format!("uploading the scan: {}", response.status()));
+                }
+                Ok(BTreeMap::from([("files".to_owned(), entries.len().to_string())]))
+            }
+            .await,
+        )
+    }
+
+    pub async fn upload(hosted: &Hosted, plan_url: &str) -> CommandOutcome {
+        let Some((root, _)) = hosted.clone() else { return failed("this node does not host the sandbox") };
+        answer(
+            async {
+                let http = http()?;
+                let plan: UploadPlan = get_json(&http, plan_url).await?;
+                let count = plan.files.len();
+                let bytes: u64 = futures_util::stream::iter(plan.files.into_iter().map(|file| {
+                    let (root, http) = (root.clone(), http.clone());
+                    async move {
+                        let path = file.path.clone();
+                        let bytes =
+                            blocking(move || workspace::read_within(&root, &path, workspace::MAX_BLOB_BYTES))
+                                .await?;
+                        if workspace::sha256_hex(&bytes) != file.sha256 {
+                            return Err(format!("workspace:changed:{}", file.path));
+                        }
+                        let size = bytes.len() as u64;
+                        let response = http
+                            .put(&file.url)
+                            .header("content-type", "application/octet-stream")
+                            .body(bytes)
+                            .send()
+                            .await
+                            .map_err(|e| format!("uploading {}: {e}", file.path))?;
+                        if !response.status().is_success() {
+                            return Err(format!("uploading {}: {}", file.path, response.status()));
+                        }
+                        Ok(size)
+                    }
+                }))
+                .buffer_unordered(IN_FLIGHT)
+                .try_fold(0u64, |sum, n| async move { Ok(sum + n) })
+                .await?;
+                Ok(BTreeMap::from([
+                    ("uploaded".to_owned(), count.to_string()),
+                    ("bytes".to_owned(), bytes.to_string()),
+                ]))
+            }
+            .await,
+        )
+    }
+
+    pub async fn restore(hosted: &Hosted, plan_url: &str) -> CommandOutcome {
+        let Some((root, uid)) = hosted.clone() else { return failed("this node does not host the sandbox") };
+        answer(
+            async {
+                let http = http()?;
+                let plan: RestorePlan = get_json(&http, plan_url).await?;
+                let listed = root.clone();
+                let (current, _) = blocking(move || workspace::list(&listed, "", usize::MAX)).await?;
+                let current: BTreeMap<String, String> =
+                    current.into_iter().map(|e| (e.path, e.sha256)).collect();
+                let keep: BTreeSet<&str> = plan.fetch.iter().map(|f| f.path.as_str()).collect();
+                let mut removed = 0usize;
+                for path in current.keys().filter(|p| !keep.contains(p.as_str())) {
+                    let (root, path) = (root.clone(), path.clone());
+                    match blocking(move || workspace::delete(&root, &path)).await {
+                        Ok(()) => removed += 1,
+                        Err(message) if message == workspace::Failure::NotFound.message() => {}
+                        Err(message) => return Err(message),
+                    }
+                }
+                let wanted: Vec<_> =
+                    plan.fetch.into_iter().filter(|f| current.get(&f.path) != Some(&f.sha256)).collect();
+                let fetched = wanted.len();
+                futures_util::stream::iter(wanted.into_iter().map(|file| {
+                    let (root, http) = (root.clone(), http.clone());
+                    async move {
+                        let response = http
+                            .get(&file.url)
+                            .send()
+                            .await
+                            .map_err(|e| format!("fetching {}: {e}", file.path))?;
+                        if !response.status().is_success() {
+                            return Err(format!("fetching {}: {}", file.path, response.status()));
+                        }
+                        let bytes =
+                            response.bytes().await.map_err(|e| format!("fetching {}: {e}", file.path))?;
+                        if workspace::sha256_hex(&bytes) != file.sha256 {
+                            return Err(format!("the blob of {} is not of its digest", file.path));
+                        }
+                        blocking(move || {
+                            workspace::write_within(&root, uid, &file.path, &bytes, workspace::MAX_BLOB_BYTES)
+                        })
+                        .await
+                    }
+                }))
+                .buffer_unordered(IN_FLIGHT)
+                .try_collect::<Vec<()>>()
+                .await?;
+                Ok(BTreeMap::from([
+                    ("removed".to_owned(), removed.to_string()),
+                    ("fetched".to_owned(), fetched.to_string()),
+                ]))
+            }
+            .await,
+        )
     }
 }
 

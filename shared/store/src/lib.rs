@@ -49,6 +49,11 @@ pub struct Store {
     pub runs: Option<RunsQueue>,
     /// The `webhooks` queue, for the functions that emit webhook events or deliver them.
     pub webhooks_queue: Option<WebhooksQueue>,
+    /// The workspaces bucket (checkpoint blobs and manifests), for the functions that take or
+    /// restore checkpoints.
+    pub workspaces: Option<Objects>,
+    /// The `rollbacks` queue, for the rollback route and the `rollback-restore` job.
+    pub rollbacks: Option<RunsQueue>,
 }
 
 impl Store {
@@ -59,7 +64,37 @@ impl Store {
             objects: None,
             runs: None,
             webhooks_queue: None,
+            workspaces: None,
+            rollbacks: None,
         }
+    }
+
+    /// The same store with the SQS client of the `rollbacks` queue; its URL from
+    /// `AGENTPLANE_ROLLBACKS_QUEUE_URL` when set.
+    pub fn with_rollbacks_queue(mut self, sdk: &aws_config::SdkConfig) -> Self {
+        let url = std::env::var("AGENTPLANE_ROLLBACKS_QUEUE_URL").ok().filter(|u| !u.is_empty());
+        self.rollbacks = Some(RunsQueue::new(sdk, self.names.rollbacks_queue.clone(), url));
+        self
+    }
+
+    /// The `rollbacks` queue; `Unavailable` in a function not given it.
+    pub fn rollbacks_queue(&self) -> Result<&RunsQueue, StoreError> {
+        self.rollbacks
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("this function has no access to the rollbacks queue"))
+    }
+
+    /// The same store with the S3 client of the workspaces bucket.
+    pub fn with_workspaces(mut self, sdk: &aws_config::SdkConfig) -> Self {
+        self.workspaces = Some(Objects::new(sdk, self.names.workspaces_bucket.clone()));
+        self
+    }
+
+    /// The S3 client of the workspaces bucket; `Unavailable` in a function not granted it.
+    pub fn workspaces(&self) -> Result<&Objects, StoreError> {
+        self.workspaces
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("this function has no access to the workspaces bucket"))
     }
 
     /// The same store with the S3 client of the files bucket (the functions that run turns).
@@ -99,6 +134,9 @@ impl Store {
         let config = self.dynamo.config().to_builder().interceptor(counter.interceptor()).build();
         self.dynamo = aws_sdk_dynamodb::Client::from_conf(config);
         if let Some(objects) = self.objects.as_mut() {
+            objects.count_ops(counter);
+        }
+        if let Some(objects) = self.workspaces.as_mut() {
             objects.count_ops(counter);
         }
         self

@@ -95,6 +95,43 @@ impl Objects {
         Ok(request.uri().to_owned())
     }
 
+    /// A presigned PUT of `key` of any size and type (a node's scan listing, whose size is not
+    /// known in advance), for `expires`.
+    pub async fn presign_put_any(&self, key: &str, expires: Duration) -> Result<String, StoreError> {
+        let config = PresigningConfig::expires_in(expires).map_err(StoreError::unavailable)?;
+        let request = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(config)
+            .await
+            .map_err(|e| StoreError::unavailable(DisplayErrorContext(e)))?;
+        Ok(request.uri().to_owned())
+    }
+
+    /// The keys under `prefix`, all pages (tests and the bench count objects with it).
+    pub async fn keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(|e| StoreError::unavailable(DisplayErrorContext(e)))?;
+            keys.extend(out.contents().iter().filter_map(|o| o.key().map(str::to_owned)));
+            match out.next_continuation_token() {
+                Some(next) => token = Some(next.to_owned()),
+                None => return Ok(keys),
+            }
+        }
+    }
+
     /// A presigned GET of `key`, for `expires`.
     pub async fn presign_get(&self, key: &str, expires: Duration) -> Result<String, StoreError> {
         let config = PresigningConfig::expires_in(expires).map_err(StoreError::unavailable)?;

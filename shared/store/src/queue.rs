@@ -24,6 +24,8 @@ pub enum RunsMessage {
     Continuation(Continuation),
     /// Start a background run.
     StartRun(agentplane_domain::agent_run::StartRun),
+    /// Execute a queued platform Run.
+    PlatformRun(agentplane_domain::platform::run::ExecuteRun),
 }
 
 /// One message of the `webhooks` queue.

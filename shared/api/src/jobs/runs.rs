@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use agentplane_domain::action::Continuation;
 use agentplane_domain::agent_run::StartRun;
+use agentplane_domain::platform::run::ExecuteRun;
 use agentplane_engine::Engine;
 use agentplane_engine::background::{BackgroundConfig, Executed};
 use agentplane_engine::continuation::Continued;
@@ -76,6 +77,7 @@ impl From<SqsRecord> for ReceivedMessage {
 enum Parsed {
     Continuation(Continuation),
     StartRun(StartRun),
+    PlatformRun(ExecuteRun),
     UnknownKind(String),
     Malformed(String),
 }
@@ -84,12 +86,15 @@ fn parse(body: &str) -> Parsed {
     match serde_json::from_str::<RunsMessage>(body) {
         Ok(RunsMessage::Continuation(c)) => Parsed::Continuation(c),
         Ok(RunsMessage::StartRun(s)) => Parsed::StartRun(s),
+        Ok(RunsMessage::PlatformRun(p)) => Parsed::PlatformRun(p),
         Err(err) => {
             let kind = serde_json::from_str::<serde_json::Value>(body)
                 .ok()
                 .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_owned));
             match kind {
-                Some(kind) if kind != "continuation" && kind != "start_run" => Parsed::UnknownKind(kind),
+                Some(kind) if !matches!(kind.as_str(), "continuation" | "start_run" | "platform_run") => {
+                    Parsed::UnknownKind(kind)
+                }
                 _ => Parsed::Malformed(err.to_string()),
             }
         }
@@ -120,11 +125,43 @@ where
     G: Fn(StartRun) -> Gut,
     Gut: Future<Output = Result<Executed, StoreError>>,
 {
+    let platform = |_| async { Err(StoreError::unavailable("no platform Run executor")) };
+    handle_runs_batch_all(records, run, start, platform).await
+}
+
+/// [`handle_runs_batch_with`] with the seam that executes platform Runs (`platform`).
+pub async fn handle_runs_batch_all<F, Fut, G, Gut, H, Hut>(
+    records: &[ReceivedMessage],
+    run: F,
+    start: G,
+    platform: H,
+) -> SqsBatchResponse
+where
+    F: Fn(Continuation) -> Fut,
+    Fut: Future<Output = Result<Continued, StoreError>>,
+    G: Fn(StartRun) -> Gut,
+    Gut: Future<Output = Result<Executed, StoreError>>,
+    H: Fn(ExecuteRun) -> Hut,
+    Hut: Future<Output = Result<crate::platform::execute::Executed, StoreError>>,
+{
     let outcomes = futures_util::future::join_all(records.iter().map(|record| {
         let parsed = parse(&record.body);
-        let (run, start) = (&run, &start);
+        let (run, start, platform) = (&run, &start, &platform);
         async move {
             let retry = match parsed {
+                Parsed::PlatformRun(p) => {
+                    let id = p.run_id;
+                    match platform(p).await {
+                        Ok(executed) => {
+                            tracing::info!(run = %id, ?executed, "platform Run message handled");
+                            false
+                        }
+                        Err(err) => {
+                            tracing::warn!(run = %id, error = %err, "executing a platform Run failed: retried");
+                            true
+                        }
+                    }
+                }
                 Parsed::StartRun(s) => {
                     let id = s.run_id.clone();
                     match start(s).await {
@@ -175,12 +212,21 @@ where
     SqsBatchResponse { batch_item_failures: outcomes.into_iter().flatten().collect() }
 }
 
-/// The Lambda handler: one SQS event through the engine.
-pub async fn handle_runs_event(engine: &Engine, event: SqsEvent) -> SqsBatchResponse {
+/// The Lambda handler: one SQS event through the engine (platform Runs through the app).
+pub async fn handle_runs_event(app: &App, event: SqsEvent) -> SqsBatchResponse {
     let records: Vec<ReceivedMessage> = event.records.into_iter().map(ReceivedMessage::from).collect();
     let config = BackgroundConfig::from_env();
-    let (run, start) = engine_seams(engine, config);
-    handle_runs_batch_with(&records, run, start).await
+    let (run, start) = engine_seams(&app.engine, config);
+    handle_runs_batch_all(&records, run, start, platform_seam(app)).await
+}
+
+/// The seam that executes platform Runs.
+fn platform_seam<'a>(
+    app: &'a App,
+) -> impl Fn(ExecuteRun) -> Seam<'a, crate::platform::execute::Executed> + 'a {
+    move |p| -> Seam<'a, crate::platform::execute::Executed> {
+        Box::pin(async move { crate::platform::execute::execute(app, &p).await })
+    }
 }
 
 /// A continuation: a background run's goes through its run (a slot first), any other straight
@@ -231,7 +277,13 @@ pub const LOCAL_RETRY_AFTER_S: i32 = 2;
 /// engine; see [`consume_batch`]. Returns how many messages it received.
 pub async fn consume_runs_once(app: &App, wait_seconds: i32) -> Result<usize, StoreError> {
     let (run, start) = engine_seams(&app.engine, app.background);
-    consume_batch_with(app.store.runs_queue()?, wait_seconds, run, start).await
+    let messages = app.store.runs_queue()?.receive(10, wait_seconds).await?;
+    if messages.is_empty() {
+        return Ok(0);
+    }
+    let response = handle_runs_batch_all(&messages, run, start, platform_seam(app)).await;
+    settle_batch(app.store.runs_queue()?, &messages, response).await;
+    Ok(messages.len())
 }
 
 /// One receive from `queue` and its batch through `run`: what did not fail is deleted, what
@@ -343,5 +395,6 @@ async fn consume_runs_once_then(app: App, received: Received) {
         return;
     }
     let (run, start) = engine_seams(&app.engine, app.background);
-    settle_batch(queue, &messages, handle_runs_batch_with(&messages, run, start).await).await;
+    let response = handle_runs_batch_all(&messages, run, start, platform_seam(&app)).await;
+    settle_batch(queue, &messages, response).await;
 }

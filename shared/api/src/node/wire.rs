@@ -142,6 +142,24 @@ pub enum CommandBody {
         sandbox_id: SandboxId,
         path: String,
     },
+    /// Hash every regular file of the workspace and PUT the listing to `upload_url`.
+    WorkspaceScan {
+        #[schema(value_type = String)]
+        sandbox_id: SandboxId,
+        upload_url: String,
+    },
+    /// GET the upload plan at `plan_url` and PUT each file's bytes to its presigned URL.
+    WorkspaceUpload {
+        #[schema(value_type = String)]
+        sandbox_id: SandboxId,
+        plan_url: String,
+    },
+    /// GET the restore plan at `plan_url`: remove the files it does not keep, download the rest.
+    WorkspaceRestore {
+        #[schema(value_type = String)]
+        sandbox_id: SandboxId,
+        plan_url: String,
+    },
 }
 
 impl From<&Command> for CommandBody {
@@ -179,6 +197,15 @@ impl From<&Command> for CommandBody {
             }
             Command::WorkspaceList { sandbox_id, path } => {
                 Self::WorkspaceList { sandbox_id: sandbox_id.clone(), path: path.clone() }
+            }
+            Command::WorkspaceScan { sandbox_id, upload_url } => {
+                Self::WorkspaceScan { sandbox_id: sandbox_id.clone(), upload_url: upload_url.clone() }
+            }
+            Command::WorkspaceUpload { sandbox_id, plan_url } => {
+                Self::WorkspaceUpload { sandbox_id: sandbox_id.clone(), plan_url: plan_url.clone() }
+            }
+            Command::WorkspaceRestore { sandbox_id, plan_url } => {
+                Self::WorkspaceRestore { sandbox_id: sandbox_id.clone(), plan_url: plan_url.clone() }
             }
         }
     }

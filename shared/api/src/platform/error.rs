@@ -51,6 +51,12 @@ pub enum PlatformError {
     /// 409 `run_reverted`: the Run is reverting or reverted.
     #[error("the run is reverting or reverted")]
     RunReverted,
+    /// 409 `rollback_in_progress`: a rollback of the environment is under way.
+    #[error("a rollback of the environment is under way")]
+    RollbackInProgress,
+    /// 409 `checkpoint_unavailable`: the checkpoint a rollback would restore is pending or failed.
+    #[error("the checkpoint before the Run is not usable")]
+    CheckpointUnavailable { run_id: String, status: agentplane_domain::platform::run::CheckpointStatus },
     /// 409 `concurrent_update`.
     #[error("changed concurrently")]
     ConcurrentUpdate,
@@ -114,6 +120,26 @@ impl PlatformError {
                 "run_reverted",
                 "the Run is reverting or reverted by a rollback".into(),
                 None,
+            ),
+            Self::RollbackInProgress => (
+                StatusCode::CONFLICT,
+                "rollback_in_progress",
+                "a rollback of this environment is under way; try again once it has finished".into(),
+                None,
+            ),
+            Self::CheckpointUnavailable { run_id, status } => (
+                StatusCode::CONFLICT,
+                "checkpoint_unavailable",
+                format!(
+                    "the checkpoint before the Run (of Run {run_id}) is {}; nothing was reverted",
+                    match status {
+                        agentplane_domain::platform::run::CheckpointStatus::Pending => "pending",
+                        agentplane_domain::platform::run::CheckpointStatus::Failed => "failed",
+                        agentplane_domain::platform::run::CheckpointStatus::Ready => "ready",
+                        agentplane_domain::platform::run::CheckpointStatus::Skipped => "skipped",
+                    }
+                ),
+                Some(json!({"runId": run_id})),
             ),
             Self::ConcurrentUpdate => (
                 StatusCode::CONFLICT,

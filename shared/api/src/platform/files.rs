@@ -92,6 +92,7 @@ fn path_param(raw: Option<&str>, required: bool) -> Result<Option<WorkspacePath>
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 414, description = "The request target (with its percent-encoded `path`) exceeds 8 KiB (`uri_too_long`).", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment (`environment_not_found`).", body = PlatformErrorEnvelope),
+        (status = 409, description = "A rollback of the environment is under way (`rollback_in_progress`).", body = PlatformErrorEnvelope),
         (status = 413, description = "The file is larger than 256 KiB.", body = PlatformErrorEnvelope),
         (status = 503, description = "The workspace's sandbox cannot be reached (`platform_runtime_unavailable`), or storage is unavailable.", body = PlatformErrorEnvelope),
     ),
@@ -108,6 +109,9 @@ pub async fn put(
         .ok_or_else(|| PlatformError::invalid("path", "`path` is required"))?;
     if body.len() > MAX_FILE_BYTES {
         return Err(PlatformError::FileTooLarge);
+    }
+    if environment.rollback.is_some() {
+        return Err(PlatformError::RollbackInProgress);
     }
     let sandbox = workspace::sandbox(&app, &environment).await?;
     let content = base64::engine::general_purpose::STANDARD.encode(&body);
@@ -188,6 +192,7 @@ pub async fn get(
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 414, description = "The request target (with its percent-encoded `path`) exceeds 8 KiB (`uri_too_long`).", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment (`environment_not_found`) or file (`file_not_found`).", body = PlatformErrorEnvelope),
+        (status = 409, description = "A rollback of the environment is under way (`rollback_in_progress`).", body = PlatformErrorEnvelope),
         (status = 503, description = "The workspace's sandbox cannot be reached (`platform_runtime_unavailable`), or storage is unavailable.", body = PlatformErrorEnvelope),
     ),
 )]
@@ -200,6 +205,9 @@ pub async fn delete(
     let environment = super::environments::load(&app, &auth, &environment).await?;
     let path = path_param(raw.as_deref(), true)?
         .ok_or_else(|| PlatformError::invalid("path", "`path` is required"))?;
+    if environment.rollback.is_some() {
+        return Err(PlatformError::RollbackInProgress);
+    }
     let sandbox = workspace::sandbox(&app, &environment).await?;
     let command = Command::WorkspaceDelete { sandbox_id: sandbox.id.clone(), path: path.relative() };
     workspace::run(&app, &sandbox, command).await?;

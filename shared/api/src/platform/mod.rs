@@ -5,9 +5,12 @@
 //! adds `requestId`).
 
 pub mod auth;
+pub mod checkpoint;
 pub mod environments;
 pub mod error;
+pub mod execute;
 pub mod files;
+pub mod rollback;
 pub mod runs;
 pub mod sessions;
 pub mod wire;

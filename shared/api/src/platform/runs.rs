@@ -5,11 +5,12 @@
 //! (it has what the caller sent, `steeringEnabled` included); lists answer the GET shape.
 
 use agentplane_domain::page::PageRequest;
+use agentplane_domain::platform::run::ExecuteRun;
 use agentplane_domain::platform::run::{
     self, ChangeKind, CheckpointStatus, DiffStatus, NewRun, Run, RunId, RunStatus, StopEffect,
 };
 use agentplane_domain::query::Query;
-use agentplane_store::StoreError;
+use agentplane_store::{RunsMessage, StoreError};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
@@ -410,7 +411,18 @@ pub async fn create(
             edge::now(),
         );
         match app.store.runs().create(&run, previous).await {
-            Ok(()) => return Ok((StatusCode::ACCEPTED, Data::of(state(&run)))),
+            Ok(()) => {
+                // Executed by the `run-execution` job; a Run whose message was lost stays queued
+                // (its stop still works).
+                let message = ExecuteRun { project_id: run.project_id, run_id: run.id };
+                if let Err(err) =
+                    app.store.runs_queue()?.send_message(&RunsMessage::PlatformRun(message)).await
+                {
+                    tracing::error!(error = %err, run = %run.id, "could not queue a Run's execution");
+                    return Err(err.into());
+                }
+                return Ok((StatusCode::ACCEPTED, Data::of(state(&run))));
+            }
             Err(StoreError::Conflict) => {
                 // Another Run took the number (or the session is gone): read again.
                 let jitter = u64::from(edge::random::<1>()?[0]) % 10;
@@ -536,8 +548,22 @@ pub async fn stop(
             StopEffect::Request => run.stop_requested = true,
         }
         run.version = expected + 1;
-        match app.store.runs().replace(&run, expected).await {
-            Ok(()) => return Ok((StatusCode::ACCEPTED, Data::of(state(&run)))),
+        let events: Vec<_> = super::execute::run_event(&run).into_iter().collect();
+        match app.store.runs().replace_emitting(&run, expected, &events).await {
+            Ok(()) => {
+                if let Err(err) = app.store.webhooks().dispatch(&events).await {
+                    tracing::warn!(error = %err, "could not send a Run's webhook event");
+                }
+                if run.status == RunStatus::Running {
+                    // The execution ends the turn at its next step (its watcher records the
+                    // same cancel, should the turn not hold the session yet).
+                    let holder = app.store.sessions().turn_holder(&run.project_id, &run.session_id).await;
+                    if holder.is_ok_and(|h| h.turn_id.as_deref() == Some(run.turn_id().as_str())) {
+                        let _ = app.store.sessions().cancel_turn(&run.project_id, &run.session_id, now).await;
+                    }
+                }
+                return Ok((StatusCode::ACCEPTED, Data::of(state(&run))));
+            }
             Err(StoreError::Conflict) => {
                 run = app
                     .store

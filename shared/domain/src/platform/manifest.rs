@@ -1,4 +1,4 @@
-//! Workspace manifests (groundwork for checkpoints; nothing stores them yet): what a checkpoint
+//! Workspace manifests: what a checkpoint
 //! records of `/workspace` (each regular file's path, size and SHA-256), the file diff between
 //! two of them, and which content-addressed blobs (`blobs/sha256/<hash>`, never rewritten) a
 //! checkpoint still has to upload.
@@ -20,6 +20,54 @@ pub struct ManifestEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Manifest {
     pub files: BTreeMap<String, ManifestEntry>,
+}
+
+/// One regular file as the node's scan lists it (its path relative to `/workspace`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanEntry {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// A file to move between the workspace and the bucket: its path relative to `/workspace`,
+/// its digest, and the presigned URL (PUT for an upload, GET for a restore).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedFile {
+    pub path: String,
+    pub sha256: String,
+    pub url: String,
+}
+
+/// What the node uploads for a checkpoint: the blobs the bucket lacks.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct UploadPlan {
+    pub files: Vec<PlannedFile>,
+}
+
+/// What a restore makes of the workspace: exactly the files of `fetch` (relative paths), each
+/// with its content; every other regular file is removed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RestorePlan {
+    pub fetch: Vec<PlannedFile>,
+}
+
+impl Manifest {
+    /// The manifest of a scan (paths made absolute).
+    pub fn of_scan(entries: Vec<ScanEntry>) -> Self {
+        Self {
+            files: entries
+                .into_iter()
+                .map(|e| (format!("/workspace/{}", e.path), ManifestEntry { sha256: e.sha256, size: e.size }))
+                .collect(),
+        }
+    }
+
+    /// The manifest's object key: content-addressed (the SHA-256 of its JSON, given), so the
+    /// same workspace state is one object.
+    pub fn key(id: &str) -> String {
+        format!("manifests/{id}.json")
+    }
 }
 
 /// The object key of a blob in the workspaces bucket.
@@ -91,6 +139,13 @@ mod tests {
         assert_eq!(changes[1].after_sha256, None);
         assert_eq!(changes[2].before_sha256, None);
         assert!(diff(&after, &after).is_empty());
+    }
+
+    #[test]
+    fn a_scan_becomes_a_manifest_by_absolute_path() {
+        let m = Manifest::of_scan(vec![ScanEntry { path: "src/a".into(), size: 3, sha256: "a".repeat(64) }]);
+        assert_eq!(m.files.get("/workspace/src/a").map(|e| e.size), Some(3));
+        assert_eq!(Manifest::key("ab"), "manifests/ab.json");
     }
 
     #[test]

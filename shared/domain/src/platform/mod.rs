@@ -26,12 +26,41 @@ pub struct Environment {
     /// The sandbox holding its workspace (started on first use; replaced if it ended).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_id: Option<crate::sandbox::SandboxId>,
+    /// The manifest of the workspace before its first Run (the first Run's start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_checkpoint: Option<String>,
+    /// The rollback under way, if any: new Runs wait and workspace writes are refused meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<ActiveRollback>,
     pub created_at: Timestamp,
+}
+
+/// A rollback accepted and not finished: the Run selected, the affected set (every Run of the
+/// environment from its sequence through the last one that existed at acceptance) and the
+/// manifest it restores.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActiveRollback {
+    pub run_id: run::RunId,
+    pub from_sequence: u64,
+    pub through_sequence: u64,
+    /// `None`: no Run had touched the workspace, so no file is restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+    pub accepted_at: Timestamp,
 }
 
 impl Environment {
     pub fn new(id: EnvironmentId, project_id: ProjectId, name: Option<String>, now: Timestamp) -> Self {
-        Self { id, project_id, name, run_count: 0, sandbox_id: None, created_at: now }
+        Self {
+            id,
+            project_id,
+            name,
+            run_count: 0,
+            sandbox_id: None,
+            initial_checkpoint: None,
+            rollback: None,
+            created_at: now,
+        }
     }
 }
 

@@ -152,6 +152,9 @@ pub struct Run {
     pub finished_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_deleted_at: Option<Timestamp>,
+    /// The manifest of the workspace as the Run started (what its diff starts from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_manifest: Option<String>,
     /// Sandbox time the execution measured (milliseconds).
     #[serde(default)]
     pub sandbox_runtime_ms: u64,
@@ -245,9 +248,132 @@ impl NewRun {
             started_at: None,
             finished_at: None,
             content_deleted_at: None,
+            start_manifest: None,
             sandbox_runtime_ms: 0,
             version: 0,
         }
+    }
+}
+
+/// The `runs` queue message (`{"kind": "platform_run", …}`) that executes a queued Run. A
+/// duplicate finds the Run no longer queued and does nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecuteRun {
+    pub project_id: ProjectId,
+    pub run_id: RunId,
+}
+
+/// The diagnostic of a running Run whose sandbox cannot be reached (cleared once it can).
+pub const RUNTIME_UNAVAILABLE: &str = "platform_runtime_unavailable";
+/// A file the Run names is missing, not a regular file, or not of the digest given.
+pub const FILE_INVALID: &str = "run_file_invalid";
+
+impl RunStatus {
+    /// The webhook event announcing that a Run reached this status (none for the others).
+    pub fn event_type(self) -> Option<&'static str> {
+        match self {
+            Self::Completed => Some("run.completed"),
+            Self::Failed => Some("run.failed"),
+            Self::Stopped => Some("run.stopped"),
+            Self::Reverted => Some("run.reverted"),
+            Self::Queued | Self::Running | Self::Reverting => None,
+        }
+    }
+}
+
+impl Run {
+    /// The id of the session turn that executes the Run.
+    pub fn turn_id(&self) -> String {
+        format!("turn_{}", self.id.as_uuid().simple())
+    }
+}
+
+/// What an execution's end makes of a Run: the turn's stop reason and error, and whether a stop
+/// was requested. A turn that answered completes even when a stop came too late to matter.
+pub fn ending(
+    stop: crate::session::StopReason,
+    error: Option<(String, String)>,
+) -> (RunStatus, Option<RunError>) {
+    use crate::session::StopReason as S;
+    match stop {
+        S::EndTurn => (RunStatus::Completed, None),
+        S::Cancelled => (RunStatus::Stopped, None),
+        S::Limit => (
+            RunStatus::Failed,
+            Some(RunError {
+                code: "run_limit_reached".into(),
+                message: "the Run reached its time or step limit".into(),
+            }),
+        ),
+        S::Error | S::RequiresAction | S::BudgetReached => {
+            let (code, message) =
+                error.unwrap_or_else(|| ("run_failed".into(), "the Run's execution failed".into()));
+            (RunStatus::Failed, Some(RunError { code, message }))
+        }
+    }
+}
+
+/// The `rollbacks` queue message (`{"kind": "rollback", …}`) of an accepted rollback.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RollbackMessage {
+    pub project_id: ProjectId,
+    pub environment_id: EnvironmentId,
+    pub run_id: RunId,
+}
+
+/// Where a rollback of a Run restores the workspace to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestorePoint {
+    /// The checkpoint (manifest id) just before the Run.
+    Manifest(String),
+    /// No Run before it ever touched the workspace and there is no initial checkpoint: no Run
+    /// has run at all, so there is nothing to restore.
+    Nothing,
+    /// The checkpoint just before the Run is not usable (pending or failed): refused (409).
+    Unavailable { run_id: RunId, status: CheckpointStatus },
+}
+
+/// The restore point of a rollback: `earlier` are the Runs before the selected one, nearest
+/// first; `initial` the environment's initial checkpoint. Runs that never touched the
+/// workspace (queued, or a checkpoint `skipped`) and Runs already reverted are passed over; a
+/// running Run's checkpoint is still pending.
+pub fn restore_point<'a>(earlier: impl IntoIterator<Item = &'a Run>, initial: Option<&str>) -> RestorePoint {
+    for run in earlier {
+        match run.status {
+            RunStatus::Queued | RunStatus::Reverting | RunStatus::Reverted => continue,
+            RunStatus::Running => {
+                return RestorePoint::Unavailable { run_id: run.id, status: CheckpointStatus::Pending };
+            }
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Stopped => match run.checkpoint.status {
+                CheckpointStatus::Skipped => continue,
+                CheckpointStatus::Ready => match &run.checkpoint.snapshot_id {
+                    Some(id) => return RestorePoint::Manifest(id.clone()),
+                    None => {
+                        return RestorePoint::Unavailable {
+                            run_id: run.id,
+                            status: CheckpointStatus::Failed,
+                        };
+                    }
+                },
+                status => return RestorePoint::Unavailable { run_id: run.id, status },
+            },
+        }
+    }
+    match initial {
+        Some(id) => RestorePoint::Manifest(id.to_owned()),
+        None => RestorePoint::Nothing,
+    }
+}
+
+/// What a rollback makes of an affected Run at the end: `reverted`, its pending or failed
+/// checkpoint `skipped` (a ready one stays: the audit keeps it).
+pub fn revert(run: &mut Run) {
+    run.status = RunStatus::Reverted;
+    if matches!(run.checkpoint.status, CheckpointStatus::Pending | CheckpointStatus::Failed) {
+        run.checkpoint.status = CheckpointStatus::Skipped;
+    }
+    if run.file_diff_status == DiffStatus::Pending {
+        run.file_diff_status = DiffStatus::Ready;
     }
 }
 
@@ -332,6 +458,64 @@ mod tests {
         assert_eq!(stop_effect(&run), StopEffect::Nothing);
         run.status = RunStatus::Reverted;
         assert_eq!(stop_effect(&run), StopEffect::Refused);
+    }
+
+    #[test]
+    fn endings_and_their_events() {
+        use crate::session::StopReason as S;
+        assert_eq!(ending(S::EndTurn, None), (RunStatus::Completed, None));
+        assert_eq!(ending(S::Cancelled, None).0, RunStatus::Stopped);
+        let (status, error) = ending(S::Error, Some(("model_error".into(), "boom".into())));
+        assert_eq!((status, error.map(|e| e.code)), (RunStatus::Failed, Some("model_error".to_owned())));
+        assert_eq!(ending(S::Limit, None).0, RunStatus::Failed);
+        assert_eq!(RunStatus::Completed.event_type(), Some("run.completed"));
+        assert_eq!(RunStatus::Stopped.event_type(), Some("run.stopped"));
+        assert_eq!(RunStatus::Running.event_type(), None);
+    }
+
+    #[test]
+    fn the_restore_point_is_the_nearest_earlier_checkpoint_that_counts() {
+        let base = new("m", "x", vec![]).unwrap_or_else(|e| panic!("{e}")).into_run(
+            RunId::from_random([1; 16]),
+            ProjectId::from_random([2; 16]),
+            EnvironmentId::from_random([3; 16]),
+            SessionId::from_random([4; 16]),
+            1,
+            Timestamp::from_unix_millis(0),
+        );
+        let with = |status, checkpoint, snapshot: Option<&str>| {
+            let mut run = base.clone();
+            run.status = status;
+            run.checkpoint.status = checkpoint;
+            run.checkpoint.snapshot_id = snapshot.map(str::to_owned);
+            run
+        };
+        let ready = with(RunStatus::Completed, CheckpointStatus::Ready, Some("m1"));
+        let queued = with(RunStatus::Queued, CheckpointStatus::Pending, None);
+        let skipped = with(RunStatus::Failed, CheckpointStatus::Skipped, None);
+        let reverted = with(RunStatus::Reverted, CheckpointStatus::Ready, Some("old"));
+        let failed = with(RunStatus::Completed, CheckpointStatus::Failed, None);
+        let running = with(RunStatus::Running, CheckpointStatus::Pending, None);
+        assert_eq!(
+            restore_point([&queued, &skipped, &reverted, &ready], Some("init")),
+            RestorePoint::Manifest("m1".into())
+        );
+        assert_eq!(restore_point([&queued], Some("init")), RestorePoint::Manifest("init".into()));
+        assert_eq!(restore_point([], None), RestorePoint::Nothing);
+        assert!(matches!(
+            restore_point([&failed, &ready], None),
+            RestorePoint::Unavailable { status: CheckpointStatus::Failed, .. }
+        ));
+        assert!(matches!(
+            restore_point([&running], Some("init")),
+            RestorePoint::Unavailable { status: CheckpointStatus::Pending, .. }
+        ));
+        let mut run = with(RunStatus::Reverting, CheckpointStatus::Failed, None);
+        revert(&mut run);
+        assert_eq!((run.status, run.checkpoint.status), (RunStatus::Reverted, CheckpointStatus::Skipped));
+        let mut kept = with(RunStatus::Reverting, CheckpointStatus::Ready, Some("m"));
+        revert(&mut kept);
+        assert_eq!(kept.checkpoint.status, CheckpointStatus::Ready);
     }
 
     #[test]

@@ -60,6 +60,27 @@ pub enum Command {
         sandbox_id: SandboxId,
         path: String,
     },
+    /// Hashes every regular file of `/workspace` (as `WorkspaceList` walks it, without its
+    /// limit) and PUTs the listing (JSON `[{path, size, sha256}]`) to `upload_url`; answers
+    /// `details.files`.
+    WorkspaceScan {
+        sandbox_id: SandboxId,
+        upload_url: String,
+    },
+    /// GETs an upload plan (`platform::manifest::UploadPlan`) from `plan_url` and PUTs each
+    /// file's bytes to its URL, after checking they still have its digest; answers
+    /// `details.uploaded` and `details.bytes`.
+    WorkspaceUpload {
+        sandbox_id: SandboxId,
+        plan_url: String,
+    },
+    /// GETs a restore plan (`platform::manifest::RestorePlan`) from `plan_url`: removes the
+    /// regular files it does not keep and downloads each file whose content differs (checking
+    /// its digest), never through a symlink; answers `details.removed` and `details.fetched`.
+    WorkspaceRestore {
+        sandbox_id: SandboxId,
+        plan_url: String,
+    },
 }
 
 impl Command {
@@ -74,7 +95,10 @@ impl Command {
             | Self::WorkspaceWrite { sandbox_id, .. }
             | Self::WorkspaceRead { sandbox_id, .. }
             | Self::WorkspaceDelete { sandbox_id, .. }
-            | Self::WorkspaceList { sandbox_id, .. } => sandbox_id,
+            | Self::WorkspaceList { sandbox_id, .. }
+            | Self::WorkspaceScan { sandbox_id, .. }
+            | Self::WorkspaceUpload { sandbox_id, .. }
+            | Self::WorkspaceRestore { sandbox_id, .. } => sandbox_id,
         }
     }
 }

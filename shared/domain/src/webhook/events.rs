@@ -8,6 +8,7 @@
 //! | `action.required` | a turn pauses for actions                         | `runtimeStatus: "requires_action"`, `actions`         |
 //! | `budget.reached`  | the session budget pauses (`pause`) or ends a turn | `runtimeStatus`, `onExceed`, `spentUsd`, `maxCostUsd` |
 //! | `agent_run.queued`, `.requires_action`, `.succeeded`, `.failed`, `.canceled` | a background run reaches that status | `runId`, `agentId`, `status`, `stopReason`, `outputText`, `error`, `pendingActionIds`, `costUsd` |
+//! | `run.completed`, `.failed`, `.stopped`, `.reverted` | a platform Run reaches that status | `runId`, `environmentId`, `environmentSequence`, `status`, `error`, `fileDiffStatus`, `stopRequested` |
 
 use serde_json::{Value, json};
 
@@ -88,6 +89,23 @@ pub fn budget_reached(
     data.insert("onExceed".into(), snake(on_exceed));
     data.insert("spentUsd".into(), json!(spent_usd));
     data.insert("maxCostUsd".into(), json!(max_cost_usd));
+    Value::Object(data)
+}
+
+/// A platform Run reached `run.status` (its `run.*` event): its ids, status, error and file
+/// diff status.
+pub fn platform_run(run: &crate::platform::run::Run) -> Value {
+    let mut data = ids(&run.project_id, &run.session_id, &run.turn_id());
+    data.insert("runId".into(), json!(run.id.to_string()));
+    data.insert("environmentId".into(), json!(run.environment_id.to_string()));
+    data.insert("environmentSequence".into(), json!(run.environment_sequence));
+    data.insert("status".into(), json!(run.status.as_str()));
+    data.insert(
+        "error".into(),
+        run.error.as_ref().map_or(Value::Null, |e| json!({"code": e.code, "message": e.message})),
+    );
+    data.insert("fileDiffStatus".into(), snake(run.file_diff_status));
+    data.insert("stopRequested".into(), json!(run.stop_requested));
     Value::Object(data)
 }
 

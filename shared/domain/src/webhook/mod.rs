@@ -45,6 +45,10 @@ pub const EVENT_TYPES: &[&str] = &[
     "agent_run.failed",
     "agent_run.canceled",
     "agent_run.requires_action",
+    "run.completed",
+    "run.failed",
+    "run.stopped",
+    "run.reverted",
 ];
 
 macro_rules! hex_id {

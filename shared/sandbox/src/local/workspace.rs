@@ -119,11 +119,26 @@ fn last(path: &WorkspacePath) -> &str {
     path.components().last().map_or("", String::as_str)
 }
 
+/// The largest file a checkpoint uploads or a restore writes (they stream to and from S3, not
+/// through the command queue).
+pub const MAX_BLOB_BYTES: usize = 256 * 1024 * 1024;
+
 /// Writes `bytes` to `relative` (owned by `uid`).
 pub fn write(root: &Path, uid: u32, relative: &str, bytes: &[u8]) -> Result<(), Failure> {
+    write_within(root, uid, relative, bytes, MAX_FILE_BYTES)
+}
+
+/// [`write`] of a file of up to `limit` bytes (a restore's).
+pub fn write_within(
+    root: &Path,
+    uid: u32,
+    relative: &str,
+    bytes: &[u8],
+    limit: usize,
+) -> Result<(), Failure> {
     let path = parse(relative, false)?;
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(Failure::Io(format!("the file exceeds {MAX_FILE_BYTES} bytes")));
+    if bytes.len() > limit {
+        return Err(Failure::Io(format!("the file exceeds {limit} bytes")));
     }
     let dir = parent(root, &path, Some(uid))?;
     let name = last(&path);
@@ -180,15 +195,25 @@ fn open_regular(dir: &OwnedFd, name: &str) -> Result<(std::fs::File, u64), Failu
 
 /// The bytes of `relative`.
 pub fn read(root: &Path, relative: &str) -> Result<Vec<u8>, Failure> {
+    read_within(root, relative, MAX_FILE_BYTES)
+}
+
+/// [`read`] of a file of up to `limit` bytes (a checkpoint's upload).
+pub fn read_within(root: &Path, relative: &str, limit: usize) -> Result<Vec<u8>, Failure> {
     let path = parse(relative, false)?;
     let dir = parent(root, &path, None)?;
     let (file, size) = open_regular(&dir, last(&path))?;
-    if size > MAX_FILE_BYTES as u64 {
-        return Err(Failure::Io(format!("the file exceeds {MAX_FILE_BYTES} bytes")));
+    if size > limit as u64 {
+        return Err(Failure::Io(format!("the file exceeds {limit} bytes")));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    file.take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(io)?;
+    file.take(limit as u64 + 1).read_to_end(&mut bytes).map_err(io)?;
     Ok(bytes)
+}
+
+/// The SHA-256 of `bytes` as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// Removes the regular file `relative` (a symlink or directory is refused).

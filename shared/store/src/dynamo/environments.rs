@@ -148,6 +148,88 @@ impl<'a> Environments<'a> {
         Ok(())
     }
 
+    /// Records the environment's initial checkpoint (the first one wins; later calls change
+    /// nothing).
+    pub async fn set_initial_checkpoint(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+        manifest: &str,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(environment_sk(id)))
+            .update_expression("SET initial_checkpoint = :m")
+            .condition_expression("attribute_exists(PK) AND attribute_not_exists(initial_checkpoint)")
+            .expression_attribute_values(":m", s(manifest))
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
+        match result {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Marks a rollback under way (`Conflict` when one already is, or the environment's Runs
+    /// moved past `rollback.through_sequence` meanwhile: read again).
+    pub async fn begin_rollback(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+        rollback: &agentplane_domain::platform::ActiveRollback,
+    ) -> Result<(), StoreError> {
+        self.store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(environment_sk(id)))
+            .update_expression("SET #rb = :rb")
+            .condition_expression("attribute_exists(PK) AND attribute_not_exists(#rb) AND run_count = :count")
+            .expression_attribute_names("#rb", "rollback")
+            .expression_attribute_values(":rb", serde_dynamo::to_attribute_value(rollback)?)
+            .expression_attribute_values(
+                ":count",
+                aws_sdk_dynamodb::types::AttributeValue::N(rollback.through_sequence.to_string()),
+            )
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    /// Ends the rollback of `run` (if it is still the one under way).
+    pub async fn end_rollback(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+        run: &agentplane_domain::platform::run::RunId,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(environment_sk(id)))
+            .update_expression("REMOVE #rb")
+            .condition_expression("attribute_exists(PK) AND #rb.run_id = :run")
+            .expression_attribute_names("#rb", "rollback")
+            .expression_attribute_values(":run", s(run.to_string()))
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
+        match result {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Creates `session` in its environment (`session.environment_id`): the session, its
     /// locator and its link in one transaction, under the condition that the environment
     /// exists in the session's project (`NotFound` otherwise).

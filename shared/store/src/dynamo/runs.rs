@@ -149,6 +149,36 @@ impl<'a> Runs<'a> {
         Ok(())
     }
 
+    /// [`Self::replace`] with webhook events emitted in the same transaction (the change and its
+    /// events are written together or not at all).
+    pub async fn replace_emitting(
+        &self,
+        run: &Run,
+        expected: u64,
+        events: &[crate::OutboxEvent],
+    ) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return self.replace(run, expected).await;
+        }
+        let put = Put::builder()
+            .table_name(self.table())
+            .set_item(Some(serde_dynamo::to_item(RunItem::of(run))?))
+            .condition_expression("attribute_exists(PK) AND version = :expected")
+            .expression_attribute_values(":expected", AttributeValue::N(expected.to_string()))
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let mut tx = self
+            .store
+            .dynamo
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build());
+        for event in events {
+            tx = tx.transact_items(self.store.webhooks().emit_item(event)?);
+        }
+        tx.send().await.map_err(transaction_conflict)?;
+        Ok(())
+    }
+
     /// A page of a session's Runs; an `after` naming no Run of it is `NotFound`.
     pub async fn list_session(
         &self,
@@ -174,6 +204,42 @@ impl<'a> Runs<'a> {
         let list = session_runs(project, environment, session);
         let page: Page<RunItem> = query_created(self.store, &list, start, page.limit, page.order).await?;
         Ok(Page { items: page.items.into_iter().map(|i| i.run).collect(), has_more: page.has_more })
+    }
+
+    /// The ids of the environment's Runs from `from` through `through` (`environmentSequence`,
+    /// ascending), from the index (eventually consistent: read each Run for its state).
+    pub async fn sequence_range(
+        &self,
+        environment: &EnvironmentId,
+        from: u64,
+        through: u64,
+    ) -> Result<Vec<RunId>, StoreError> {
+        let mut ids = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .store
+                .dynamo
+                .query()
+                .table_name(self.table())
+                .index_name(BY_DUE)
+                .key_condition_expression("GSI2PK = :p AND GSI2SK BETWEEN :a AND :b")
+                .expression_attribute_values(":p", s(environment_runs(environment)))
+                .expression_attribute_values(":a", s(sequence_key(from)))
+                .expression_attribute_values(":b", s(sequence_key(through)))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(StoreError::unavailable)?;
+            for item in out.items() {
+                let run: RunItem = serde_dynamo::from_item(item.clone())?;
+                ids.push(run.run.id);
+            }
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return Ok(ids),
+            }
+        }
     }
 
     /// The environment's Runs in `environmentSequence` order (at most `limit`).

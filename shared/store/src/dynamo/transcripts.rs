@@ -73,6 +73,71 @@ impl<'a> Transcripts<'a> {
         }
     }
 
+    /// Replaces the session's transcript with `body` (`None`: removes it) as a new version, on
+    /// the condition that the version it read is still the stored one (a rollback's restore).
+    pub async fn restore(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        body: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let table = &self.store.names.main_table;
+        for _ in 0..4 {
+            let current = self.load(project, session).await?;
+            let version = current.as_ref().map_or(0, |t| t.version);
+            let result = match (body, &current) {
+                (None, None) => return Ok(()),
+                (None, Some(_)) => self
+                    .store
+                    .dynamo
+                    .delete_item()
+                    .table_name(table)
+                    .key("PK", AttributeValue::S(project_pk(project)))
+                    .key("SK", AttributeValue::S(transcript_sk(session)))
+                    .condition_expression("version = :v")
+                    .expression_attribute_values(":v", AttributeValue::N(version.to_string()))
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| super::conditional(e, |e| e.is_conditional_check_failed_exception())),
+                (Some(body), _) => {
+                    let mut put = self
+                        .store
+                        .dynamo
+                        .put_item()
+                        .table_name(table)
+                        .item("PK", AttributeValue::S(project_pk(project)))
+                        .item("SK", AttributeValue::S(transcript_sk(session)))
+                        .item("version", AttributeValue::N((version + 1).to_string()))
+                        .item("bytes", AttributeValue::N(body.len().to_string()));
+                    if body.len() > INLINE_TRANSCRIPT_BYTES {
+                        let key = transcript_object_key(project, session, version + 1, "rollback");
+                        self.objects()?.put(&key, body.as_bytes().to_vec()).await?;
+                        put = put.item("object", AttributeValue::S(key));
+                    } else {
+                        put = put.item("body", AttributeValue::S(body.to_owned()));
+                    }
+                    put = match current {
+                        None => put.condition_expression("attribute_not_exists(PK)"),
+                        Some(_) => put
+                            .condition_expression("version = :v")
+                            .expression_attribute_values(":v", AttributeValue::N(version.to_string())),
+                    };
+                    put.send()
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| super::conditional(e, |e| e.is_conditional_check_failed_exception()))
+                }
+            };
+            match result {
+                Ok(()) => return Ok(()),
+                Err(StoreError::Conflict) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+        Err(StoreError::Conflict)
+    }
+
     /// A transcript item as read (its body fetched from S3 when it lives there).
     pub(crate) async fn decode(
         &self,

@@ -1,0 +1,231 @@
+//! Checkpoints of an environment's workspace. The node hashes `/workspace` and PUTs the listing
+//! to a presigned URL; Core asks the workspaces bucket which blobs (`blobs/sha256/<hash>`) it
+//! lacks; the node uploads just those with presigned PUTs (each signed for its size; a blob is
+//! content-addressed, so it is never rewritten with other bytes); Core writes the manifest,
+//! content-addressed too (`manifests/<sha256 of its JSON>.json`), whose hash is the checkpoint's
+//! `snapshotId`. No file travels through Core or the command queue.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use agentplane_domain::platform::manifest::{
+    self, Manifest, PlannedFile, RestorePlan, ScanEntry, UploadPlan,
+};
+use agentplane_domain::platform::run::{CheckpointStatus, DiffStatus, Run};
+use agentplane_domain::sandbox::Sandbox;
+use agentplane_domain::sandbox::command::{Command, CommandOutcome};
+use agentplane_store::{Objects, StoreError};
+use futures_util::{StreamExt, TryStreamExt};
+use sha2::{Digest, Sha256};
+
+use super::error::PlatformError;
+use crate::sandbox::dispatch;
+use crate::{App, edge};
+
+/// How long a presigned URL of a checkpoint or restore lives.
+const PRESIGN: Duration = Duration::from_secs(15 * 60);
+/// How long the node may take for one scan, upload or restore.
+const NODE_WITHIN: Duration = Duration::from_secs(600);
+/// Bucket requests at once (blob lookups, presigning).
+const IN_FLIGHT: usize = 32;
+
+/// A checkpoint taken: the manifest, its id, and what it uploaded.
+#[derive(Debug, Clone)]
+pub struct Taken {
+    pub manifest: Manifest,
+    pub id: String,
+    /// Blobs uploaded (the bucket lacked them).
+    pub uploaded: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Whether the manifest object was new.
+    pub manifest_written: bool,
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn scratch_key(what: &str) -> Result<String, PlatformError> {
+    let bytes: [u8; 12] = edge::random().map_err(|_| PlatformError::internal("randomness"))?;
+    Ok(format!("scratch/{}/{what}.json", hex_of(&bytes)))
+}
+
+/// Runs a long workspace command on the sandbox's node.
+async fn node(
+    app: &App,
+    sandbox: &Sandbox,
+    command: Command,
+) -> Result<BTreeMap<String, String>, PlatformError> {
+    match dispatch::run_within(app, &sandbox.node_id, command, NODE_WITHIN).await? {
+        CommandOutcome::Done { details, .. } => Ok(details),
+        CommandOutcome::Failed { message } if message.contains("does not host") => {
+            Err(PlatformError::RuntimeUnavailable("the environment's sandbox is not reachable".into()))
+        }
+        CommandOutcome::Failed { message } => Err(PlatformError::internal(message)),
+    }
+}
+
+fn relative(path: &str) -> String {
+    path.strip_prefix("/workspace/").unwrap_or(path).to_owned()
+}
+
+/// Takes a checkpoint of the sandbox's workspace. The blobs of `known` (a manifest written
+/// before, whose blobs the bucket holds: they are never rewritten or removed while referenced)
+/// are not looked up again.
+pub async fn take(app: &App, sandbox: &Sandbox, known: Option<&Manifest>) -> Result<Taken, PlatformError> {
+    let bucket = app.store.workspaces()?;
+    let scan_key = scratch_key("scan")?;
+    let upload_url = bucket.presign_put_any(&scan_key, PRESIGN).await?;
+    node(app, sandbox, Command::WorkspaceScan { sandbox_id: sandbox.id.clone(), upload_url }).await?;
+    let listing = bucket.get(&scan_key).await?;
+    let _ = bucket.delete(&scan_key).await;
+    let entries: Vec<ScanEntry> = serde_json::from_slice(&listing)
+        .map_err(|e| PlatformError::internal(format!("the node's scan: {e}")))?;
+    let manifest = Manifest::of_scan(entries);
+
+    // One path (and size) per digest: what the node uploads a missing blob from.
+    let mut by_digest: BTreeMap<&str, (&str, u64)> = BTreeMap::new();
+    for (path, entry) in &manifest.files {
+        by_digest.entry(entry.sha256.as_str()).or_insert((path.as_str(), entry.size));
+    }
+    let held: BTreeSet<&str> =
+        known.map(|m| m.files.values().map(|e| e.sha256.as_str()).collect()).unwrap_or_default();
+    let digests: Vec<String> =
+        by_digest.keys().filter(|sha| !held.contains(*sha)).map(|sha| (*sha).to_owned()).collect();
+    let present: BTreeSet<String> = futures_util::stream::iter(digests.into_iter().map(|sha| async move {
+        bucket.size(&manifest::blob_key(&sha)).await.map(|size| size.map(|_| sha))
+    }))
+    .buffer_unordered(IN_FLIGHT)
+    .try_collect::<Vec<Option<String>>>()
+    .await?
+    .into_iter()
+    .flatten()
+    .chain(held.iter().map(|sha| (*sha).to_owned()))
+    .collect();
+    let missing = manifest::missing_blobs(&manifest, &present);
+    let (mut uploaded, mut bytes) = (0, 0);
+    if !missing.is_empty() {
+        let wanted: Vec<(String, String, u64)> = missing
+            .iter()
+            .map(|sha| {
+                let (path, size) = by_digest.get(sha.as_str()).copied().unwrap_or(("", 0));
+                (sha.clone(), relative(path), size)
+            })
+            .collect();
+        let files: Vec<PlannedFile> =
+            futures_util::stream::iter(wanted.into_iter().map(|(sha, path, size)| async move {
+                let url = bucket
+                    .presign_put(&manifest::blob_key(&sha), "application/octet-stream", size, PRESIGN)
+                    .await?;
+                Ok::<_, StoreError>(PlannedFile { path, sha256: sha, url })
+            }))
+            .buffered(IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let plan_url = put_plan(bucket, "upload", &UploadPlan { files }).await?;
+        let details = node(
+            app,
+            sandbox,
+            Command::WorkspaceUpload { sandbox_id: sandbox.id.clone(), plan_url: plan_url.0.clone() },
+        )
+        .await;
+        let _ = bucket.delete(&plan_url.1).await;
+        let details = details?;
+        uploaded = details.get("uploaded").and_then(|n| n.parse().ok()).unwrap_or(0);
+        bytes = details.get("bytes").and_then(|n| n.parse().ok()).unwrap_or(0);
+    }
+    let body = serde_json::to_vec(&manifest).map_err(|e| PlatformError::internal(e.to_string()))?;
+    let id = hex_of(&Sha256::digest(&body));
+    let key = Manifest::key(&id);
+    let manifest_written = bucket.size(&key).await?.is_none();
+    if manifest_written {
+        bucket.put(&key, body).await?;
+    }
+    Ok(Taken { manifest, id, uploaded, bytes, manifest_written })
+}
+
+/// Writes a plan for the node to the bucket; its presigned GET and its key.
+async fn put_plan<T: serde::Serialize>(
+    bucket: &Objects,
+    what: &str,
+    plan: &T,
+) -> Result<(String, String), PlatformError> {
+    let key = scratch_key(what)?;
+    bucket.put(&key, serde_json::to_vec(plan).map_err(|e| PlatformError::internal(e.to_string()))?).await?;
+    Ok((bucket.presign_get(&key, PRESIGN).await?, key))
+}
+
+/// The manifest `id` from the bucket.
+pub async fn load(app: &App, id: &str) -> Result<Manifest, PlatformError> {
+    let body = app.store.workspaces()?.get(&Manifest::key(id)).await?;
+    serde_json::from_slice(&body).map_err(|e| PlatformError::internal(format!("manifest {id}: {e}")))
+}
+
+/// Restores the sandbox's workspace to the manifest `id`: files not in it are removed, the
+/// others fetched where their content differs.
+pub async fn restore(
+    app: &App,
+    sandbox: &Sandbox,
+    id: &str,
+) -> Result<BTreeMap<String, String>, PlatformError> {
+    let manifest = load(app, id).await?;
+    let bucket = app.store.workspaces()?;
+    let files: Vec<(String, String)> =
+        manifest.files.iter().map(|(path, entry)| (relative(path), entry.sha256.clone())).collect();
+    let fetch: Vec<PlannedFile> =
+        futures_util::stream::iter(files.into_iter().map(|(path, sha)| async move {
+            let url = bucket.presign_get(&manifest::blob_key(&sha), PRESIGN).await?;
+            Ok::<_, StoreError>(PlannedFile { path, sha256: sha, url })
+        }))
+        .buffered(IN_FLIGHT)
+        .try_collect()
+        .await?;
+    let plan = put_plan(bucket, "restore", &RestorePlan { fetch }).await?;
+    let details = node(
+        app,
+        sandbox,
+        Command::WorkspaceRestore { sandbox_id: sandbox.id.clone(), plan_url: plan.0.clone() },
+    )
+    .await;
+    let _ = bucket.delete(&plan.1).await;
+    details
+}
+
+/// Records the manifest the Run starts from (and the environment's initial checkpoint, the
+/// first time); `None` when the Run is no longer running (a rollback took it).
+pub async fn record_start(app: &App, run: Run, taken: &Taken) -> Result<Option<Run>, StoreError> {
+    app.store.environments().set_initial_checkpoint(&run.project_id, &run.environment_id, &taken.id).await?;
+    let id = taken.id.clone();
+    let written =
+        super::execute::update_running(app, &run, |r| r.start_manifest = Some(id.clone()), |_| Vec::new())
+            .await?;
+    Ok(written.map(|(run, _)| run))
+}
+
+/// What the Run's end records of its checkpoint and diff: `after` is the checkpoint taken at
+/// its end (`None`: the Run never reached its workspace, so nothing changed and nothing is
+/// checkpointed).
+pub fn record_end(run: &mut Run, before: Option<&Manifest>, after: Option<&Result<Taken, PlatformError>>) {
+    match (before, after) {
+        (Some(before), Some(Ok(taken))) => {
+            run.checkpoint.status = CheckpointStatus::Ready;
+            run.checkpoint.snapshot_id = Some(taken.id.clone());
+            run.checkpoint.error = None;
+            run.file_diff = manifest::diff(before, &taken.manifest);
+            run.file_diff_status = DiffStatus::Ready;
+            run.file_diff_error = None;
+        }
+        (_, Some(Err(err))) => {
+            run.checkpoint.status = CheckpointStatus::Failed;
+            run.checkpoint.error = Some(format!("checkpoint_failed: {err}"));
+            run.file_diff_status = DiffStatus::Failed;
+            run.file_diff_error = Some("the checkpoint after the Run failed, so its diff is unknown".into());
+        }
+        _ => {
+            run.checkpoint.status = CheckpointStatus::Skipped;
+            run.file_diff = Vec::new();
+            run.file_diff_status = DiffStatus::Ready;
+        }
+    }
+}
