@@ -147,7 +147,8 @@ fn streamed_routes_use_streamed_integrations_that_outlast_their_answers() {
         // LocalStack (StreamingResponses=false): the buffered proxy integration of the same function.
         assert!(
             buffered_uri.starts_with("!Sub ")
-                && buffered_uri.ends_with(&format!("lambda:path/2015-03-31/functions/${{{id}.Arn}}/invocations")),
+                && buffered_uri
+                    .ends_with(&format!("lambda:path/2015-03-31/functions/${{{id}.Arn}}/invocations")),
             "{id}: {buffered_uri}"
         );
         let (integration_ms, buffered_ms) = streamed_branches(&integration["timeoutInMillis"]);
@@ -645,11 +646,21 @@ fn the_parameters_default_to_aws_and_a_local_deploy_only_overrides_them() {
     let stream_s = agentplane_api::app::StreamConfig::default().max_duration.as_secs();
     assert_eq!(default("StreamMaxSeconds"), stream_s.to_string(), "streams last the default length");
     let stream = &resources(&t)["ClientSessionEventsStreamFunction"]["Properties"];
-    assert_eq!(str_of(&stream["Environment"]["Variables"]["AGENTPLANE_STREAM_MAX_S"]), "!Ref StreamMaxSeconds");
+    assert_eq!(
+        str_of(&stream["Environment"]["Variables"]["AGENTPLANE_STREAM_MAX_S"]),
+        "!Ref StreamMaxSeconds"
+    );
     assert_eq!(str_of(&resources(&t)["ModelApiKeySecret"]["Condition"]), "CreateModelApiKeySecret");
     // The deploy script sets exactly the local values, and each is a parameter.
     let script = std::fs::read_to_string(root().join("infra/deploy-local.sh")).expect("deploy-local.sh");
-    for name in ["Architecture", "StreamingResponses", "StreamMaxSeconds", "ModelBaseUrl", "WebhooksAllowPrivate", "AwsEndpointUrl"] {
+    for name in [
+        "Architecture",
+        "StreamingResponses",
+        "StreamMaxSeconds",
+        "ModelBaseUrl",
+        "WebhooksAllowPrivate",
+        "AwsEndpointUrl",
+    ] {
         assert!(p[name].is_mapping(), "{name} is a parameter");
         assert!(script.contains(&format!("\"{name}=")), "deploy-local.sh sets {name}");
     }
