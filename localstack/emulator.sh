@@ -106,6 +106,7 @@ start_host_mode() {
     log "already running (pid $(cat "$pidfile"))"
   else
     mkdir -p "$fsroot"
+    : >"$lambda_report"  # the executor's records are of this LocalStack's functions only
     log "starting LocalStack on $endpoint"
     (
       cd "$state"
