@@ -576,7 +576,7 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
             r["init_ms"].as_f64().unwrap_or(0.0),
         );
     }
-    eprintln!("\n{:<40} {:>10} {:>12}", "function", "init ms", "bootstrap MB");
+    eprintln!("\n{:<40} {:>10} {:>12}", "function", "init ms", "bootstrap MiB");
     let mut inits = Vec::new();
     let mut sizes = Vec::new();
     for f in &s.functions {
@@ -597,7 +597,7 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
         inits.last().copied().unwrap_or(0.0)
     );
     eprintln!(
-        "bootstrap (stripped): p50 {:.1} MB, max {:.1} MB, total {:.0} MB",
+        "bootstrap (stripped): p50 {:.1} MiB, max {:.1} MiB, total {:.0} MiB",
         percentile(&sizes, 50.0),
         sizes.last().copied().unwrap_or(0.0),
         sizes.iter().sum::<f64>()
