@@ -8,6 +8,12 @@
 # With a running Docker engine it runs the pinned LocalStack image. Without one it runs LocalStack
 # in host mode from a virtual environment under .localstack/ (git-ignored), fully offline apart
 # from the package registries: see shared/notes/local-emulator.md for why each step is here.
+#
+# Besides DynamoDB, S3 and SQS it serves what the deployed stack needs (infra/deploy-local.sh):
+# CloudFormation, Lambda, API Gateway, Secrets Manager, IAM, STS, EventBridge, CloudWatch Logs.
+# Without Docker, Lambda functions run as host processes through the runtime executor in
+# localstack/runtime-executor (installed into the venv here, LAMBDA_RUNTIME_EXECUTOR=agentplane-host);
+# each environment's init duration goes to .localstack/lambda-report.jsonl.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,6 +27,9 @@ port="${LOCALSTACK_PORT:-4566}"
 endpoint="http://127.0.0.1:$port"
 image="localstack/localstack:4.9.2"
 container="agentplane-localstack"
+services="dynamodb,s3,sqs,cloudformation,lambda,apigateway,secretsmanager,iam,sts,events,logs"
+executor_src="$here/runtime-executor"
+lambda_report="$state/lambda-report.jsonl"
 
 log() { printf '[emulator] %s\n' "$*" >&2; }
 
@@ -76,18 +85,35 @@ JAVA
   log "installed"
 }
 
+# The host-process Lambda executor, reinstalled whenever its source changes.
+install_executor() {
+  local stamp="$state/.executor-installed"
+  local sum
+  sum=$(cat "$executor_src/pyproject.toml" "$executor_src/agentplane_host_executor.py" | sha256sum | cut -c1-16)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ]; then return 0; fi
+  log "installing the host-process Lambda executor into $venv"
+  local build="$state/executor-build"
+  rm -rf "$build" && mkdir -p "$build"
+  cp "$executor_src/pyproject.toml" "$executor_src/agentplane_host_executor.py" "$build/"
+  "$venv/bin/pip" install -q --disable-pip-version-check "$build"
+  echo "$sum" >"$stamp"
+}
+
 start_host_mode() {
   install_host_mode
+  install_executor
   if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
     log "already running (pid $(cat "$pidfile"))"
   else
     mkdir -p "$fsroot"
+    : >"$lambda_report"  # the executor's records are of this LocalStack's functions only
     log "starting LocalStack on $endpoint"
     (
       cd "$state"
       OVERRIDE_IN_DOCKER=0 FILESYSTEM_ROOT="$fsroot" GATEWAY_LISTEN="127.0.0.1:$port" \
-        SERVICES=dynamodb,s3,sqs SQS_ENDPOINT_STRATEGY=path LOCALSTACK_HOST="localhost:$port" \
+        SERVICES="$services" SQS_ENDPOINT_STRATEGY=path LOCALSTACK_HOST="localhost:$port" \
         S3_SKIP_SIGNATURE_VALIDATION=0 DISABLE_EVENTS=1 SKIP_INFRA_DOWNLOADS=1 \
+        LAMBDA_RUNTIME_EXECUTOR=agentplane-host AGENTPLANE_LAMBDA_REPORT="$lambda_report" \
         nohup setsid "$venv/bin/python" -m localstack.runtime.main >"$logfile" 2>&1 &
       echo $! >"$pidfile"
     )
@@ -101,8 +127,10 @@ start_docker() {
   fi
   docker rm -f "$container" >/dev/null 2>&1 || true
   log "starting $image on $endpoint"
+  # LocalStack's own Docker executor runs the functions (it needs the engine's socket).
   docker run -d --name "$container" -p "127.0.0.1:$port:4566" \
-    -e SERVICES=dynamodb,s3,sqs -e SQS_ENDPOINT_STRATEGY=path -e "LOCALSTACK_HOST=localhost:$port" \
+    -v /var/run/docker.sock:/var/run/docker.sock \
+    -e "SERVICES=$services" -e SQS_ENDPOINT_STRATEGY=path -e "LOCALSTACK_HOST=localhost:$port" \
     -e S3_SKIP_SIGNATURE_VALIDATION=0 -e DISABLE_EVENTS=1 "$image" >/dev/null
 }
 
@@ -170,8 +198,14 @@ stop() {
 }
 
 case "${1:-start}" in
-  install) docker_engine || install_host_mode ;;
+  install) docker_engine || { install_host_mode && install_executor; } ;;
   start)
+    # One this script started before Lambda and CloudFormation were among its services: restart.
+    if healthy && [ -f "$pidfile" ] && ! docker_engine \
+      && curl -fsS --max-time 2 "$endpoint/_localstack/health" | grep -q '"cloudformation": *"disabled"'; then
+      log "running without the deployed stack's services: restarting it"
+      stop
+    fi
     if healthy; then log "already healthy at $endpoint"; exit 0; fi
     if docker_engine; then start_docker; else start_host_mode; fi
     wait_healthy

@@ -44,6 +44,20 @@ fn functions(t: &Value) -> Vec<(String, &Value)> {
         .collect()
 }
 
+/// The branch of `!If [StreamedResponses, on AWS, on LocalStack]` that AWS deploys (the
+/// default `StreamingResponses=true`), and the local one.
+fn streamed_branches(v: &Value) -> (Value, Value) {
+    match v {
+        Value::Tagged(t) if t.tag == "!If" => {
+            let s = t.value.as_sequence().expect("!If [condition, then, else]");
+            assert_eq!(s.len(), 3, "!If [condition, then, else]");
+            assert_eq!(s[0], "StreamedResponses", "streaming is chosen by the StreamingResponses parameter");
+            (s[1].clone(), s[2].clone())
+        }
+        other => panic!("expected !If [StreamedResponses, …]: {other:?}"),
+    }
+}
+
 fn binary(function: &Value) -> String {
     str_of(&function["Metadata"]["BuildProperties"]["Binary"])
 }
@@ -98,6 +112,8 @@ fn each_route_function_has_exactly_its_api_event() {
         assert_eq!(str_of(&event["Properties"]["RestApiId"]), "!Ref Api", "{id}");
     }
     assert_eq!(resources(&t)["Api"]["Type"], "AWS::Serverless::Api", "a REST API (not an HTTP API)");
+    // SAM adds the Api events' paths to an inline DefinitionBody only when told to merge.
+    assert_eq!(resources(&t)["Api"]["Properties"]["MergeDefinitions"], true, "MergeDefinitions");
 }
 
 #[test]
@@ -117,8 +133,10 @@ fn streamed_routes_use_streamed_integrations_that_outlast_their_answers() {
             [method.as_str()]["x-amazon-apigateway-integration"];
         assert_eq!(integration["type"], "aws_proxy", "{id}");
         assert_eq!(integration["httpMethod"], "POST", "{id}: Lambda is invoked with POST");
-        assert_eq!(integration["responseTransferMode"], "STREAM", "{id}");
-        let uri = str_of(&integration["uri"]);
+        let (mode, buffered_mode) = streamed_branches(&integration["responseTransferMode"]);
+        assert_eq!((mode, buffered_mode), (Value::from("STREAM"), Value::from("BUFFERED")), "{id}");
+        let (uri, buffered_uri) = streamed_branches(&integration["uri"]);
+        let (uri, buffered_uri) = (str_of(&uri), str_of(&buffered_uri));
         assert!(
             uri.starts_with("!Sub ")
                 && uri.ends_with(&format!(
@@ -126,7 +144,16 @@ fn streamed_routes_use_streamed_integrations_that_outlast_their_answers() {
                 )),
             "{id}: {uri}"
         );
-        let integration_ms = integration["timeoutInMillis"].as_u64().expect("timeoutInMillis");
+        // LocalStack (StreamingResponses=false): the buffered proxy integration of the same function.
+        assert!(
+            buffered_uri.starts_with("!Sub ")
+                && buffered_uri
+                    .ends_with(&format!("lambda:path/2015-03-31/functions/${{{id}.Arn}}/invocations")),
+            "{id}: {buffered_uri}"
+        );
+        let (integration_ms, buffered_ms) = streamed_branches(&integration["timeoutInMillis"]);
+        assert_eq!(buffered_ms.as_u64(), Some(29_000), "{id}: a buffered integration's ceiling");
+        let integration_ms = integration_ms.as_u64().expect("timeoutInMillis");
         assert!(integration_ms <= 900_000, "{id}: a streamed integration lasts at most 15 minutes");
         let function = &resources(&t)[id.as_str()]["Properties"];
         let timeout_s = function["Timeout"].as_u64().expect("Timeout");
@@ -202,7 +229,9 @@ fn functions_are_arm64_al2023_built_with_cargo_lambda() {
     let t = template();
     let globals = &t["Globals"]["Function"];
     assert_eq!(globals["Runtime"], "provided.al2023");
-    assert_eq!(globals["Architectures"][0], "arm64");
+    // The Architecture parameter, arm64 unless a local deploy says x86_64.
+    assert_eq!(str_of(&globals["Architectures"][0]), "!Ref Architecture");
+    assert_eq!(t["Parameters"]["Architecture"]["Default"], "arm64");
     for (id, function) in functions(&t) {
         assert_eq!(function["Metadata"]["BuildMethod"], "rust-cargolambda", "{id}");
     }
@@ -285,11 +314,16 @@ fn buckets_are_encrypted_and_never_public() {
     }
 }
 
-/// Every `!Ref X` / `!GetAtt X.…` inside a value.
+/// Every `!Ref X` / `!GetAtt X.…` of a resource inside a value (a parameter is no resource:
+/// `!If [CreateModelApiKeySecret, !Ref ModelApiKeySecret, !Ref ModelApiKeySecretArn]` names the
+/// secret either way).
 fn references(v: &Value, out: &mut BTreeSet<String>) {
     match v {
         Value::Tagged(t) if t.tag == "!Ref" || t.tag == "!GetAtt" => {
-            out.insert(str_of(&t.value).split('.').next().unwrap_or_default().to_owned());
+            let name = str_of(&t.value).split('.').next().unwrap_or_default().to_owned();
+            if !template()["Parameters"][name.as_str()].is_mapping() {
+                out.insert(name);
+            }
         }
         Value::Tagged(t) => references(&t.value, out),
         Value::Mapping(m) => m.values().for_each(|v| references(v, out)),
@@ -605,4 +639,37 @@ fn the_files_bucket_expires_session_files_after_thirty_days() {
     assert_eq!(str_of(&rules[0]["Prefix"]), "files/");
     assert_eq!(rules[0]["ExpirationInDays"].as_u64(), Some(30));
     assert_eq!(agentplane_domain::file::RETENTION_DAYS, 30);
+}
+
+#[test]
+fn the_parameters_default_to_aws_and_a_local_deploy_only_overrides_them() {
+    let t = template();
+    let p = &t["Parameters"];
+    let default = |name: &str| str_of(&p[name]["Default"]);
+    assert_eq!(default("Architecture"), "arm64");
+    assert_eq!(default("StreamingResponses"), "true");
+    assert_eq!(default("AwsEndpointUrl"), "", "AWS's own endpoints unless overridden");
+    assert_eq!(default("WebhooksAllowPrivate"), "false", "SSRF refusals on by default");
+    assert_eq!(default("ModelApiKeySecretArn"), "", "the stack makes the model key secret");
+    let stream_s = agentplane_api::app::StreamConfig::default().max_duration.as_secs();
+    assert_eq!(default("StreamMaxSeconds"), stream_s.to_string(), "streams last the default length");
+    let stream = &resources(&t)["ClientSessionEventsStreamFunction"]["Properties"];
+    assert_eq!(
+        str_of(&stream["Environment"]["Variables"]["AGENTPLANE_STREAM_MAX_S"]),
+        "!Ref StreamMaxSeconds"
+    );
+    assert_eq!(str_of(&resources(&t)["ModelApiKeySecret"]["Condition"]), "CreateModelApiKeySecret");
+    // The deploy script sets exactly the local values, and each is a parameter.
+    let script = std::fs::read_to_string(root().join("infra/deploy-local.sh")).expect("deploy-local.sh");
+    for name in [
+        "Architecture",
+        "StreamingResponses",
+        "StreamMaxSeconds",
+        "ModelBaseUrl",
+        "WebhooksAllowPrivate",
+        "AwsEndpointUrl",
+    ] {
+        assert!(p[name].is_mapping(), "{name} is a parameter");
+        assert!(script.contains(&format!("\"{name}=")), "deploy-local.sh sets {name}");
+    }
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The full test suite, on a fresh machine: installs what the tests need (system packages, pip
 # tools, LocalStack), starts LocalStack, then checks formatting, lints (clippy, cfn-lint) and runs
-# every test. Usage: bash tests/run.sh
+# every test. With AGENTPLANE_DEPLOY_SMOKE=1 it then deploys the stack into LocalStack
+# (infra/deploy-local.sh: one cargo-lambda build of every function, 20-45 min on 2 cores) and runs
+# the smoke suite through its REST API (tests/deployed.rs).
+# Usage: bash tests/run.sh   (or AGENTPLANE_DEPLOY_SMOKE=1 bash tests/run.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -13,7 +16,7 @@ bash localstack/prereqs.sh bwrap javac curl
 # pip tools, in a git-ignored venv of their own.
 # cfn-lint checks the template; schemathesis drives each surface's OpenAPI document
 # (tests/contract.rs); standardwebhooks (the reference library) verifies real webhook deliveries
-# (tests/webhooks.rs).
+# (tests/webhooks.rs). infra/deploy-local.sh installs its own (cargo-lambda, boto3).
 tools="$root/.localstack/tools"
 if [ ! -x "$tools/bin/cfn-lint" ] || [ ! -x "$tools/bin/schemathesis" ] \
   || ! "$tools/bin/python" -c 'import standardwebhooks' 2>/dev/null; then
@@ -40,4 +43,14 @@ say "cfn-lint infra/template.yaml"
 
 say "cargo test"
 # Every test binary runs even after one fails, so a red run shows every failure at once.
-cargo test --workspace --no-fail-fast
+failed=0
+cargo test --workspace --no-fail-fast || failed=1
+
+if [ "${AGENTPLANE_DEPLOY_SMOKE:-0}" = "1" ]; then
+  say "deploy the stack into LocalStack (infra/deploy-local.sh)"
+  bash infra/deploy-local.sh
+  say "smoke suite through the deployed REST API (tests/deployed.rs)"
+  AGENTPLANE_DEPLOYED="$root/.localstack/deployed.json" \
+    cargo test -p agentplane-tests --test deployed -- --nocapture || failed=1
+fi
+exit "$failed"

@@ -62,10 +62,16 @@ pub struct ScriptedModel {
 
 impl ScriptedModel {
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_on("127.0.0.1:0").await
+    }
+
+    /// On a given address: the deployed stack's functions were told the model's URL at deploy
+    /// time (tests/deployed.rs).
+    pub async fn start_on(addr: &str) -> anyhow::Result<Self> {
         let script = Arc::new(Mutex::new(Script::default()));
         let router =
             axum::Router::new().route("/v1/chat/completions", post(complete)).with_state(script.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let listener = tokio::net::TcpListener::bind(addr).await?;
         let base_url = format!("http://{}/v1", listener.local_addr()?);
         tokio::spawn(async move { axum::serve(listener, router).await });
         Ok(Self { base_url, script })

@@ -37,6 +37,24 @@ impl Default for StreamConfig {
     }
 }
 
+impl StreamConfig {
+    /// The defaults, with `AGENTPLANE_STREAM_MAX_S` (a stream's length; at most the 14-minute
+    /// default) and `AGENTPLANE_STREAM_POLL_MS` (how often it looks for other writers' events, at
+    /// least 50) when set. A deployment whose gateway buffers streamed answers (LocalStack) sets a
+    /// short length, so each stream reaches the client when it ends and the client resumes.
+    pub fn from_env() -> Self {
+        let read = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        let mut config = Self::default();
+        if let Some(s) = read("AGENTPLANE_STREAM_MAX_S") {
+            config.max_duration = Duration::from_secs(s.max(1)).min(config.max_duration);
+        }
+        if let Some(ms) = read("AGENTPLANE_STREAM_POLL_MS") {
+            config.poll = Duration::from_millis(ms.max(50));
+        }
+        config
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct App {
     pub store: Store,
@@ -157,7 +175,11 @@ impl App {
             webhooks.key =
                 Some(Arc::new(SealKey::from_secret_text(&text).context("the webhook secret key")?));
         }
-        Ok(Self::new(store, core_key).with_prices(prices).with_model(model).with_webhooks(webhooks))
+        Ok(Self::new(store, core_key)
+            .with_prices(prices)
+            .with_model(model)
+            .with_webhooks(webhooks)
+            .with_stream(StreamConfig::from_env()))
     }
 
     /// `None` when the deployment configured no Core key: every Core request is then refused.
