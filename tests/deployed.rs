@@ -32,7 +32,7 @@ type R = anyhow::Result<()>;
 
 /// Steps that need code still on another branch: the lead switches this on after merging the
 /// rollback route and the `rollback-restore` job (see `platform_run_rolled_back`).
-const ROLLBACK_ENABLED: bool = false;
+const ROLLBACK_ENABLED: bool = true;
 
 struct Stack {
     api: String,
@@ -322,14 +322,13 @@ async fn platform_run_created_and_stopped(s: &Stack, t: &Tenant) -> anyhow::Resu
 /// consumer). Enable with `ROLLBACK_ENABLED` once the rollback route and the job are merged:
 /// it posts the spec's rollback request and waits for the Run's rollback to complete.
 async fn platform_run_rolled_back(s: &Stack, t: &Tenant, env: &str, session: &str, run: &str) -> R {
-    let path = format!("/environments/{env}/sessions/{session}/runs/{run}/rollback");
-    let (status, body) = send(s.v1(&t.key, Method::POST, &path).json(&json!({}))).await?;
-    anyhow::ensure!(status.is_success(), "rollback: {status} {body}");
-    let get = format!("/environments/{env}/sessions/{session}/runs/{run}");
+    // DELETE of a Run is its rollback (202, `reverting`); the job marks it `reverted`.
+    let path = format!("/environments/{env}/sessions/{session}/runs/{run}");
+    let (status, body) = send(s.v1(&t.key, Method::DELETE, &path)).await?;
+    anyhow::ensure!(status == StatusCode::ACCEPTED, "rollback: {status} {body}");
     wait_for("the rollback completes", Duration::from_secs(60), async || {
-        let (_, got) = send(s.v1(&t.key, Method::GET, &get)).await.ok()?;
-        let status = got.pointer("/data/rollback/status").and_then(Value::as_str)?.to_owned();
-        (status == "completed" || status == "succeeded").then_some(())
+        let (_, got) = send(s.v1(&t.key, Method::GET, &path)).await.ok()?;
+        (got.pointer("/data/status").and_then(Value::as_str)? == "reverted").then_some(())
     })
     .await?;
     anyhow::ensure!(
