@@ -132,6 +132,8 @@ pub enum Route {
     ClientSessionFilesDelete,
     ClientSessionFeedbackCreate,
     ClientAgentFeedbackList,
+    ClientAgentA2aCard,
+    ClientAgentA2aRpc,
 }
 
 impl Route {
@@ -216,6 +218,8 @@ impl Route {
         Route::ClientSessionFilesDelete,
         Route::ClientSessionFeedbackCreate,
         Route::ClientAgentFeedbackList,
+        Route::ClientAgentA2aCard,
+        Route::ClientAgentA2aRpc,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -453,6 +457,14 @@ impl Route {
             ClientAgentFeedbackList => decl("client-agent-feedback-list", &[MAIN_R], Buffered, || {
                 routes!(client::feedback::handlers::list)
             }),
+            // A2A: the card reads the agent; the endpoint runs turns (and answers their
+            // actions, carrying the turn on in the call) and streams `message/stream`.
+            ClientAgentA2aCard => {
+                decl("client-agent-a2a-card", &[MAIN_R], Buffered, || routes!(client::a2a::handlers::card))
+            }
+            ClientAgentA2aRpc => {
+                decl("client-agent-a2a-rpc", TURN_ROUTE, Turn, || routes!(client::a2a::handlers::rpc))
+            }
             // Ends a waiting run's paused turn (its `turn.ended` event) or records the cancel.
             ClientRunsCancel => {
                 decl("client-runs-cancel", &[MAIN_W, EVENTS_W, WEBHOOKS_SEND], Buffered, || {

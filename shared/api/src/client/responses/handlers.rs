@@ -134,7 +134,7 @@ async fn session_for(
 }
 
 /// A session and its transcript, in one read.
-async fn read_for_turn(
+pub(crate) async fn read_for_turn(
     app: &App,
     auth: &ProjectAuth,
     id: &SessionId,
@@ -156,7 +156,10 @@ async fn read_for_turn(
 
 /// The tenant's monthly spend, for a project of a tenant with a limit: refused with 402 once
 /// the limit is reached (two reads, only for such a project); the turn counts toward it.
-async fn tenant_spend(app: &App, tenant: Option<TenantId>) -> Result<Option<TenantSpend>, ClientError> {
+pub(crate) async fn tenant_spend(
+    app: &App,
+    tenant: Option<TenantId>,
+) -> Result<Option<TenantSpend>, ClientError> {
     let Some(id) = tenant else { return Ok(None) };
     let tenant = app.store.tenants().get(&id).await?;
     let key = agentplane_domain::tenant::TenantKey::Tenant(id).key();
