@@ -443,7 +443,7 @@ fn only_the_functions_that_run_turns_touch_s3() {
         Route::ALL.iter().copied().filter(|r| grants::uses_objects(r.grants())).collect();
     let turns: std::collections::HashSet<Route> =
         Route::ALL.iter().copied().filter(|r| r.runs_turns()).collect();
-    assert_eq!(turns.len(), 4, "{turns:?}");
+    assert_eq!(turns.len(), 6, "{turns:?}");
     let files: std::collections::HashSet<Route> =
         [Route::ClientSessionFilesCreate, Route::ClientSessionFilesGet, Route::ClientSessionFilesDelete]
             .into_iter()

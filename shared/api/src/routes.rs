@@ -134,6 +134,8 @@ pub enum Route {
     ClientAgentFeedbackList,
     ClientAgentA2aCard,
     ClientAgentA2aRpc,
+    ClientSessionRegenerate,
+    ClientSessionMessageEdit,
 }
 
 impl Route {
@@ -220,6 +222,8 @@ impl Route {
         Route::ClientAgentFeedbackList,
         Route::ClientAgentA2aCard,
         Route::ClientAgentA2aRpc,
+        Route::ClientSessionRegenerate,
+        Route::ClientSessionMessageEdit,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -465,6 +469,13 @@ impl Route {
             ClientAgentA2aRpc => {
                 decl("client-agent-a2a-rpc", TURN_ROUTE, Turn, || routes!(client::a2a::handlers::rpc))
             }
+            // Regenerate and edit run a new turn that replaces earlier ones.
+            ClientSessionRegenerate => decl("client-session-regenerate", TURN_ROUTE, Turn, || {
+                routes!(client::responses::rewind::regenerate)
+            }),
+            ClientSessionMessageEdit => decl("client-session-message-edit", TURN_ROUTE, Turn, || {
+                routes!(client::responses::rewind::edit)
+            }),
             // Ends a waiting run's paused turn (its `turn.ended` event) or records the cancel.
             ClientRunsCancel => {
                 decl("client-runs-cancel", &[MAIN_W, EVENTS_W, WEBHOOKS_SEND], Buffered, || {

@@ -229,7 +229,7 @@ mod tests {
     use super::*;
 
     fn session() -> SessionId {
-        SessionId::from_random([7; 16])
+        SessionId::from_random([0xab; 16])
     }
 
     #[test]

@@ -113,7 +113,9 @@ pub async fn card(
     headers: HeaderMap,
 ) -> Result<Response, ClientError> {
     let ctx = published(&app, &auth, &agent_id).await?;
-    let name = ctx.agent.name.as_str().to_owned();
+    // The name the published version goes by (its experience settings), else the agent's.
+    let name =
+        ctx.config.experience.display_name.clone().unwrap_or_else(|| ctx.agent.name.as_str().to_owned());
     let card = AgentCard {
         protocol_version: PROTOCOL_VERSION.into(),
         description: format!("{name}, an Agentplane agent (published version {}).", ctx.version),
@@ -470,6 +472,7 @@ async fn new_turn(
         handover_at: None,
         tenant,
         images: Vec::new(),
+        supersede: None,
     };
     Ok(Prepared::Turn {
         id: TaskId::new(session.id, turn_id),
@@ -485,10 +488,14 @@ async fn execute(ctx: &Ctx, prepared: Prepared) -> Result<Task, RpcError> {
         Prepared::Turn { id, request, session, after } => {
             let engine = ctx.app.engine.clone();
             // Its own task: the turn ends (and releases the session) even if the caller goes.
+            let input = request.input.clone();
             let outcome = tokio::spawn(async move { engine.run_turn(*request).await })
                 .await
                 .map_err(|_| ClientError::internal("the turn task failed"))?;
-            outcome.map_err(|err| ClientError::turn(err, session.id.to_string()))?;
+            let outcome = outcome.map_err(|err| ClientError::turn(err, session.id.to_string()))?;
+            let answer = outcome.output_text.as_deref();
+            crate::client::sessions::title::after_first_turn(&ctx.app, &session, after == 0, &input, answer)
+                .await;
             let session = ctx.app.store.sessions().get(&ctx.auth.project_id, &session.id).await?;
             let events = task::turn_events(&ctx.app, &id, after).await?;
             task::render(&ctx.app, &session, &id, &events, None).await
