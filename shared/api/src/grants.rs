@@ -83,7 +83,8 @@ pub fn job(job: Job) -> &'static [Grant] {
         // Makes due attempts and fans out events whose queue message never came.
         Job::WebhookRetry => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_SEND],
         // Expires due actions and carries their turns on.
-        Job::RetentionSweep => &[MAIN_W, EVENTS_W, RUNS_SEND],
+        // Also deletes expired session files' bytes (the files bucket).
+        Job::RetentionSweep => &[MAIN_W, EVENTS_W, FILES_W, RUNS_SEND],
     }
 }
 

@@ -6,6 +6,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
+use utoipa::openapi::schema::{Object, SchemaType};
+
+/// Any JSON value (a JSON-RPC id: a string, a number or null).
+fn any_value() -> Object {
+    Object::builder().schema_type(SchemaType::AnyValue).build()
+}
 
 /// A JSON-RPC 2.0 request: `message/send`, `message/stream`, `tasks/get` or `tasks/cancel`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -14,14 +20,14 @@ pub struct A2aRequest {
     /// Always `2.0`.
     pub jsonrpc: String,
     /// The request's id (a string or a number), echoed by the answer.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = any_value)]
     pub id: Value,
     /// `message/send`, `message/stream`, `tasks/get` or `tasks/cancel`.
     pub method: String,
     /// `message/send` and `message/stream`: `{message: {role: "user", parts, messageId,
     /// contextId?, taskId?}, configuration?}`; `tasks/get`: `{id, historyLength?}`;
     /// `tasks/cancel`: `{id}`.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub params: Option<Value>,
 }
 
@@ -37,7 +43,7 @@ pub struct A2aErrorBody {
     pub code: i64,
     pub message: String,
     /// The client API's `type`, `code` and fields, or the `param` at fault.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub data: Option<Value>,
 }
 
@@ -46,11 +52,12 @@ pub struct A2aErrorBody {
 #[schema(as = A2aResponse)]
 pub struct A2aResponse {
     pub jsonrpc: String,
-    #[schema(value_type = Object)]
+    /// The request's id (null when it could not be read).
+    #[schema(schema_with = any_value)]
     pub id: Value,
     /// A Task: `{kind: "task", id, contextId, status: {state, timestamp, message?}, history,
     /// artifacts, metadata}`.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     pub error: Option<A2aErrorBody>,
 }
