@@ -2,7 +2,7 @@
 # The benchmark: starts LocalStack, builds in release mode and prints latency numbers.
 # BENCH_N sets the number of measured calls per operation (default 300; the sandbox bench 100).
 # An argument runs one suite: sessions, turns, background, files (a 20 MB upload and download),
-# webhooks (delivery latency from a state change to a local receiver, deliveries per second at 10
+# sweep (the retention sweep over 10,000 expired files), webhooks (delivery latency from a state change to a local receiver, deliveries per second at 10
 # endpoints), sandboxes or telemetry (24 h history read over
 # 2880 samples, one sampler pass over 1,000 allocations; BENCH_N history reads, default 30), or
 # runs (Platform Runs: checkpoint and restore time against workspace size, bytes uploaded per

@@ -579,3 +579,52 @@ async fn the_version_the_session_runs_decides_whether_it_takes_files() -> R {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn the_retention_sweep_deletes_an_expired_file_and_keeps_a_fresh_one() -> R {
+    let app = TestApp::spawn().await?;
+    let tenant = app.tenant().await?;
+    let session = session_with(&app, &tenant, json!({"enabled": true})).await?;
+    let mut made = Vec::new();
+    for name in ["old.txt", "new.txt"] {
+        let body = json!({"filename": name, "content_type": "text/plain", "size": 5});
+        let (status, file) = create_file(&app, &tenant.key, &session, body).await?;
+        anyhow::ensure!(status == StatusCode::CREATED, "{file}");
+        assert!(
+            upload(&str_field(&file, "upload_url")?, "text/plain", b"hello".to_vec()).await?.is_success()
+        );
+        made.push(file);
+        // The second file expires at least a second after the first.
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    }
+    let old_expiry = made[0]["expires_at"].as_i64().unwrap_or_default();
+    assert!(made[1]["expires_at"].as_i64().unwrap_or_default() > old_expiry);
+    let key = |f: &Value| -> anyhow::Result<String> {
+        Ok(format!("files/{}/{session}/{}", tenant.project_id, str_field(f, "id")?))
+    };
+    let objects = app.store.objects()?;
+    assert_eq!(objects.size(&key(&made[0])?).await?, Some(5));
+
+    // A pass now deletes nothing; a pass at the first file's expiry deletes it alone.
+    let report = agentplane_api::jobs::sweep_once(&app.store, agentplane_engine::now()).await?;
+    assert_eq!(report.files_deleted, 0);
+    let at = agentplane_domain::Timestamp::from_unix_seconds(old_expiry);
+    let report = agentplane_api::jobs::sweep_once(&app.store, at).await?;
+    assert_eq!(report.files_deleted, 1, "{report:?}");
+    let get = |f: &Value| {
+        let path = format!("/sessions/{session}/files/{}", f["id"].as_str().unwrap_or_default());
+        send(app.client(&tenant.key, Method::GET, &path))
+    };
+    let answer = get(&made[0]).await?;
+    assert_error((answer.0, &answer.1), StatusCode::NOT_FOUND, "file_not_found");
+    assert_eq!(objects.size(&key(&made[0])?).await?, None, "the object went with it");
+    let (status, fresh) = get(&made[1]).await?;
+    assert_eq!((status, &fresh["status"]), (StatusCode::OK, &json!("ready")), "{fresh}");
+    assert_eq!(objects.size(&key(&made[1])?).await?, Some(5));
+    // The count went down with it: a new file fits where the old one was.
+    let (_, list) = send(app.client(&tenant.key, Method::GET, &format!("/sessions/{session}/files"))).await?;
+    assert_eq!(list["data"].as_array().map(Vec::len), Some(1));
+    // Again at the same time: nothing more.
+    assert_eq!(agentplane_api::jobs::sweep_once(&app.store, at).await?.files_deleted, 0);
+    Ok(())
+}

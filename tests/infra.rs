@@ -467,7 +467,8 @@ fn no_function_builds_s3_or_sqs_clients_or_provisions() {
     }
 }
 
-/// S3 enters exactly the functions that run turns (transcripts past the item limit) and the
+/// S3 enters exactly the functions that run turns (transcripts past the item limit), the
+/// retention sweep (expired files) and the
 /// session file routes that sign URLs, read sizes or delete bytes: only they are granted the
 /// files bucket, so only they build the S3 client (`App::from_env` builds it
 /// from the grants), and the template gives it to them alone (checked above, per function).
@@ -477,15 +478,16 @@ fn only_the_functions_that_run_turns_touch_s3() {
         Route::ALL.iter().copied().filter(|r| grants::uses_objects(r.grants())).collect();
     let turns: std::collections::HashSet<Route> =
         Route::ALL.iter().copied().filter(|r| r.runs_turns()).collect();
-    assert_eq!(turns.len(), 3, "{turns:?}");
+    assert_eq!(turns.len(), 6, "{turns:?}");
     let files: std::collections::HashSet<Route> =
         [Route::ClientSessionFilesCreate, Route::ClientSessionFilesGet, Route::ClientSessionFilesDelete]
             .into_iter()
             .collect();
     assert_eq!(with_s3, turns.union(&files).copied().collect());
     for job in Job::ALL {
-        // The rollback restores transcripts, which may live in the files bucket.
-        let expected = matches!(job, Job::RunExecution | Job::RollbackRestore);
+        // run-execution runs turns; the rollback restores transcripts, which may live in the files
+        // bucket; the retention sweep deletes expired files' bytes.
+        let expected = matches!(job, Job::RunExecution | Job::RollbackRestore | Job::RetentionSweep);
         assert_eq!(grants::uses_objects(grants::job(*job)), expected, "{job:?}");
     }
     let lambda = std::fs::read_to_string(root().join("shared/api/src/lambda.rs")).expect("lambda.rs");

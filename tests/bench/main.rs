@@ -1,7 +1,7 @@
 //! The bench command (`bash tests/bench.sh`): everything runs through the same router the local
 //! gateway serves, over real HTTP on loopback, against LocalStack, and prints numbers.
 //! `BENCH_N` sets the calls per measured operation (default 300); an argument picks one suite
-//! (`sessions`, `turns`, `background`, `files`, `webhooks`), none runs them all.
+//! (`sessions`, `turns`, `background`, `files`, `sweep`, `webhooks`), none runs them all.
 
 #![allow(clippy::print_stdout)]
 
@@ -10,6 +10,7 @@ mod files;
 mod round_trips;
 mod sessions;
 mod stats;
+mod sweep;
 mod turns;
 mod webhooks;
 
@@ -28,6 +29,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if wants("files") {
         files::run(n).await?;
+        println!();
+    }
+    if wants("sweep") {
+        sweep::run(n).await?;
         println!();
     }
     if wants("turns") {

@@ -126,7 +126,10 @@ impl TestApp {
 
     fn serve_with_model_unstarted(store: Store, model: &model::ScriptedModel) -> (App, Store, String) {
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
+        // Titles off: a test's scripted model answers its turns only (tests/titles.rs turns
+        // them on).
         let app = App::new(store.clone(), CoreKey::new(core_key.clone()))
+            .with_title_model(None)
             .with_model(agentplane_engine::ModelConfig {
                 base_url: model.base_url.clone(),
                 api_key: Some(MODEL_KEY.into()),
@@ -156,7 +159,9 @@ impl TestApp {
         configure: impl FnOnce(App) -> App,
     ) -> anyhow::Result<Self> {
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
+        // Titles off here too (see serve_with_model_unstarted).
         let app = App::new(store.clone(), CoreKey::new(core_key.clone()))
+            .with_title_model(None)
             .with_model(agentplane_engine::ModelConfig {
                 base_url: model.base_url.clone(),
                 api_key: Some(MODEL_KEY.into()),

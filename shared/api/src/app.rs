@@ -55,6 +55,16 @@ impl StreamConfig {
     }
 }
 
+/// `AGENTPLANE_SESSION_TITLE_MODEL`: the cheap model that titles sessions (default
+/// `gpt-4o-mini`; `off` turns titles off).
+fn title_model_from_env() -> Option<String> {
+    match std::env::var("AGENTPLANE_SESSION_TITLE_MODEL") {
+        Ok(v) if v.trim().eq_ignore_ascii_case("off") => None,
+        Ok(v) if !v.trim().is_empty() => Some(v.trim().to_owned()),
+        _ => Some("gpt-4o-mini".to_owned()),
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct App {
     pub store: Store,
@@ -69,6 +79,8 @@ pub struct App {
     pub webhooks: WebhookConfig,
     /// Background runs: slots per tenant, the run ceiling, one invocation's budget.
     pub background: agentplane_engine::background::BackgroundConfig,
+    /// The model that titles untitled sessions after their first turn (`None`: off).
+    pub title_model: Option<String>,
 }
 
 impl App {
@@ -95,7 +107,14 @@ impl App {
             sync_ceiling: Duration::from_millis(ceiling),
             webhooks: local_webhooks(),
             background: agentplane_engine::background::BackgroundConfig::from_env(),
+            title_model: title_model_from_env(),
         }
+    }
+
+    /// Titles untitled sessions with `model` after their first turn (`None`: never).
+    pub fn with_title_model(mut self, model: Option<String>) -> Self {
+        self.title_model = model;
+        self
     }
 
     pub fn with_background(mut self, background: agentplane_engine::background::BackgroundConfig) -> Self {

@@ -98,7 +98,8 @@ pub fn job(job: Job) -> &'static [Grant] {
         // with their `run.reverted` events.
         Job::RollbackRestore => &[MAIN_W, FILES_W, WORKSPACES_W, ROLLBACKS_CONSUME, WEBHOOKS_SEND],
         // Expires due actions and carries their turns on.
-        Job::RetentionSweep => &[MAIN_W, EVENTS_W, RUNS_SEND],
+        // Also deletes expired session files' bytes (the files bucket).
+        Job::RetentionSweep => &[MAIN_W, EVENTS_W, FILES_W, RUNS_SEND],
     }
 }
 

@@ -143,6 +143,10 @@ pub enum Route {
     ClientSessionFilesDelete,
     ClientSessionFeedbackCreate,
     ClientAgentFeedbackList,
+    ClientAgentA2aCard,
+    ClientAgentA2aRpc,
+    ClientSessionRegenerate,
+    ClientSessionMessageEdit,
 }
 
 impl Route {
@@ -238,6 +242,10 @@ impl Route {
         Route::ClientSessionFilesDelete,
         Route::ClientSessionFeedbackCreate,
         Route::ClientAgentFeedbackList,
+        Route::ClientAgentA2aCard,
+        Route::ClientAgentA2aRpc,
+        Route::ClientSessionRegenerate,
+        Route::ClientSessionMessageEdit,
     ];
 
     /// The route's one declaration. Its method, path and wire (parameters, bodies, answers)
@@ -522,6 +530,21 @@ impl Route {
             }
             ClientAgentFeedbackList => decl("client-agent-feedback-list", &[MAIN_R], Buffered, || {
                 routes!(client::feedback::handlers::list)
+            }),
+            // A2A: the card reads the agent; the endpoint runs turns (and answers their
+            // actions, carrying the turn on in the call) and streams `message/stream`.
+            ClientAgentA2aCard => {
+                decl("client-agent-a2a-card", &[MAIN_R], Buffered, || routes!(client::a2a::handlers::card))
+            }
+            ClientAgentA2aRpc => {
+                decl("client-agent-a2a-rpc", TURN_ROUTE, Turn, || routes!(client::a2a::handlers::rpc))
+            }
+            // Regenerate and edit run a new turn that replaces earlier ones.
+            ClientSessionRegenerate => decl("client-session-regenerate", TURN_ROUTE, Turn, || {
+                routes!(client::responses::rewind::regenerate)
+            }),
+            ClientSessionMessageEdit => decl("client-session-message-edit", TURN_ROUTE, Turn, || {
+                routes!(client::responses::rewind::edit)
             }),
             // Ends a waiting run's paused turn (its `turn.ended` event) or records the cancel.
             ClientRunsCancel => {

@@ -93,6 +93,60 @@ impl Default for HumanInTheLoop {
     }
 }
 
+/// What a chat surface shows of the agent (travels with the version): the name it goes by,
+/// the greeting it opens with, and prompts a person may start from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Experience {
+    pub display_name: Option<String>,
+    pub greeting: Option<String>,
+    pub suggested_prompts: Vec<String>,
+}
+
+pub const MAX_DISPLAY_NAME_CHARS: usize = 100;
+pub const MAX_GREETING_CHARS: usize = 2000;
+pub const MAX_SUGGESTED_PROMPTS: usize = 8;
+pub const MAX_SUGGESTED_PROMPT_CHARS: usize = 200;
+
+/// A display name of 1-100 characters, a greeting of at most 2000, at most 8 distinct,
+/// non-blank suggested prompts of at most 200 each.
+fn check_experience(experience: &Experience) -> Result<(), ValidationError> {
+    const P: &str = "config.experience";
+    if let Some(name) = &experience.display_name
+        && (name.trim().is_empty() || name.chars().count() > MAX_DISPLAY_NAME_CHARS)
+    {
+        return Err(ValidationError::new(
+            format!("{P}.display_name"),
+            format!("`{P}.display_name` must be 1 to {MAX_DISPLAY_NAME_CHARS} characters, or null"),
+        ));
+    }
+    if experience.greeting.as_ref().is_some_and(|g| g.chars().count() > MAX_GREETING_CHARS) {
+        return Err(ValidationError::new(
+            format!("{P}.greeting"),
+            format!("`{P}.greeting` may be at most {MAX_GREETING_CHARS} characters"),
+        ));
+    }
+    if experience.suggested_prompts.len() > MAX_SUGGESTED_PROMPTS {
+        return Err(ValidationError::new(
+            format!("{P}.suggested_prompts"),
+            format!("at most {MAX_SUGGESTED_PROMPTS} suggested prompts"),
+        ));
+    }
+    for (i, prompt) in experience.suggested_prompts.iter().enumerate() {
+        let param = format!("{P}.suggested_prompts[{i}]");
+        if prompt.trim().is_empty() || prompt.chars().count() > MAX_SUGGESTED_PROMPT_CHARS {
+            return Err(ValidationError::new(
+                param,
+                format!("a suggested prompt is 1 to {MAX_SUGGESTED_PROMPT_CHARS} characters, not blank"),
+            ));
+        }
+        if experience.suggested_prompts[..i].contains(prompt) {
+            return Err(ValidationError::new(param, "suggested prompts must be distinct"));
+        }
+    }
+    Ok(())
+}
+
 /// The most client tools an agent declares.
 pub const MAX_CLIENT_TOOLS: usize = 32;
 
@@ -165,6 +219,9 @@ pub struct VersionedConfig {
     pub attachments: Attachments,
     #[serde(rename = "humanInTheLoop")]
     pub human_in_the_loop: HumanInTheLoop,
+    /// Stored versions from before experience settings read as none.
+    #[serde(default)]
+    pub experience: Experience,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -219,7 +276,7 @@ fn string_field(
 }
 
 /// The sections of `config`, as the spec stores an agent's settings.
-const SECTIONS: [&str; 3] = ["execution", "attachments", "humanInTheLoop"];
+const SECTIONS: [&str; 4] = ["execution", "attachments", "humanInTheLoop", "experience"];
 
 /// The `config` object of a request, if any. Its keys must be known sections, and the sections
 /// are no longer read at the top level: a client that still sends them there is told where
@@ -357,8 +414,10 @@ pub fn new_agent(
         max_steps: max_steps(body)?.unwrap_or(DEFAULT_MAX_STEPS),
         attachments: section(&Attachments::default(), config, "attachments")?.unwrap_or_default(),
         human_in_the_loop: section(&HumanInTheLoop::default(), config, "humanInTheLoop")?.unwrap_or_default(),
+        experience: section(&Experience::default(), config, "experience")?.unwrap_or_default(),
     };
     check_human_in_the_loop(&draft.human_in_the_loop)?;
+    check_experience(&draft.experience)?;
     Ok(Agent {
         id,
         project_id,
@@ -412,8 +471,76 @@ pub fn patch_agent(
         check_human_in_the_loop(&hitl)?;
         agent.draft.human_in_the_loop = hitl;
     }
+    if let Some(experience) = section(&agent.draft.experience, config, "experience")? {
+        check_experience(&experience)?;
+        agent.draft.experience = experience;
+    }
     agent.updated_at = now;
     Ok(())
+}
+
+#[cfg(test)]
+mod experience_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[allow(clippy::needless_pass_by_value)]
+    fn create(config: Value) -> Result<Agent, ValidationError> {
+        let body = json!({"name": "a", "model": "m", "config": config});
+        let body = body.as_object().cloned().unwrap_or_default();
+        new_agent(
+            &body,
+            AgentId::from_random([1; 16]),
+            ProjectId::from_random([2; 16]),
+            Timestamp::from_unix_seconds(1),
+        )
+    }
+
+    #[test]
+    fn experience_settings_are_validated_and_patched_field_by_field() {
+        let agent = create(
+            json!({"experience": {"display_name": "Ada", "greeting": "Hi!", "suggested_prompts": ["One", "Two"]}}),
+        );
+        let mut agent = agent.unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(agent.draft.experience.display_name.as_deref(), Some("Ada"));
+        assert_eq!(agent.draft.experience.suggested_prompts, ["One", "Two"]);
+        let bad = |config: Value| create(config).err().and_then(|e| e.param);
+        assert_eq!(
+            bad(json!({"experience": {"display_name": " "}})).as_deref(),
+            Some("config.experience.display_name")
+        );
+        assert_eq!(
+            bad(json!({"experience": {"greeting": "x".repeat(2001)}})).as_deref(),
+            Some("config.experience.greeting")
+        );
+        assert_eq!(
+            bad(json!({"experience": {"suggested_prompts": vec!["a"; 9]}})).as_deref(),
+            Some("config.experience.suggested_prompts")
+        );
+        assert_eq!(
+            bad(json!({"experience": {"suggested_prompts": ["a", "a"]}})).as_deref(),
+            Some("config.experience.suggested_prompts[1]")
+        );
+        assert_eq!(
+            bad(json!({"experience": {"suggested_prompts": [""]}})).as_deref(),
+            Some("config.experience.suggested_prompts[0]")
+        );
+        assert_eq!(bad(json!({"experience": {"colour": "red"}})).as_deref(), Some("config.experience"));
+        // A PATCH changes only what it names.
+        let patch = json!({"config": {"experience": {"greeting": "Hello"}}});
+        patch_agent(&mut agent, patch.as_object().unwrap_or(&Map::new()), Timestamp::from_unix_seconds(2))
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(agent.draft.experience.greeting.as_deref(), Some("Hello"));
+        assert_eq!(agent.draft.experience.display_name.as_deref(), Some("Ada"));
+        // A stored version from before experience reads as none.
+        let old: VersionedConfig = serde_json::from_value(json!({
+            "model": "m", "instructions": "", "tools": [], "max_steps": 8,
+            "attachments": Attachments::default(), "humanInTheLoop": HumanInTheLoop::default(),
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(old.experience, Experience::default());
+    }
 }
 
 #[cfg(test)]
@@ -480,8 +607,8 @@ mod tests {
             Some("config.humanInTheLoop")
         );
         assert_eq!(
-            param(json!({"name": "a", "model": "m", "config": {"experience": {}}})).as_deref(),
-            Some("config.experience")
+            param(json!({"name": "a", "model": "m", "config": {"appearance": {}}})).as_deref(),
+            Some("config.appearance")
         );
         assert_eq!(param(json!({"name": "a", "model": "m", "config": 1})).as_deref(), Some("config"));
         // The sections are read under `config` only; at the top level they are refused, not ignored.

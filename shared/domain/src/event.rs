@@ -31,12 +31,15 @@ pub enum EventType {
     ActionRequired,
     /// The session budget was reached: the turn paused or stopped.
     BudgetReached,
+    /// Earlier turns were replaced (a regenerated answer, an edited message): a client renders
+    /// the log without them.
+    TurnSuperseded,
     /// A type written by a later release, kept by name.
     Unknown(String),
 }
 
 impl EventType {
-    const KNOWN: [Self; 10] = [
+    const KNOWN: [Self; 11] = [
         Self::TurnStarted,
         Self::UserMessage,
         Self::AssistantMessage,
@@ -47,6 +50,7 @@ impl EventType {
         Self::Error,
         Self::ActionRequired,
         Self::BudgetReached,
+        Self::TurnSuperseded,
     ];
 
     pub fn as_str(&self) -> &str {
@@ -61,6 +65,7 @@ impl EventType {
             Self::Error => "error",
             Self::ActionRequired => "action.required",
             Self::BudgetReached => "budget.reached",
+            Self::TurnSuperseded => "turn.superseded",
             Self::Unknown(name) => name,
         }
     }

@@ -2,6 +2,7 @@
 //! clock reads (callers pass `now`), no I/O. The rules that are easy to get wrong live here so that
 //! they are cheap to test exhaustively.
 
+pub mod a2a;
 pub mod action;
 pub mod agent;
 pub mod agent_run;

@@ -69,6 +69,20 @@ impl EnvironmentMode {
 pub struct Title(String);
 
 impl Title {
+    /// A title from a model's answer: its first non-empty line, without surrounding quotes,
+    /// a `Title:` prefix or a final period, whitespace collapsed, at most 80 characters.
+    /// `None` when nothing is left.
+    pub fn generated(answer: &str) -> Option<Self> {
+        let line = answer.lines().map(str::trim).find(|l| !l.is_empty())?;
+        let line = line.strip_prefix("Title:").or_else(|| line.strip_prefix("title:")).unwrap_or(line);
+        let line = line.trim().trim_matches(|c: char| matches!(c, '"' | '\'' | '*' | '`' | '“' | '”')).trim();
+        let line = line.strip_suffix('.').unwrap_or(line);
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let text: String = words.join(" ").chars().take(80).collect();
+        let text = text.trim().to_owned();
+        (!text.is_empty()).then_some(Self(text))
+    }
+
     pub fn from_json(param: &str, value: &Value) -> Result<Option<Self>, ValidationError> {
         match value {
             Value::Null => Ok(None),
@@ -164,6 +178,10 @@ pub struct Session {
     /// The saved-state version a paused turn's continuation claims.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_version: Option<u64>,
+    /// Turns replaced by a later one (a regenerated answer, an edited message): kept in the
+    /// log, left out of the model's conversation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub superseded_turns: Vec<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -223,6 +241,7 @@ impl NewSession {
             budget: self.budget,
             current_turn_id: None,
             pause_version: None,
+            superseded_turns: Vec::new(),
             created_at: now,
             updated_at: now,
         }
@@ -254,6 +273,21 @@ impl SessionPatch {
             session.budget = budget;
         }
         session.updated_at = now;
+    }
+}
+
+#[cfg(test)]
+mod title_tests {
+    use super::Title;
+
+    #[test]
+    fn a_generated_title_is_one_clean_short_line() {
+        let t = |a: &str| Title::generated(a).map(|t| t.as_str().to_owned());
+        assert_eq!(t("\n  \"Trip to  Paris.\"\nmore"), Some("Trip to Paris".into()));
+        assert_eq!(t("Title: Budget review"), Some("Budget review".into()));
+        assert_eq!(t("   \n\n"), None);
+        assert_eq!(t("\"\""), None);
+        assert_eq!(t(&"word ".repeat(40)).map(|s| s.chars().count()), Some(79));
     }
 }
 

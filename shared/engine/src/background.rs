@@ -278,6 +278,7 @@ impl Engine {
                 transcript,
                 spent_usd: session.cost_usd,
                 webhooks: hooks,
+                superseded: session.superseded_turns.clone(),
             }),
             budget: SessionBudget::effective(session.budget, &agent.execution),
             turn_id: Some(run.id.turn_id()),
@@ -285,6 +286,7 @@ impl Engine {
             tenant,
             // Background runs take no image parts (the route refuses them).
             images: Vec::new(),
+            supersede: None,
         })
     }
 

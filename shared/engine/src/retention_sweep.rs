@@ -35,6 +35,8 @@ pub struct SweepReport {
     pub resent: usize,
     /// Storage failures (settling or carrying on); logged, and the pass goes on.
     pub failed: usize,
+    /// Expired session files deleted (their bytes, then their item and count).
+    pub files_deleted: usize,
 }
 
 /// What the sweep needs of storage (a port, so the pass's rules are tested in memory; the
@@ -91,7 +93,41 @@ pub const RESEND_AFTER_MS: i64 = 60_000;
 /// One pass over the actions due at `now`. A failed read of due actions is an `Err`; a failure
 /// on one action is counted and the pass goes on with the next.
 pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, StoreError> {
-    sweep(store, now).await
+    let mut report = sweep(store, now).await?;
+    sweep_files(store, now, &mut report).await?;
+    Ok(report)
+}
+
+/// Session files past their expiry: the object, then the item and its count. The deployment
+/// bucket's lifecycle rule and the item's TTL get there too, but late (TTL within days); a
+/// bucket the project registers has neither. At most `MAX_PAGES` pages a pass; the rest waits,
+/// oldest first, for the next one. Without an S3 client (a function not granted the files
+/// bucket) there is nothing to do.
+pub async fn sweep_files(store: &Store, now: Timestamp, report: &mut SweepReport) -> Result<(), StoreError> {
+    let Ok(objects) = store.objects() else { return Ok(()) };
+    for _ in 0..MAX_PAGES {
+        let expired = store.files().expired(now, PAGE).await?;
+        let mut deleted = 0;
+        for file in &expired {
+            if let Err(err) = objects.delete(&file.object_key()).await {
+                tracing::warn!(file = %file.id, error = %err, "deleting an expired file's object failed");
+                report.failed += 1;
+                continue;
+            }
+            match store.files().delete(&file.project_id, &file.session_id, &file.id).await {
+                Ok(()) | Err(StoreError::NotFound) => deleted += 1,
+                Err(err) => {
+                    tracing::warn!(file = %file.id, error = %err, "deleting an expired file failed");
+                    report.failed += 1;
+                }
+            }
+        }
+        report.files_deleted += deleted;
+        if expired.len() < PAGE || deleted == 0 {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// [`sweep_once`] over any [`ExpiringActions`].
@@ -271,7 +307,15 @@ mod tests {
         let report = sweep(&m, NOW).await;
         assert_eq!(
             report.ok(),
-            Some(SweepReport { due: 3, expired: 3, skipped: 0, continued: 1, resent: 0, failed: 0 })
+            Some(SweepReport {
+                due: 3,
+                expired: 3,
+                skipped: 0,
+                continued: 1,
+                resent: 0,
+                failed: 0,
+                ..SweepReport::default()
+            })
         );
         assert_eq!(
             [1, 2, 3, 4, 5].map(|n| status(&m, n)),
@@ -307,7 +351,15 @@ mod tests {
         let report = sweep(&m, NOW).await.ok();
         assert_eq!(
             report,
-            Some(SweepReport { due: 2, expired: 1, continued: 1, resent: 0, failed: 1, skipped: 0 })
+            Some(SweepReport {
+                due: 2,
+                expired: 1,
+                continued: 1,
+                resent: 0,
+                failed: 1,
+                skipped: 0,
+                ..SweepReport::default()
+            })
         );
         assert_eq!((status(&m, 1), status(&m, 2)), (ActionStatus::Pending, ActionStatus::Expired));
     }

@@ -55,6 +55,18 @@ pub struct TurnContext {
     /// Whether the project has webhook endpoints: the turn's state changes then emit events
     /// (`session.idled`, `action.required`, `budget.reached`) in their own commits.
     pub webhooks: bool,
+    /// The session's superseded turns: left out of the conversation the model is given.
+    pub superseded: Vec<String>,
+}
+
+/// Earlier turns a new turn replaces: the last one (`regenerate`, the same user message again)
+/// or an edited message's turn and every later one (`edit`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Supersede {
+    pub turn_ids: Vec<String>,
+    pub reason: agentplane_domain::event::payload::SupersedeReason,
+    /// The edited message's event.
+    pub event_id: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -82,6 +94,8 @@ pub struct TurnRequest {
     /// Short-lived URLs of the session's image files given with this message (the model reads
     /// images); later requests carry a note in their place.
     pub images: Vec<String>,
+    /// The earlier turns this one replaces (written with its start: `turn.superseded`).
+    pub supersede: Option<Supersede>,
 }
 
 /// A project of a tenant: the turn's spend is added to the tenant's monthly counter, and at the
@@ -257,6 +271,8 @@ struct Turn<'a, S, M> {
     messages: Vec<ChatMessage>,
     /// `messages[start..]` is the transcript (the instructions come first, afresh each turn).
     start: usize,
+    /// Where each turn of the transcript begins, this one's last.
+    marks: Vec<crate::transcript::TurnMark>,
     /// Whether its state changes emit webhook events (the project has endpoints).
     webhooks: bool,
 }
@@ -285,6 +301,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
                 last_event_seq: 0,
                 spent_usd: 0.0,
                 webhooks: self.store.has_webhooks(&request.project_id).await.map_err(storage)?,
+                superseded: Vec::new(),
                 transcript: self
                     .store
                     .load_transcript(&request.project_id, &request.session_id)
@@ -292,16 +309,23 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
                     .map_err(storage)?,
             },
         };
-        let first = [
-            EventPayload::TurnStarted(TurnStarted {
-                agent_id: request.agent_id,
-                channel: request.channel,
-                version: request.version,
-                model: request.config.model.clone(),
+        let mut first = vec![EventPayload::TurnStarted(TurnStarted {
+            agent_id: request.agent_id,
+            channel: request.channel,
+            version: request.version,
+            model: request.config.model.clone(),
+            extra: Map::new(),
+        })];
+        if let Some(supersede) = &request.supersede {
+            first.push(EventPayload::TurnSuperseded(agentplane_domain::event::payload::TurnSuperseded {
+                turn_ids: supersede.turn_ids.clone(),
+                reason: supersede.reason,
+                event_id: supersede.event_id,
                 extra: Map::new(),
-            }),
-            EventPayload::UserMessage(MessageText::new(request.input.clone())),
-        ];
+            }));
+        }
+        first.push(EventPayload::UserMessage(MessageText::new(request.input.clone())));
+        let supersedes: &[String] = request.supersede.as_ref().map_or(&[], |s| s.turn_ids.as_slice());
         let events: Vec<NewEvent> =
             first.iter().map(|p| NewEvent::from_payload(p, Some(turn_id.clone()))).collect();
         // A transcript saved since the route read it is read again (a turn that just ended).
@@ -319,9 +343,15 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
                 retention_days: self.bus.retention_days(),
                 from_seq: context.last_event_seq + 1,
                 transcript_version: context.transcript.as_ref().map_or(0, |t| t.version),
+                supersedes,
             };
             match self.store.begin(&start).await {
                 Ok(begun) => break begun,
+                // A turn that replaces others does so over the conversation its caller read:
+                // another turn came in between.
+                Err(TurnWriteError::Refused(Refused::TranscriptMoved)) if !supersedes.is_empty() => {
+                    return Err(TurnError::Busy);
+                }
                 Err(TurnWriteError::Refused(Refused::TranscriptMoved)) if attempts < 3 => {
                     attempts += 1;
                     context.transcript = self
@@ -350,10 +380,14 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             }
         };
         self.bus.notify(&request.session_id);
-        let history = match &context.transcript {
-            Some(stored) => crate::transcript::decode(&stored.body).map_err(storage)?,
-            None => Vec::new(),
+        let (history, marks) = match &context.transcript {
+            Some(stored) => crate::transcript::decode_marked(&stored.body).map_err(storage)?,
+            None => (Vec::new(), Vec::new()),
         };
+        let mut superseded = context.superseded.clone();
+        superseded.extend(supersedes.iter().cloned());
+        let (history, mut marks) = crate::transcript::without_turns(history, marks, &superseded);
+        marks.push(crate::transcript::TurnMark { turn_id: turn_id.clone(), start: history.len() });
         let mut messages = Vec::new();
         if !request.config.instructions.is_empty() {
             messages.push(ChatMessage::System { content: request.config.instructions.clone() });
@@ -391,6 +425,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             transcript_object: context.transcript.and_then(|t| t.object),
             messages,
             start,
+            marks,
             webhooks,
         };
         let ending = turn.drive(1, false).await;
@@ -429,7 +464,8 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             return Ok(None);
         };
         // A pause may outlast an image's URL: images the turn was given become notes.
-        let history = crate::model::without_images(crate::transcript::decode(&stored.body).map_err(storage)?);
+        let (history, marks) = crate::transcript::decode_marked(&stored.body).map_err(storage)?;
+        let history = crate::model::without_images(history);
         let mut messages = Vec::new();
         if !paused.config.instructions.is_empty() {
             messages.push(ChatMessage::System { content: paused.config.instructions.clone() });
@@ -463,6 +499,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             transcript_object: stored.object,
             messages,
             start,
+            marks,
             webhooks,
         };
         let ending = if paused.for_handover {
@@ -595,7 +632,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
         let events: Vec<NewEvent> =
             events_in.iter().map(|p| NewEvent::from_payload(p, Some(self.turn_id.clone()))).collect();
         let body = match write.save {
-            true => Some(crate::transcript::encode(&self.messages[self.start..])?),
+            true => Some(crate::transcript::encode(&self.messages[self.start..], &self.marks)?),
             false => None,
         };
         let emit = if self.webhooks { self.webhook_events(events_in, &write) } else { Vec::new() };

@@ -68,6 +68,9 @@ pub enum ClientError {
     /// 402 `spend_limit_reached`: the tenant's monthly spend limit is reached.
     #[error("the tenant's monthly spend limit is reached")]
     SpendLimitReached { spent_usd: f64, max_cost_usd: f64 },
+    /// 409 `nothing_to_regenerate`: the session has no live turn with a user message.
+    #[error("nothing to regenerate")]
+    NothingToRegenerate,
     /// 404 `message_not_found`: no such event (an assistant message) in the session.
     #[error("message not found")]
     MessageNotFound,
@@ -225,6 +228,12 @@ impl ClientError {
             )
             .with("spent_usd", spent_usd)
             .with("max_cost_usd", max_cost_usd),
+            Self::NothingToRegenerate => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "nothing_to_regenerate",
+                "the session has no answered user message to regenerate",
+            ),
             Self::MessageNotFound => ApiError::new(
                 StatusCode::NOT_FOUND,
                 "not_found_error",

@@ -1,5 +1,6 @@
 //! The client API (`/api/client/v1`): integrators, authenticated by a project key.
 
+pub mod a2a;
 pub mod actions;
 pub mod agents;
 pub mod auth;

@@ -170,6 +170,26 @@ pub struct BudgetReached {
     pub extra: Map<String, Value>,
 }
 
+/// `turn.superseded`: the turns `turn_ids` (their messages, calls and answer) are replaced by
+/// the turn this event belongs to: `regenerate` answers the same user message again, `edit`
+/// continues from the edited message `event_id`. Nothing is deleted; the events stay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnSuperseded {
+    pub turn_ids: Vec<String>,
+    pub reason: SupersedeReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<u64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SupersedeReason {
+    Regenerate,
+    Edit,
+}
+
 /// An event's payload: its type and its data, typed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventPayload {
@@ -183,6 +203,7 @@ pub enum EventPayload {
     Error(TurnFailure),
     ActionRequired(ActionRequired),
     BudgetReached(BudgetReached),
+    TurnSuperseded(TurnSuperseded),
     /// A type this release does not know, or data without its type's shape: kept verbatim.
     Unknown {
         kind: String,
@@ -208,6 +229,7 @@ impl EventPayload {
             EventType::Error => typed(data, Self::Error),
             EventType::ActionRequired => typed(data, Self::ActionRequired),
             EventType::BudgetReached => typed(data, Self::BudgetReached),
+            EventType::TurnSuperseded => typed(data, Self::TurnSuperseded),
             EventType::Unknown(_) => None,
         };
         known.unwrap_or_else(|| Self::Unknown { kind: kind.as_str().to_owned(), data: data.clone() })
@@ -225,6 +247,7 @@ impl EventPayload {
             Self::Error(_) => EventType::Error,
             Self::ActionRequired(_) => EventType::ActionRequired,
             Self::BudgetReached(_) => EventType::BudgetReached,
+            Self::TurnSuperseded(_) => EventType::TurnSuperseded,
             Self::Unknown { kind, .. } => EventType::from(kind.clone()),
         }
     }
@@ -241,6 +264,7 @@ impl EventPayload {
             Self::Error(p) => serde_json::to_value(p),
             Self::ActionRequired(p) => serde_json::to_value(p),
             Self::BudgetReached(p) => serde_json::to_value(p),
+            Self::TurnSuperseded(p) => serde_json::to_value(p),
             Self::Unknown { data, .. } => return data.clone(),
         };
         // These structs hold only strings, numbers and JSON values: serializing cannot fail,

@@ -441,6 +441,7 @@ impl Harness {
                 max_steps: 4,
                 attachments: Default::default(),
                 human_in_the_loop: Default::default(),
+                experience: Default::default(),
             },
             input: "hello".into(),
             deadline: Instant::now() + Duration::from_secs(60),
@@ -450,6 +451,7 @@ impl Harness {
             handover_at: None,
             tenant: None,
             images: Vec::new(),
+            supersede: None,
         }
     }
 

@@ -42,9 +42,21 @@ struct FileItem {
     gsi1pk: String,
     #[serde(rename = "GSI1SK")]
     gsi1sk: String,
+    /// The retention sweep's due-work index: every file, by expiry.
+    #[serde(rename = "GSI2PK", default)]
+    gsi2pk: Option<String>,
+    #[serde(rename = "GSI2SK", default)]
+    gsi2sk: Option<String>,
     /// The TTL attribute, Unix seconds.
     expires_at: i64,
     file: SessionFile,
+}
+
+/// The `by_due` partition of files: the sweep reads the oldest expiries first.
+pub const FILES_DUE: &str = "FILES_DUE";
+
+fn due_sort_key(expires_at: i64, id: &FileId) -> String {
+    format!("{:020}#{id}", expires_at.max(0))
 }
 
 impl FileItem {
@@ -54,6 +66,8 @@ impl FileItem {
             sk: file_sk(&file.session_id, &file.id),
             gsi1pk: files_list(&file.project_id, &file.session_id),
             gsi1sk: created_sort_key(file.created_at, &file.id),
+            gsi2pk: Some(FILES_DUE.to_owned()),
+            gsi2sk: Some(due_sort_key(file.expires_at.unix_seconds(), &file.id)),
             expires_at: file.expires_at.unix_seconds(),
             file: file.clone(),
         }
@@ -136,6 +150,36 @@ impl<'a> Files<'a> {
             .await
             .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
         Ok(())
+    }
+
+    /// Up to `limit` files whose expiry is at or before `now`, the oldest first (what the
+    /// retention sweep deletes; what it deletes leaves the index, so the next read starts
+    /// where this one's work stopped).
+    pub async fn expired(
+        &self,
+        now: agentplane_domain::Timestamp,
+        limit: usize,
+    ) -> Result<Vec<SessionFile>, StoreError> {
+        let out = self
+            .store
+            .dynamo
+            .query()
+            .table_name(self.table())
+            .index_name(crate::resources::BY_DUE)
+            .key_condition_expression("GSI2PK = :p AND GSI2SK <= :until")
+            .expression_attribute_values(":p", s(FILES_DUE))
+            .expression_attribute_values(":until", s(format!("{:020}#~", now.unix_seconds().max(0))))
+            .scan_index_forward(true)
+            .limit(i32::try_from(limit).unwrap_or(100))
+            .send()
+            .await
+            .map_err(super::backend)?;
+        let mut files = Vec::new();
+        for item in out.items.unwrap_or_default() {
+            let item: FileItem = serde_dynamo::from_item(item)?;
+            files.push(item.file);
+        }
+        Ok(files)
     }
 
     /// Deletes the file and uncounts it; `NotFound` when it is not there.

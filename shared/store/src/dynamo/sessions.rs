@@ -208,6 +208,40 @@ impl<'a> Sessions<'a> {
         Ok(Page { items: page.items.into_iter().map(|i| i.session).collect(), has_more: page.has_more })
     }
 
+    /// Sets a generated title only while the session has none: a title set meanwhile (PATCH,
+    /// another generator) wins. `false` when it had one (or is gone).
+    pub async fn set_title_if_unset(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+        title: &agentplane_domain::session::Title,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(session_sk(id)))
+            .condition_expression(format!(
+                "{LIVE} AND (attribute_not_exists(title) OR attribute_type(title, :null))"
+            ))
+            .update_expression("SET title = :title, updated_at = :now")
+            .expression_attribute_values(":null", s("NULL"))
+            .expression_attribute_values(":title", serde_dynamo::to_attribute_value(title)?)
+            .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) => match conditional(e, |e| e.is_conditional_check_failed_exception()) {
+                StoreError::Conflict => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
+
     /// Applies a patch in one conditional update, so concurrent patches of different fields
     /// never undo each other.
     pub async fn update(

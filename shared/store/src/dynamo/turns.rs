@@ -84,6 +84,9 @@ pub struct TurnStart<'a> {
     pub from_seq: u64,
     /// The transcript version the caller read (0: none).
     pub transcript_version: u64,
+    /// Earlier turns this one replaces (regenerate, edit): added to the session's
+    /// `superseded_turns` in the same write.
+    pub supersedes: &'a [String],
 }
 
 /// What the session does after a step.
@@ -248,32 +251,44 @@ impl<'a> TurnWrites<'a> {
         let mut from = start.from_seq.max(1);
         for attempt in 0..ATTEMPTS {
             let last = from + start.events.len() as u64 - 1;
-            let mut items = vec![TransactWriteItem::builder()
-                .update(
-                    Update::builder()
-                        .table_name(self.table())
-                        .key("PK", s(project_pk(start.project)))
-                        .key("SK", s(session_sk(start.session)))
-                        .condition_expression(format!(
-                            "{LIVE} AND (runtime_status = :idle OR (runtime_status = :running AND turn_held_until < :now))"
-                        ))
-                        .update_expression(
-                            "SET runtime_status = :running, current_turn_id = :turn, agent_id = :agent, \
-                             agent_channel = :channel, updated_at = :now, turn_held_until = :hold, \
-                             last_event_seq = :last",
-                        )
-                        .expression_attribute_values(":hold", attr(start.hold_until)?)
-                        .expression_attribute_values(":idle", s("idle"))
-                        .expression_attribute_values(":running", s("running"))
-                        .expression_attribute_values(":turn", s(start.turn_id))
-                        .expression_attribute_values(":agent", attr(start.agent)?)
-                        .expression_attribute_values(":channel", attr(start.channel)?)
-                        .expression_attribute_values(":now", attr(start.now)?)
-                        .expression_attribute_values(":last", n(last))
-                        .build()
-                        .map_err(StoreError::unavailable)?,
-                )
-                .build()];
+            // A turn that replaces earlier ones records them on the session in this write.
+            let mut expression =
+                "SET runtime_status = :running, current_turn_id = :turn, agent_id = :agent, \
+                 agent_channel = :channel, updated_at = :now, turn_held_until = :hold, \
+                 last_event_seq = :last"
+                    .to_owned();
+            if !start.supersedes.is_empty() {
+                expression.push_str(
+                    ", superseded_turns = list_append(if_not_exists(superseded_turns, :none), :sup)",
+                );
+            }
+            let mut update = Update::builder()
+                .table_name(self.table())
+                .key("PK", s(project_pk(start.project)))
+                .key("SK", s(session_sk(start.session)))
+                .condition_expression(format!(
+                    "{LIVE} AND (runtime_status = :idle OR (runtime_status = :running AND turn_held_until < :now))"
+                ))
+                .update_expression(expression)
+                .expression_attribute_values(":hold", attr(start.hold_until)?)
+                .expression_attribute_values(":idle", s("idle"))
+                .expression_attribute_values(":running", s("running"))
+                .expression_attribute_values(":turn", s(start.turn_id))
+                .expression_attribute_values(":agent", attr(start.agent)?)
+                .expression_attribute_values(":channel", attr(start.channel)?)
+                .expression_attribute_values(":now", attr(start.now)?)
+                .expression_attribute_values(":last", n(last));
+            if !start.supersedes.is_empty() {
+                update = update
+                    .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
+                    .expression_attribute_values(
+                        ":sup",
+                        AttributeValue::L(start.supersedes.iter().map(|t| s(t.as_str())).collect()),
+                    );
+            }
+            let mut items = vec![
+                TransactWriteItem::builder().update(update.build().map_err(StoreError::unavailable)?).build(),
+            ];
             let mut check = ConditionCheck::builder()
                 .table_name(self.table())
                 .key("PK", s(project_pk(start.project)))

@@ -123,6 +123,43 @@ pub struct AgentConfigInput {
     /// Approvals and questions; travel with the published version.
     #[serde(rename = "humanInTheLoop")]
     human_in_the_loop: Option<HumanInTheLoopInput>,
+    /// What a chat surface shows; travels with the published version.
+    experience: Option<ExperienceInput>,
+}
+
+/// `config.experience` in a request: only the settings given change.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct ExperienceInput {
+    /// The name a chat surface shows (1-100 characters), or null.
+    #[schema(min_length = 1, max_length = 100)]
+    display_name: Option<String>,
+    /// The first message a chat surface shows (at most 2000 characters), or null.
+    #[schema(max_length = 2000)]
+    greeting: Option<String>,
+    /// At most 8 distinct prompts of 1-200 characters a person may start from.
+    #[schema(max_items = 8)]
+    suggested_prompts: Option<Vec<String>>,
+}
+
+/// What a chat surface shows of the agent.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Experience)]
+pub struct ExperienceBody {
+    pub display_name: Option<String>,
+    pub greeting: Option<String>,
+    pub suggested_prompts: Vec<String>,
+}
+
+impl From<&agentplane_domain::agent::Experience> for ExperienceBody {
+    fn from(e: &agentplane_domain::agent::Experience) -> Self {
+        Self {
+            display_name: e.display_name.clone(),
+            greeting: e.greeting.clone(),
+            suggested_prompts: e.suggested_prompts.clone(),
+        }
+    }
 }
 
 /// `POST /api/client/v1/agents`: `name` and `model` required, everything else defaulted.
@@ -254,6 +291,7 @@ pub struct AgentConfigBody {
     pub attachments: AttachmentsBody,
     #[serde(rename = "humanInTheLoop")]
     pub human_in_the_loop: HumanInTheLoopBody,
+    pub experience: ExperienceBody,
 }
 
 /// An agent: its editable draft and the number of its newest published version.
@@ -293,6 +331,7 @@ impl From<&Agent> for AgentBody {
                 execution: ExecutionBody::from(&agent.execution),
                 attachments: AttachmentsBody::from(&agent.draft.attachments),
                 human_in_the_loop: HumanInTheLoopBody::from(&agent.draft.human_in_the_loop),
+                experience: ExperienceBody::from(&agent.draft.experience),
             },
             latest_version: agent.latest_version,
             created_at: agent.created_at.unix_seconds(),
@@ -308,6 +347,7 @@ pub struct VersionConfigBody {
     pub attachments: AttachmentsBody,
     #[serde(rename = "humanInTheLoop")]
     pub human_in_the_loop: HumanInTheLoopBody,
+    pub experience: ExperienceBody,
 }
 
 /// A published, immutable version of an agent.
@@ -343,6 +383,7 @@ impl From<&AgentVersion> for AgentVersionBody {
             config: VersionConfigBody {
                 attachments: AttachmentsBody::from(&version.config.attachments),
                 human_in_the_loop: HumanInTheLoopBody::from(&version.config.human_in_the_loop),
+                experience: ExperienceBody::from(&version.config.experience),
             },
             published_at: version.published_at.unix_seconds(),
         }

@@ -44,7 +44,8 @@ pub async fn list(
         Some(text) => PageLimit::parse(text)?,
         None => PageLimit::DEFAULT,
     };
-    app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
+    let session =
+        app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
     let page = app.store.events().list_after(&id, after, limit).await?;
-    Ok(Json(EventList::of(&page)))
+    Ok(Json(EventList::marked(&page, &session.superseded_turns)))
 }

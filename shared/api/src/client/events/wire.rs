@@ -27,6 +27,11 @@ pub struct EventBody {
     pub data: serde_json::Value,
     /// Unix seconds.
     pub created_at: i64,
+    /// Present (`true`) on the events of a turn a later turn replaced (a regenerated answer,
+    /// an edited message): a client renders the conversation without them.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[schema(nullable = false)]
+    pub superseded: bool,
 }
 
 impl From<&Event> for EventBody {
@@ -39,6 +44,7 @@ impl From<&Event> for EventBody {
             kind: event.kind.as_str().to_owned(),
             data: serde_json::to_value(&event.data).unwrap_or_default(),
             created_at: event.created_at.unix_seconds(),
+            superseded: false,
         }
     }
 }
@@ -56,6 +62,15 @@ pub struct EventList {
 }
 
 impl EventList {
+    /// The page, the events of `superseded` turns marked.
+    pub fn marked(page: &Page<Event>, superseded: &[String]) -> Self {
+        let mut list = Self::of(page);
+        for event in &mut list.data {
+            event.superseded = event.turn_id.as_ref().is_some_and(|t| superseded.contains(t));
+        }
+        list
+    }
+
     pub fn of(page: &Page<Event>) -> Self {
         Self {
             object: "list",

@@ -134,7 +134,7 @@ async fn session_for(
 }
 
 /// A session and its transcript, in one read.
-async fn read_for_turn(
+pub(crate) async fn read_for_turn(
     app: &App,
     auth: &ProjectAuth,
     id: &SessionId,
@@ -150,13 +150,17 @@ async fn read_for_turn(
         transcript,
         spent_usd: session.cost_usd,
         webhooks: false,
+        superseded: session.superseded_turns.clone(),
     };
     Ok((session, context))
 }
 
 /// The tenant's monthly spend, for a project of a tenant with a limit: refused with 402 once
 /// the limit is reached (two reads, only for such a project); the turn counts toward it.
-async fn tenant_spend(app: &App, tenant: Option<TenantId>) -> Result<Option<TenantSpend>, ClientError> {
+pub(crate) async fn tenant_spend(
+    app: &App,
+    tenant: Option<TenantId>,
+) -> Result<Option<TenantSpend>, ClientError> {
     let Some(id) = tenant else { return Ok(None) };
     let tenant = app.store.tenants().get(&id).await?;
     let key = agentplane_domain::tenant::TenantKey::Tenant(id).key();
@@ -222,7 +226,7 @@ async fn run_or_queue(
         return Ok(crate::client::runs::queue(app, auth.project_id, queued).await?.into_response());
     }
     let context = TurnContext { webhooks: *hooks, ..context };
-    Ok(run(app, auth, agent, channel, config, (session, context), (input, images), metadata, tenant)
+    Ok(run(app, auth, agent, channel, config, (session, context), (input, images), metadata, (tenant, None))
         .await?
         .into_response())
 }
@@ -230,7 +234,7 @@ async fn run_or_queue(
 /// Runs the turn in its own task (it must end and release the session even if the caller
 /// hangs up) and waits for it.
 #[allow(clippy::too_many_arguments)]
-async fn run(
+pub(crate) async fn run(
     app: &App,
     auth: &ProjectAuth,
     agent: &Agent,
@@ -239,10 +243,13 @@ async fn run(
     (session, context): (&Session, TurnContext),
     (input, images): (String, Vec<String>),
     metadata: &Metadata,
-    tenant: Option<TenantSpend>,
+    (tenant, supersede): (Option<TenantSpend>, Option<agentplane_engine::turn::Supersede>),
 ) -> Result<Json<ResponseBody>, ClientError> {
     let timeout = app.sync_ceiling.min(std::time::Duration::from_millis(agent.execution.sync_timeout_ms));
     let model = config.model.clone();
+    // The session's first turn: nothing in its log before it.
+    let first_turn = context.last_event_seq == 0 && context.transcript.is_none();
+    let input_text = input.clone();
     let request = TurnRequest {
         project_id: auth.project_id,
         session_id: session.id,
@@ -258,6 +265,7 @@ async fn run(
         handover_at: None,
         tenant,
         images,
+        supersede,
     };
     let engine = app.engine.clone();
     let created_at = edge::now().unix_seconds();
@@ -265,6 +273,14 @@ async fn run(
         .await
         .map_err(|_| ClientError::internal("the turn task failed"))?;
     let outcome = outcome.map_err(|err| ClientError::turn(err, session.id.to_string()))?;
+    crate::client::sessions::title::after_first_turn(
+        app,
+        session,
+        first_turn,
+        &input_text,
+        outcome.output_text.as_deref(),
+    )
+    .await;
     let rendered = Rendered {
         session_id: session.id,
         agent_id: agent.id.to_string(),

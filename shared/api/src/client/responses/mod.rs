@@ -3,6 +3,7 @@
 //! `agentplane_engine::Engine::run_turn`.
 
 pub(crate) mod handlers;
+pub mod rewind;
 pub(crate) mod validation;
 mod wire;
 

@@ -99,6 +99,14 @@ pub struct CreateResponse {
     callback_url: Option<String>,
 }
 
+/// `POST /api/client/v1/sessions/{session_id}/events/{event_id}/edit`: the message's new text.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct EditMessage {
+    /// The edited message (text, or text message parts; no file parts).
+    input: Input,
+}
+
 /// `POST /api/client/v1/sessions/{session_id}/messages`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[allow(dead_code)]

@@ -4,6 +4,7 @@
 
 pub(crate) mod handlers;
 mod runtime;
+pub mod title;
 pub mod wire;
 
 pub use handlers::{cancel, create, delete, get, list, update};

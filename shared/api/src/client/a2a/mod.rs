@@ -1,0 +1,6 @@
+//! An agent over the A2A protocol (JSON-RPC 2.0): its card and its endpoint.
+
+pub mod handlers;
+pub mod rpc;
+pub mod task;
+pub mod wire;
