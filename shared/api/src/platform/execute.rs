@@ -178,6 +178,7 @@ pub async fn execute(app: &App, message: &ExecuteRun) -> Result<Executed, StoreE
             max_steps: MAX_STEPS,
             attachments: Default::default(),
             human_in_the_loop: Default::default(),
+            experience: Default::default(),
         },
         input: run.input.clone(),
         deadline: Instant::now() + app.background.invocation_budget,
@@ -186,12 +187,14 @@ pub async fn execute(app: &App, message: &ExecuteRun) -> Result<Executed, StoreE
             transcript,
             spent_usd: session.cost_usd,
             webhooks: hooks,
+            superseded: session.superseded_turns.clone(),
         }),
         budget: None,
         turn_id: Some(run.turn_id()),
         handover_at: None,
         tenant: None,
         images: Vec::new(),
+        supersede: None,
     };
     let result = Box::pin(engine.run_turn(request)).await;
     let end = match result {
