@@ -42,8 +42,17 @@ async fn a_node_read_reports_its_last_heartbeat_and_complete_buckets() -> R {
     assert_eq!(body["history"]["resolution_seconds"], 60);
     assert_eq!(body["history"]["points"].as_array().map(Vec::len), Some(60));
 
-    // Two heartbeats in one complete minute two minutes ago, one in the minute in progress.
-    let now_s = i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs())?;
+    // Two heartbeats in one complete minute two minutes ago, one in the minute in progress. The
+    // minute in progress must still be in progress when the read comes: near a minute's end,
+    // wait for the next one (a loaded machine once crossed the boundary in between).
+    let unix_s = || -> anyhow::Result<i64> {
+        Ok(i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs())?)
+    };
+    let into = unix_s()?.rem_euclid(60);
+    if into > 30 {
+        tokio::time::sleep(std::time::Duration::from_secs(u64::try_from(61 - into)?)).await;
+    }
+    let now_s = unix_s()?;
     let minute = now_s.div_euclid(60) * 60;
     let old = minute - 120;
     app.store.nodes().record_heartbeat(&node_id, &observation(old + 5, None, 9_000, 500)).await?;
