@@ -11,13 +11,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash localstack/emulator.sh start
 case "${1:-}" in
-  sandboxes) cargo run --release -q -p agentplane-tests --bin bench-sandboxes ;;
-  telemetry) cargo run --release -q -p agentplane-tests --bin bench-telemetry ;;
-  runs) cargo run --release -q -p agentplane-tests --bin bench-runs ;;
+  sandboxes) cargo run --release -q -p agentplane-bench --bin bench-sandboxes ;;
+  telemetry) cargo run --release -q -p agentplane-bench --bin bench-telemetry ;;
+  runs) cargo run --release -q -p agentplane-bench --bin bench-runs ;;
   "")
-    cargo run --release -q -p agentplane-tests --bin bench
-    cargo run --release -q -p agentplane-tests --bin bench-sandboxes
-    cargo run --release -q -p agentplane-tests --bin bench-telemetry
+    cargo run --release -q -p agentplane-bench --bin bench
+    cargo run --release -q -p agentplane-bench --bin bench-sandboxes
+    cargo run --release -q -p agentplane-bench --bin bench-telemetry
     ;;
-  *) cargo run --release -q -p agentplane-tests --bin bench -- "$@" ;;
+  *) cargo run --release -q -p agentplane-bench --bin bench -- "$@" ;;
 esac

@@ -377,12 +377,17 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
     )
     .await?;
     let agent = agent["id"].as_str().unwrap_or_default().to_owned();
+    // A new session's first turn: the answer, then the title call (AGENTPLANE_SESSION_TITLE_MODEL).
     model.push(Reply::text("Hello from the deployed stack"));
+    model.push(Reply::text("Smoke greeting"));
     let answer = turn(&s, &t, json!({"agent": agent, "input": "hi"})).await?;
     assert_eq!(answer["status"], "completed", "{answer}");
     assert_eq!(answer["output_text"], "Hello from the deployed stack");
     let session = answer["session_id"].as_str().unwrap_or_default().to_owned();
-    assert_eq!(model.requests().len(), 1, "the turn function called the scripted model once");
+    assert_eq!(model.requests().len(), 2, "the turn function called the model for the answer and the title");
+    let (status, got) = send(s.client(&t.key, Method::GET, &format!("/sessions/{session}"))).await?;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_eq!(got["title"], "Smoke greeting", "the session is titled: {got}");
 
     // The event log reads back; SSE delivers its frames (buffered: the stream ends after
     // StreamMaxSeconds and is delivered whole, so the client resumes after its last id).
@@ -497,6 +502,7 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
     // leaving the stream function (the executor records when each streamed chunk arrives).
     let latency_session = {
         model.push(Reply::text("warm"));
+        model.push(Reply::text("Latency"));
         let a = turn(&s, &t, json!({"agent": agent, "input": "warm"})).await?;
         a["session_id"].as_str().unwrap_or_default().to_owned()
     };

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # The full test suite, on a fresh machine: installs what the tests need (system packages, pip
 # tools, LocalStack), starts LocalStack, then checks formatting, lints (clippy, cfn-lint) and runs
-# every test. With AGENTPLANE_DEPLOY_SMOKE=1 it then deploys the stack into LocalStack
-# (infra/deploy-local.sh: one cargo-lambda build of every function, 20-45 min on 2 cores) and runs
-# the smoke suite through its REST API (tests/deployed.rs).
-# Usage: bash tests/run.sh   (or AGENTPLANE_DEPLOY_SMOKE=1 bash tests/run.sh)
+# every test (one binary, tests/suite.rs). Then it deploys the stack into LocalStack
+# (infra/deploy-local.sh: one cargo-lambda build of every function, 20-25 min on 2 idle cores)
+# and runs the smoke suite through its REST API (tests/deployed.rs); AGENTPLANE_DEPLOY_SMOKE=0
+# skips that part.
+# Usage: bash tests/run.sh   (or AGENTPLANE_DEPLOY_SMOKE=0 bash tests/run.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 say() { printf '\n[tests] %s\n' "$*" >&2; }
+disk() { say "disk: $(df -h --output=avail,size . | tail -1 | awk '{print $1 " free of " $2}')"; }
+# A clean build gains nothing from incremental state, and it would take gigabytes of disk.
+export CARGO_INCREMENTAL=0
+disk
 
 # System packages: bubblewrap (sandboxes), a JDK (DynamoDB Local), curl.
 bash localstack/prereqs.sh bwrap javac curl
@@ -46,11 +51,29 @@ say "cargo test"
 failed=0
 cargo test --workspace --no-fail-fast || failed=1
 
-if [ "${AGENTPLANE_DEPLOY_SMOKE:-0}" = "1" ]; then
+disk
+
+if [ "${AGENTPLANE_DEPLOY_SMOKE:-1}" = "1" ]; then
+  # The smoke suite is a module of the test binary just built: keep that binary, then give the
+  # debug build's disk back before the release build of every function.
+  suite=$(cargo test -p agentplane-tests --test suite --no-run --message-format=json 2>/dev/null \
+    | "$tools/bin/python" -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "suite":
+        print(m["executable"])')
+  mkdir -p "$root/.localstack/bin"
+  cp "$suite" "$root/.localstack/bin/suite"
+  rm -rf "${CARGO_TARGET_DIR:-$root/target}/debug"
+  disk
   say "deploy the stack into LocalStack (infra/deploy-local.sh)"
-  bash infra/deploy-local.sh
-  say "smoke suite through the deployed REST API (tests/deployed.rs)"
-  AGENTPLANE_DEPLOYED="$root/.localstack/deployed.json" \
-    cargo test -p agentplane-tests --test deployed -- --nocapture || failed=1
+  if bash infra/deploy-local.sh; then
+    disk
+    say "smoke suite through the deployed REST API (tests/deployed.rs)"
+    AGENTPLANE_DEPLOYED="$root/.localstack/deployed.json" \
+      "$root/.localstack/bin/suite" deployed:: --nocapture || failed=1
+  else
+    failed=1
+  fi
 fi
 exit "$failed"
