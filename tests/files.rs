@@ -628,3 +628,84 @@ async fn the_retention_sweep_deletes_an_expired_file_and_keeps_a_fresh_one() -> 
     assert_eq!(agentplane_api::jobs::sweep_once(&app.store, at).await?.files_deleted, 0);
     Ok(())
 }
+
+#[tokio::test]
+async fn view_image_shows_an_image_of_the_session_in_the_next_model_call_on_demand() -> R {
+    use agentplane_tests::model::{Reply, ScriptedModel};
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let tenant = app.tenant().await?;
+    let (agent, session) = agent_session(&app, &tenant, "gpt-4o-mini", json!({"enabled": true})).await?;
+    let png: Vec<u8> = b"\x89PNG\r\n\x1a\na dog, really".to_vec();
+    let image = ready_file(&app, &tenant.key, &session, ("dog.png", "image/png"), png.clone()).await?;
+    let notes = ready_file(&app, &tenant.key, &session, ("notes.txt", "text/plain"), b"hi".to_vec()).await?;
+    // An image of another session of the same project is not this session's.
+    let (_, other_session) =
+        send(app.client(&tenant.key, Method::POST, "/sessions").json(&json!({"agent_id": agent}))).await?;
+    let other_session = str_field(&other_session, "id")?;
+    let elsewhere =
+        ready_file(&app, &tenant.key, &other_session, ("cat.png", "image/png"), png.clone()).await?;
+
+    model.push(Reply::tool("call_1", "view_image", &json!({"file_id": image})));
+    model.push(Reply::tool("call_2", "view_image", &json!({"file_id": notes})));
+    model.push(Reply::tool("call_3", "view_image", &json!({"file_id": elsewhere})));
+    model.push(Reply::text("a dog"));
+    let (status, answer) = send(
+        app.client(&tenant.key, Method::POST, "/responses")
+            .json(&json!({"agent": agent, "session_id": session, "input": "what did I upload?"})),
+    )
+    .await?;
+    assert_eq!((status, &answer["output_text"]), (StatusCode::OK, &json!("a dog")), "{answer}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4);
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(offered.contains(&"view_image"), "offered with attachments on and an image model: {offered:?}");
+    // The second call sees the image, after the tool result, by a URL to its bytes.
+    let messages = requests[1]["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages.last().cloned().unwrap_or_default();
+    assert_eq!(last["role"], "user", "{last}");
+    let url = last["content"][1]["image_url"]["url"].as_str().unwrap_or_default();
+    assert_eq!(reqwest::get(url).await?.bytes().await?.to_vec(), png, "the image's bytes");
+    let tool = &messages[messages.len() - 2];
+    assert_eq!(tool["role"], "tool");
+    assert!(
+        tool["content"].as_str().is_some_and(|c| c.contains("dog.png") && !c.contains("X-Amz")),
+        "{tool}"
+    );
+    // A text file, and another session's image, are refused to the model, nothing shown.
+    let refusal = |n: usize| {
+        let messages = requests[n]["messages"].as_array().cloned().unwrap_or_default();
+        let last = messages.last().cloned().unwrap_or_default();
+        (last["role"].as_str().map(str::to_owned), last["content"].as_str().unwrap_or_default().to_owned())
+    };
+    let (role, text) = refusal(2);
+    assert!(role.as_deref() == Some("tool") && text.contains("is not an image (text/plain)"), "{text}");
+    let (role, text) = refusal(3);
+    assert!(role.as_deref() == Some("tool") && text.contains("no file"), "{text}");
+    // The log's tool.result names the file and carries no URL.
+    let (_, page) =
+        send(app.client(&tenant.key, Method::GET, &format!("/sessions/{session}/events?limit=100"))).await?;
+    let results: Vec<&Value> =
+        page["data"].as_array().into_iter().flatten().filter(|e| e["type"] == "tool.result").collect();
+    assert_eq!(results.len(), 3, "{page}");
+    assert_eq!(results[0]["data"]["output"]["filename"], "dog.png", "{}", results[0]);
+    assert!(!page.to_string().contains("X-Amz-Signature"), "no presigned URL in the log");
+
+    // A model that reads no images is not offered the tool.
+    let (_, blind) = agent_session(&app, &tenant, "gpt-3.5-turbo", json!({"enabled": true})).await?;
+    model.push(Reply::text("ok"));
+    let (status, _) = send(
+        app.client(&tenant.key, Method::POST, &format!("/sessions/{blind}/messages"))
+            .json(&json!({"input": "hi"})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK);
+    let last = model.requests().last().cloned().unwrap_or_default();
+    assert!(!last.to_string().contains("view_image"), "{last}");
+    Ok(())
+}

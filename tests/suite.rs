@@ -30,6 +30,7 @@ mod platform;
 mod platform_exec;
 mod platform_files;
 mod platform_runs;
+mod retention;
 mod rewind;
 mod round_trips;
 mod sandbox_escape;

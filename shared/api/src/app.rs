@@ -87,12 +87,14 @@ impl App {
     /// An app whose model settings come from the environment; see `with_model` to point it
     /// elsewhere.
     pub fn new(store: Store, core_key: Option<CoreKey>) -> Self {
-        let engine = Engine::new(
+        let mut engine = Engine::new(
             store.clone(),
             ModelConfig::from_env(),
             PriceTable::default(),
             EventBus::new(retention_days_from_env()),
         );
+        engine.images = crate::client::files::view::SessionImages::of(&store)
+            .map(|images| Arc::new(images) as Arc<dyn agentplane_engine::images::ImageSource>);
         let ceiling = std::env::var("AGENT_SYNC_TIMEOUT_MS")
             .ok()
             .and_then(|v| v.parse::<u64>().ok())

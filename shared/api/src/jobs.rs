@@ -172,6 +172,9 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "expired": report.expired,
                     "skipped": report.skipped,
                     "continued": report.continued,
+                    "files_deleted": report.files_deleted,
+                    "runs_deleted": report.runs_deleted,
+                    "records_deleted": report.records_deleted,
                     "failed": report.failed,
                 }))
             }))

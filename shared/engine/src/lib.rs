@@ -5,6 +5,7 @@ pub mod background;
 pub mod bus;
 pub mod compute;
 pub mod continuation;
+pub mod images;
 pub mod model;
 pub mod node_report;
 pub mod ports;
@@ -38,6 +39,8 @@ pub struct TurnEngine<S, M> {
     pub tools: Arc<ToolRegistry>,
     pub prices: Arc<PriceTable>,
     pub bus: EventBus,
+    /// Session images for `view_image` (none: the tool is not offered).
+    pub images: Option<Arc<dyn images::ImageSource>>,
 }
 
 impl<S> TurnEngine<S, ModelClient> {
@@ -49,7 +52,14 @@ impl<S> TurnEngine<S, ModelClient> {
 impl<S, M> TurnEngine<S, M> {
     /// An engine over any model (the built-in tools).
     pub fn with_model(store: S, model: M, prices: PriceTable, bus: EventBus) -> Self {
-        Self { store, model, tools: Arc::new(ToolRegistry::builtin()), prices: Arc::new(prices), bus }
+        Self {
+            store,
+            model,
+            tools: Arc::new(ToolRegistry::builtin()),
+            prices: Arc::new(prices),
+            bus,
+            images: None,
+        }
     }
 
     fn now(&self) -> Timestamp {

@@ -3,15 +3,22 @@
 //! write: an answer that got there first wins), and each turn left with no pending action is
 //! carried on (a continuation on the `runs` queue); the model then sees "expired" as the
 //! action's result. It also sends again the continuation of any turn whose last answer could not
-//! send it (an action left waiting in the settled index for over a minute). Deleting old data is
-//! later work for the same job.
+//! send it (an action left waiting in the settled index for over a minute). Then it deletes
+//! what outlived its retention: session files past their expiry, background runs past
+//! `AGENT_RUN_RETENTION_DAYS`, and webhook delivery records (a message with its attempts) past
+//! `RECORD_RETENTION_DAYS`. Each is read oldest first from its partition of the `by_due` index,
+//! in bounded pages; what a pass deletes leaves the index, so the next pass starts where this
+//! one stopped.
 
 use std::collections::BTreeSet;
 use std::future::Future;
 
 use agentplane_domain::Timestamp;
 use agentplane_domain::action::{Action, ActionStatus};
-use agentplane_store::{Store, StoreError};
+use agentplane_domain::agent_run::AgentRun;
+use agentplane_domain::file::SessionFile;
+use agentplane_domain::webhook::Message;
+use agentplane_store::{Objects, Store, StoreError};
 
 use crate::continuation::carry_on_if_settled;
 
@@ -37,6 +44,10 @@ pub struct SweepReport {
     pub failed: usize,
     /// Expired session files deleted (their bytes, then their item and count).
     pub files_deleted: usize,
+    /// Background runs deleted after their retention.
+    pub runs_deleted: usize,
+    /// Webhook messages deleted after their retention, each with its attempts.
+    pub records_deleted: usize,
 }
 
 /// What the sweep needs of storage (a port, so the pass's rules are tested in memory; the
@@ -90,44 +101,119 @@ impl ExpiringActions for Store {
 /// (the answer route sends at once; this is for a send that failed).
 pub const RESEND_AFTER_MS: i64 = 60_000;
 
-/// One pass over the actions due at `now`. A failed read of due actions is an `Err`; a failure
-/// on one action is counted and the pass goes on with the next.
+/// One pass at `now`: due actions, then what outlived its retention. A failed read of a page
+/// is an `Err`; a failure on one item is counted and the pass goes on with the next.
 pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, StoreError> {
     let mut report = sweep(store, now).await?;
-    sweep_files(store, now, &mut report).await?;
+    // Without an S3 client (a function not granted the files bucket) files wait.
+    if let Ok(objects) = store.objects() {
+        report.files_deleted =
+            sweep_expired(&ExpiredFiles { store, objects }, now, &mut report.failed).await?;
+    }
+    report.runs_deleted = sweep_expired(&ExpiredRuns(store), now, &mut report.failed).await?;
+    report.records_deleted = sweep_expired(&ExpiredRecords(store), now, &mut report.failed).await?;
     Ok(report)
 }
 
-/// Session files past their expiry: the object, then the item and its count. The deployment
-/// bucket's lifecycle rule and the item's TTL get there too, but late (TTL within days); a
-/// bucket the project registers has neither. At most `MAX_PAGES` pages a pass; the rest waits,
-/// oldest first, for the next one. Without an S3 client (a function not granted the files
-/// bucket) there is nothing to do.
-pub async fn sweep_files(store: &Store, now: Timestamp, report: &mut SweepReport) -> Result<(), StoreError> {
-    let Ok(objects) = store.objects() else { return Ok(()) };
+/// Something the sweep deletes once its retention ends.
+trait Expiring: Sync {
+    type Item: Sync;
+    /// What it is, in logs.
+    const KIND: &'static str;
+    /// Up to `limit` items expired at `now`, the oldest first.
+    fn expired(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Self::Item>, StoreError>> + Send;
+    /// Deletes one: `NotFound` (gone already) counts as deleted, `Conflict` (taken back into
+    /// use meanwhile) as kept.
+    fn remove(&self, item: &Self::Item) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// Deletes what `expiring` has expired at `now`, at most `MAX_PAGES` pages; the rest waits,
+/// oldest first, for the next pass. Answers how many were deleted; failures add to `failed`.
+async fn sweep_expired<E: Expiring>(
+    expiring: &E,
+    now: Timestamp,
+    failed: &mut usize,
+) -> Result<usize, StoreError> {
+    let mut total = 0;
     for _ in 0..MAX_PAGES {
-        let expired = store.files().expired(now, PAGE).await?;
+        let expired = expiring.expired(now, PAGE).await?;
         let mut deleted = 0;
-        for file in &expired {
-            if let Err(err) = objects.delete(&file.object_key()).await {
-                tracing::warn!(file = %file.id, error = %err, "deleting an expired file's object failed");
-                report.failed += 1;
-                continue;
-            }
-            match store.files().delete(&file.project_id, &file.session_id, &file.id).await {
+        for item in &expired {
+            match expiring.remove(item).await {
                 Ok(()) | Err(StoreError::NotFound) => deleted += 1,
+                Err(StoreError::Conflict) => {}
                 Err(err) => {
-                    tracing::warn!(file = %file.id, error = %err, "deleting an expired file failed");
-                    report.failed += 1;
+                    tracing::warn!(kind = E::KIND, error = %err, "deleting an expired item failed");
+                    *failed += 1;
                 }
             }
         }
-        report.files_deleted += deleted;
+        total += deleted;
+        // A short page was the last; a page that deleted nothing would be read again as it is.
         if expired.len() < PAGE || deleted == 0 {
             break;
         }
     }
-    Ok(())
+    Ok(total)
+}
+
+/// Session files past their expiry: the object, then the item and its count. The deployment
+/// bucket's lifecycle rule and the item's TTL get there too, but late (TTL within days); a
+/// bucket the project registers has neither.
+struct ExpiredFiles<'a> {
+    store: &'a Store,
+    objects: &'a Objects,
+}
+
+impl Expiring for ExpiredFiles<'_> {
+    type Item = SessionFile;
+    const KIND: &'static str = "session file";
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<SessionFile>, StoreError> {
+        self.store.files().expired(now, limit).await
+    }
+
+    async fn remove(&self, file: &SessionFile) -> Result<(), StoreError> {
+        self.objects.delete(&file.object_key()).await?;
+        self.store.files().delete(&file.project_id, &file.session_id, &file.id).await
+    }
+}
+
+/// Background runs past their retention (the item's TTL is the backstop).
+struct ExpiredRuns<'a>(&'a Store);
+
+impl Expiring for ExpiredRuns<'_> {
+    type Item = AgentRun;
+    const KIND: &'static str = "background run";
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<AgentRun>, StoreError> {
+        self.0.agent_runs().expired(now, limit).await
+    }
+
+    async fn remove(&self, run: &AgentRun) -> Result<(), StoreError> {
+        self.0.agent_runs().delete_expired(run).await
+    }
+}
+
+/// Webhook messages past their retention, each with its attempts and locator; one redelivered
+/// meanwhile is kept.
+struct ExpiredRecords<'a>(&'a Store);
+
+impl Expiring for ExpiredRecords<'_> {
+    type Item = Message;
+    const KIND: &'static str = "webhook delivery record";
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Message>, StoreError> {
+        self.0.webhooks().expired_records(now, limit).await
+    }
+
+    async fn remove(&self, message: &Message) -> Result<(), StoreError> {
+        self.0.webhooks().delete_records(message).await
+    }
 }
 
 /// [`sweep_once`] over any [`ExpiringActions`].

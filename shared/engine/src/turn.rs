@@ -275,6 +275,8 @@ struct Turn<'a, S, M> {
     marks: Vec<crate::transcript::TurnMark>,
     /// Whether its state changes emit webhook events (the project has endpoints).
     webhooks: bool,
+    /// URLs of the images this step's `view_image` calls showed, for the next model call.
+    viewed: Vec<String>,
 }
 
 fn millis(d: Duration) -> i64 {
@@ -427,6 +429,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             start,
             marks,
             webhooks,
+            viewed: Vec::new(),
         };
         let ending = turn.drive(1, false).await;
         turn.finish(ending).await
@@ -501,6 +504,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             start,
             marks,
             webhooks,
+            viewed: Vec::new(),
         };
         let ending = if paused.for_handover {
             // Handed over before a model call: that step runs now, after a check that no cancel
@@ -742,11 +746,36 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
         }
     }
 
-    /// The tools the model is offered: the agent's, `ask_user` when questions are on, and its
-    /// client tools.
+    /// Where `view_image` finds images, when the turn offers it: the running config takes
+    /// attachments and its model reads images.
+    fn image_source(&self) -> Option<&dyn crate::images::ImageSource> {
+        let config = &self.plan.config;
+        self.engine
+            .images
+            .as_deref()
+            .filter(|images| config.attachments.enabled && images.reads_images(&config.model))
+    }
+
+    /// The images this step's `view_image` calls showed, as a user message after its tool
+    /// results (where the next model call sees them; later requests get a note instead).
+    fn show_viewed(&mut self) {
+        if self.viewed.is_empty() {
+            return;
+        }
+        let urls = std::mem::take(&mut self.viewed);
+        self.messages.push(ChatMessage::User {
+            content: crate::model::UserContent::with_images(crate::images::VIEWED_NOTE.into(), &urls),
+        });
+    }
+
+    /// The tools the model is offered: the agent's, `ask_user` when questions are on, its
+    /// client tools, and `view_image` when the turn can show images.
     fn tool_definitions(&self) -> Vec<ToolDefinition> {
         let config = &self.plan.config;
         let mut tools = self.engine.tools.definitions(&config.tools);
+        if self.image_source().is_some() {
+            tools.push(crate::images::definition());
+        }
         if config.human_in_the_loop.questions_enabled {
             tools.push(ToolDefinition {
                 name: ASK_USER_TOOL.into(),
@@ -905,6 +934,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             for call in &reply.tool_calls {
                 results.push(self.run_tool(step, call).await);
             }
+            self.show_viewed();
             self.commit(&results, Write { save: true, ..Write::default() }).await?;
         }
         Ok(Ending::Limit("max_steps"))
@@ -913,12 +943,28 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
     /// Runs one call and returns its `tool.result`; the result joins the conversation.
     async fn run_tool(&mut self, step: u32, call: &WireToolCall) -> EventPayload {
         let remaining = self.plan.deadline.saturating_duration_since(Instant::now());
-        let outcome = tokio::time::timeout(
-            remaining,
-            self.engine.tools.call(&self.plan.config.tools, &call.function.name, &call.function.arguments),
-        )
-        .await
-        .unwrap_or_else(|_| Err("the tool did not finish before the turn's deadline".into()));
+        let run = async {
+            match self.image_source() {
+                Some(images) if call.function.name == crate::images::VIEW_IMAGE_TOOL => {
+                    let file_id = crate::images::file_id_of(&call.function.arguments)?;
+                    let viewed = images.view(&self.plan.project_id, &self.plan.session_id, &file_id).await?;
+                    Ok((viewed.about, Some(viewed.url)))
+                }
+                _ => self
+                    .engine
+                    .tools
+                    .call(&self.plan.config.tools, &call.function.name, &call.function.arguments)
+                    .await
+                    .map(|output| (output, None)),
+            }
+        };
+        let outcome = tokio::time::timeout(remaining, run)
+            .await
+            .unwrap_or_else(|_| Err("the tool did not finish before the turn's deadline".into()));
+        let outcome = outcome.map(|(output, url)| {
+            self.viewed.extend(url);
+            output
+        });
         let (output, is_error) = match outcome {
             Ok(value) => (value, false),
             Err(message) => (json!(message), true),
@@ -1095,6 +1141,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             };
             results.push(result);
         }
+        self.show_viewed();
         self.commit(&results, Write { save: true, ..Write::default() }).await
     }
 

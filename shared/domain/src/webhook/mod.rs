@@ -416,6 +416,10 @@ pub fn check_event_types(types: &[String]) -> Result<(), ValidationError> {
     Ok(())
 }
 
+/// Days a message and its attempts (the delivery records) are kept after the message was made;
+/// the retention sweep deletes them then.
+pub const RECORD_RETENTION_DAYS: i64 = 30;
+
 /// Where a message stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -9,8 +9,10 @@
 //! of its tenant's slots (`0..max`): the slot is taken in the same transaction that moves the run
 //! to `running` (the slot free, or its lease past, or already this run's), renewed while the run
 //! goes on, and given back in the same transaction that moves the run on. A holder that crashed
-//! stops renewing, so its slot comes back when the lease runs out. Runs expire by TTL
-//! (`expires_at`) after the retention period.
+//! stops renewing, so its slot comes back when the lease runs out. Runs expire after the
+//! retention period (`expires_at`): each run is in the `by_due` index (GSI2PK
+//! `AGENT_RUNS_EXPIRE`, GSI2SK `{expires ms:015}#{pid}#{run}`), where the retention sweep finds
+//! it, and the item's TTL is the backstop.
 
 use agentplane_domain::agent_run::{AgentRun, RunError, RunId, RunStatus};
 use agentplane_domain::page::{Page, PageRequest, created_sort_key};
@@ -52,9 +54,17 @@ struct RunItem {
     gsi1pk: String,
     #[serde(rename = "GSI1SK")]
     gsi1sk: String,
+    /// Absent on runs stored before the retention sweep deleted runs (their TTL does).
+    #[serde(rename = "GSI2PK", default, skip_serializing_if = "Option::is_none")]
+    gsi2pk: Option<String>,
+    #[serde(rename = "GSI2SK", default, skip_serializing_if = "Option::is_none")]
+    gsi2sk: Option<String>,
     #[serde(flatten)]
     run: AgentRun,
 }
+
+/// The `by_due` partition of background runs, by when they expire.
+pub const RUNS_EXPIRE: &str = "AGENT_RUNS_EXPIRE";
 
 /// One slot of a tenant: which run holds it, and until when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +125,37 @@ impl<'a> AgentRuns<'a> {
         &self.store.names.main_table
     }
 
+    /// Up to `limit` runs whose retention ended at `now`, the oldest first (what the retention
+    /// sweep deletes; what it deletes leaves the index, so the next read starts where this
+    /// one's work stopped).
+    pub async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<AgentRun>, StoreError> {
+        let until = format!("{:015}#~", now.unix_millis().max(0));
+        let items: Vec<RunItem> =
+            super::due_page(self.store, self.table(), RUNS_EXPIRE, until, limit).await?;
+        Ok(items.into_iter().map(|item| item.run).collect())
+    }
+
+    /// Deletes `run`, whose retention ended (`NotFound` when it is gone already).
+    pub async fn delete_expired(&self, run: &AgentRun) -> Result<(), StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .delete_item()
+            .table_name(self.table())
+            .key("PK", s(project_pk(&run.project_id)))
+            .key("SK", s(run_sk(&run.id)))
+            .condition_expression("attribute_exists(PK)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err) => Err(match conditional(err, |e| e.is_conditional_check_failed_exception()) {
+                StoreError::Conflict => StoreError::NotFound,
+                other => other,
+            }),
+        }
+    }
+
     /// Stores a new run, and the event announcing it (written with it, or not at all).
     pub async fn create(&self, run: &AgentRun, emit: &OutboxEvent) -> Result<(), StoreError> {
         let item = RunItem {
@@ -122,6 +163,13 @@ impl<'a> AgentRuns<'a> {
             sk: run_sk(&run.id),
             gsi1pk: runs_list(&run.project_id),
             gsi1sk: created_sort_key(run.created_at, &run.id),
+            gsi2pk: Some(RUNS_EXPIRE.to_owned()),
+            gsi2sk: Some(format!(
+                "{:015}#{}#{}",
+                run.expires_at.unix_millis().max(0),
+                run.project_id,
+                run.id
+            )),
             run: run.clone(),
         };
         let put = Put::builder()

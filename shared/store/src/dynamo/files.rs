@@ -160,26 +160,15 @@ impl<'a> Files<'a> {
         now: agentplane_domain::Timestamp,
         limit: usize,
     ) -> Result<Vec<SessionFile>, StoreError> {
-        let out = self
-            .store
-            .dynamo
-            .query()
-            .table_name(self.table())
-            .index_name(crate::resources::BY_DUE)
-            .key_condition_expression("GSI2PK = :p AND GSI2SK <= :until")
-            .expression_attribute_values(":p", s(FILES_DUE))
-            .expression_attribute_values(":until", s(format!("{:020}#~", now.unix_seconds().max(0))))
-            .scan_index_forward(true)
-            .limit(i32::try_from(limit).unwrap_or(100))
-            .send()
-            .await
-            .map_err(super::backend)?;
-        let mut files = Vec::new();
-        for item in out.items.unwrap_or_default() {
-            let item: FileItem = serde_dynamo::from_item(item)?;
-            files.push(item.file);
-        }
-        Ok(files)
+        let items: Vec<FileItem> = super::due_page(
+            self.store,
+            self.table(),
+            FILES_DUE,
+            format!("{:020}#~", now.unix_seconds().max(0)),
+            limit,
+        )
+        .await?;
+        Ok(items.into_iter().map(|item| item.file).collect())
     }
 
     /// Deletes the file and uncounts it; `NotFound` when it is not there.

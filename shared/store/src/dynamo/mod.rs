@@ -87,6 +87,32 @@ pub(crate) async fn query_all<T: serde::de::DeserializeOwned>(
 }
 
 /// A strongly consistent read of one item by its `PK`/`SK`, decoded as `T`.
+/// Up to `limit` items of the `by_due` partition `partition` of `table` whose sort key is at or
+/// before `until`, the oldest first, each as `T` (the due work of a job: what it deletes or
+/// settles leaves the partition, so the next read starts where this one's work stopped).
+pub(crate) async fn due_page<T: serde::de::DeserializeOwned>(
+    store: &crate::Store,
+    table: &str,
+    partition: &str,
+    until: String,
+    limit: usize,
+) -> Result<Vec<T>, StoreError> {
+    let out = store
+        .dynamo
+        .query()
+        .table_name(table)
+        .index_name(crate::resources::BY_DUE)
+        .key_condition_expression("GSI2PK = :p AND GSI2SK <= :until")
+        .expression_attribute_values(":p", s(partition))
+        .expression_attribute_values(":until", s(until))
+        .scan_index_forward(true)
+        .limit(i32::try_from(limit).unwrap_or(100))
+        .send()
+        .await
+        .map_err(backend)?;
+    out.items.unwrap_or_default().into_iter().map(|item| Ok(serde_dynamo::from_item(item)?)).collect()
+}
+
 pub(crate) async fn get_as<T: serde::de::DeserializeOwned>(
     store: &crate::Store,
     table: &str,

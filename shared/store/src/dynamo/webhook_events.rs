@@ -298,7 +298,8 @@ impl Webhooks<'_> {
         }
     }
 
-    /// Takes the message out of the due index (its endpoint is gone: nothing will deliver it).
+    /// Moves the message out of the due partition into the records' expiry one (its endpoint
+    /// is gone: nothing will deliver it).
     pub async fn drop_due(
         &self,
         endpoint: &EndpointId,
@@ -313,7 +314,12 @@ impl Webhooks<'_> {
             .key("PK", s(messages_pk(endpoint)))
             .key("SK", s(super::webhooks::message_sk_at(created_at, id)))
             .condition_expression("attribute_exists(PK)")
-            .update_expression("REMOVE GSI2PK, GSI2SK")
+            .update_expression("SET GSI2PK = :records, GSI2SK = :key")
+            .expression_attribute_values(":records", s(super::webhooks::RECORDS_EXPIRE))
+            .expression_attribute_values(
+                ":key",
+                s(super::webhooks::records_expire_key(created_at, endpoint, id)),
+            )
             .send()
             .await;
         match result {

@@ -12,7 +12,11 @@
 //! A pending message with a next attempt is also in the `by_due` index (GSI2PK
 //! `WEBHOOK_MESSAGES_DUE`, GSI2SK `{next attempt ms:015}#{ep}#{evt}`), where the
 //! `webhook-retry` job finds it; the emitted events not yet fanned out are in
-//! `WEBHOOK_EVENTS_DUE` (see `webhook_events.rs`).
+//! `WEBHOOK_EVENTS_DUE` (see `webhook_events.rs`). Any other message (settled, or left with
+//! no endpoint to deliver it) is in `WEBHOOK_RECORDS_EXPIRE` instead, GSI2SK `{created +
+//! RECORD_RETENTION_DAYS, ms:015}#{ep}#{evt}`, where the retention sweep finds it to delete it
+//! with its attempts and locator. A redelivery moves it back to the due partition, and the
+//! sweep's delete is conditional on its partition, so a message redelivered meanwhile stays.
 //!
 //! **Counts.** At most 50 endpoints per tenant, a project without a tenant being its own. A
 //! project's count item holds `endpoint_count`, its own endpoints. A tenant's item (`TENANT#`,
@@ -29,7 +33,10 @@
 
 use agentplane_domain::page::{Page, PageLimit, PageRequest, created_sort_key};
 use agentplane_domain::tenant::TenantId;
-use agentplane_domain::webhook::{Attempt, Endpoint, EndpointId, MAX_ENDPOINTS, Message, MessageId, Owner};
+use agentplane_domain::webhook::{
+    Attempt, Endpoint, EndpointId, MAX_ENDPOINTS, Message, MessageId, MessageStatus, Owner,
+    RECORD_RETENTION_DAYS,
+};
 use agentplane_domain::{ProjectId, Timestamp};
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
@@ -68,6 +75,14 @@ fn locator_sk(id: &MessageId) -> String {
 }
 /// The `by_due` partition of pending messages with a next attempt.
 pub const MESSAGES_DUE: &str = "WEBHOOK_MESSAGES_DUE";
+/// The `by_due` partition of messages that nothing delivers any more, by when their records
+/// expire.
+pub const RECORDS_EXPIRE: &str = "WEBHOOK_RECORDS_EXPIRE";
+/// The message's key in [`RECORDS_EXPIRE`]: when its records expire, then its endpoint and id.
+pub(super) fn records_expire_key(created_at: Timestamp, endpoint: &EndpointId, id: &MessageId) -> String {
+    let at = created_at.plus_seconds(RECORD_RETENTION_DAYS * 86_400);
+    format!("{:015}#{endpoint}#{id}", at.unix_millis().max(0))
+}
 pub(super) fn attempt_sk(message: &Message, number: u32) -> String {
     format!("{}{:04}", attempt_prefix(message), number)
 }
@@ -121,19 +136,21 @@ pub(super) struct MessageItem {
 }
 
 impl MessageItem {
-    /// The item of `message`: in the due index while it is pending with a next attempt.
+    /// The item of `message`: in the due partition while it is pending with a next attempt, in
+    /// the records' expiry partition otherwise.
     pub fn of(message: &Message) -> Self {
-        let due = match (message.status, message.next_attempt_at) {
-            (agentplane_domain::webhook::MessageStatus::Pending, Some(at)) => {
-                Some(format!("{:015}#{}#{}", at.unix_millis().max(0), message.endpoint_id, message.id))
-            }
-            _ => None,
+        let (partition, key) = match (message.status, message.next_attempt_at) {
+            (MessageStatus::Pending, Some(at)) => (
+                MESSAGES_DUE,
+                format!("{:015}#{}#{}", at.unix_millis().max(0), message.endpoint_id, message.id),
+            ),
+            _ => (RECORDS_EXPIRE, records_expire_key(message.created_at, &message.endpoint_id, &message.id)),
         };
         Self {
             pk: messages_pk(&message.endpoint_id),
             sk: message_sk(message),
-            gsi2pk: due.as_ref().map(|_| MESSAGES_DUE.to_owned()),
-            gsi2sk: due,
+            gsi2pk: Some(partition.to_owned()),
+            gsi2sk: Some(key),
             claimed_until: None,
             message: message.clone(),
         }
@@ -493,6 +510,77 @@ impl<'a> Webhooks<'a> {
                 MessageWithAttempts { message, attempts: of }
             })
             .collect())
+    }
+}
+
+impl Webhooks<'_> {
+    /// Up to `limit` messages whose records expired at `now`, the oldest first (what the
+    /// retention sweep deletes; what it deletes leaves the index, so the next read starts where
+    /// this one's work stopped).
+    pub async fn expired_records(&self, now: Timestamp, limit: usize) -> Result<Vec<Message>, StoreError> {
+        let until = format!("{:015}#~", now.unix_millis().max(0));
+        let items: Vec<MessageItem> =
+            super::due_page(self.store, self.table(), RECORDS_EXPIRE, until, limit).await?;
+        Ok(items.into_iter().map(|item| item.message).collect())
+    }
+
+    /// Deletes `message` with its locator and attempts, while it is still in the records'
+    /// expiry partition (`Conflict` once a redelivery took it back; `NotFound` when it is gone).
+    pub async fn delete_records(&self, message: &Message) -> Result<(), StoreError> {
+        let pk = messages_pk(&message.endpoint_id);
+        let attempts: Vec<AttemptItem> = super::query_all(
+            self.store
+                .dynamo
+                .query()
+                .table_name(self.table())
+                .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+                .expression_attribute_values(":pk", s(pk.clone()))
+                .expression_attribute_values(":prefix", s(attempt_prefix(message)))
+                .consistent_read(true),
+        )
+        .await?;
+        let delete = |sk: String| {
+            aws_sdk_dynamodb::types::Delete::builder()
+                .table_name(self.table())
+                .key("PK", s(pk.clone()))
+                .key("SK", s(sk))
+        };
+        let mut items = vec![
+            delete(message_sk(message))
+                .condition_expression("GSI2PK = :records")
+                .expression_attribute_values(":records", s(RECORDS_EXPIRE)),
+            delete(locator_sk(&message.id)),
+        ];
+        items.extend(attempts.into_iter().map(|a| delete(a.sk)));
+        let items = items
+            .into_iter()
+            .map(|d| {
+                Ok(TransactWriteItem::builder().delete(d.build().map_err(StoreError::unavailable)?).build())
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        // The message (conditional) is in the first transaction; attempts beyond what one
+        // transaction holds follow it, orphans by then.
+        for (n, chunk) in items.chunks(100).enumerate() {
+            let sent = self
+                .store
+                .dynamo
+                .transact_write_items()
+                .set_transact_items(Some(chunk.to_vec()))
+                .send()
+                .await;
+            match sent.map_err(super::transaction_conflict) {
+                Ok(_) => {}
+                // The condition failed: the message is gone, or a redelivery took it back.
+                Err(StoreError::Conflict) if n == 0 => {
+                    return Err(match self.message(&message.endpoint_id, &message.id).await {
+                        Err(StoreError::NotFound) => StoreError::NotFound,
+                        _ => StoreError::Conflict,
+                    });
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
     }
 }
 

@@ -3,4 +3,5 @@
 
 pub mod handlers;
 pub mod input;
+pub mod view;
 pub mod wire;
