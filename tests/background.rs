@@ -391,6 +391,7 @@ async fn a_crashed_holders_slot_comes_back_when_its_lease_runs_out() -> R {
         version: None,
         status: agentplane_domain::agent_run::RunStatus::Queued,
         input: "crashed".into(),
+        image_files: Vec::new(),
         max_duration_ms: 60_000,
         callback_url: None,
         created_at: now,

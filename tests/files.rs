@@ -709,3 +709,54 @@ async fn view_image_shows_an_image_of_the_session_in_the_next_model_call_on_dema
     assert!(!last.to_string().contains("view_image"), "{last}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_background_run_shows_its_image_by_a_url_presigned_when_it_starts() -> R {
+    use agentplane_tests::model::{Reply, ScriptedModel};
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let tenant = app.tenant().await?;
+    let agent = app
+        .create_agent(
+            &tenant.key,
+            json!({"name": "eyes", "model": "gpt-4o-mini", "config": {
+                "attachments": {"enabled": true}, "execution": {"background_enabled": true}}}),
+        )
+        .await?;
+    let (_, session) =
+        send(app.client(&tenant.key, Method::POST, "/sessions").json(&json!({"agent_id": agent}))).await?;
+    let session = str_field(&session, "id")?;
+    let png: Vec<u8> = b"\x89PNG\r\n\x1a\na late cat".to_vec();
+    let image = ready_file(&app, &tenant.key, &session, ("cat.png", "image/png"), png.clone()).await?;
+
+    model.push(Reply::text("a cat, later"));
+    let input = message("what is this?", json!([{"type": "input_image", "file_id": image}]));
+    let (status, run) = send(
+        app.client(&tenant.key, Method::POST, "/responses")
+            .json(&json!({"agent": agent, "session_id": session, "input": input, "background": true})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{run}");
+    let id = str_field(&run, "id")?;
+    let mut done = Value::Null;
+    for _ in 0..300 {
+        let (_, got) = send(app.client(&tenant.key, Method::GET, &format!("/runs/{id}"))).await?;
+        if got["status"] != "queued" && got["status"] != "running" {
+            done = got;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let requests = model.requests();
+    let user = requests
+        .last()
+        .and_then(|r| r["messages"].as_array())
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(user["content"][0]["text"], "what is this?", "{user}");
+    let url = user["content"][1]["image_url"]["url"].as_str().unwrap_or_default();
+    assert_eq!(reqwest::get(url).await?.bytes().await?.to_vec(), png, "the image's bytes, by reference");
+    Ok(())
+}

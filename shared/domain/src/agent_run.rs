@@ -123,6 +123,10 @@ pub struct AgentRun {
     pub version: Option<u32>,
     pub status: RunStatus,
     pub input: String,
+    /// The image files of the input (session files), shown to the model by URLs presigned
+    /// when the run starts (a queued run may wait longer than a URL lives).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_files: Vec<crate::file::FileId>,
     /// The run's ceiling: the agent's `background_max_duration_ms`, at most the deployment's.
     pub max_duration_ms: u64,
     #[serde(default)]
@@ -263,6 +267,7 @@ mod tests {
             version: None,
             status: RunStatus::Queued,
             input: "hi".into(),
+            image_files: Vec::new(),
             max_duration_ms: 10_000,
             callback_url: None,
             created_at: Timestamp::from_unix_seconds(100),

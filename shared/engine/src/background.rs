@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use agentplane_domain::ProjectId;
 use agentplane_domain::action::Continuation;
-use agentplane_domain::agent::Channel;
+use agentplane_domain::agent::{Channel, VersionedConfig};
 use agentplane_domain::agent_run::{
     AgentRun, CallbackRecord, DEFAULT_MAX_CONCURRENT_PER_TENANT, RunId, RunStatus, SLOT_LEASE_MS, StartRun,
     ending_of,
@@ -264,6 +264,7 @@ impl Engine {
                 Err(err) => return Err(Failure::Storage(err)),
             };
         let left = run.remaining_ms(crate::now()).min(agent.execution.background_max_duration_ms);
+        let images = self.images_of(run, &config).await?;
         Ok(TurnRequest {
             project_id: run.project_id,
             session_id: run.session_id,
@@ -284,10 +285,37 @@ impl Engine {
             turn_id: Some(run.id.turn_id()),
             handover_at: None,
             tenant,
-            // Background runs take no image parts (the route refuses them).
-            images: Vec::new(),
+            images,
             supersede: None,
         })
+    }
+
+    /// URLs of the run's image files, presigned now: the run fails when one cannot be shown
+    /// (deleted or expired since it was queued, or the running config shows no images).
+    async fn images_of(&self, run: &AgentRun, config: &VersionedConfig) -> Result<Vec<String>, Failure> {
+        if run.image_files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let unavailable = |why: String| Failure::Run("image_unavailable".into(), why);
+        let source = self
+            .images
+            .as_deref()
+            .filter(|images| config.attachments.enabled && images.reads_images(&config.model))
+            .ok_or_else(|| {
+                unavailable(format!(
+                    "the run's images cannot be shown: its agent takes no attachments now, or `{}` reads no images",
+                    config.model
+                ))
+            })?;
+        let mut urls = Vec::with_capacity(run.image_files.len());
+        for file in &run.image_files {
+            let viewed = source
+                .view(&run.project_id, &run.session_id, &file.to_string())
+                .await
+                .map_err(|why| unavailable(format!("an image of the run's input: {why}")))?;
+            urls.push(viewed.url);
+        }
+        Ok(urls)
     }
 
     /// Runs `work` while renewing the run's slot lease, so a live run keeps its slot and a

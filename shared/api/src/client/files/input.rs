@@ -42,11 +42,18 @@ fn matches_any(list: &[String], model: &str) -> bool {
     })
 }
 
-/// What the file parts add to the turn: text to append to the message, and image URLs.
+/// What the file parts add to the turn: text to append to the message, and images.
 #[derive(Debug, Default)]
 pub struct Resolved {
     pub text: String,
-    pub images: Vec<String>,
+    pub images: Images,
+}
+
+/// The image files of a turn's input, and their presigned URLs (now).
+#[derive(Debug, Default)]
+pub struct Images {
+    pub urls: Vec<String>,
+    pub files: Vec<FileId>,
 }
 
 fn refused(file: &FileRef, message: impl Into<String>) -> ClientError {
@@ -84,7 +91,8 @@ pub async fn resolve(
                 .objects()?
                 .presign_get(&file.object_key(), Duration::from_secs(IMAGE_URL_SECONDS))
                 .await?;
-            out.images.push(url);
+            out.images.urls.push(url);
+            out.images.files.push(file.id.clone());
         } else if file.is_text() {
             let shown = budget.min(usize::try_from(file.size).unwrap_or(usize::MAX));
             let bytes = if shown == 0 {

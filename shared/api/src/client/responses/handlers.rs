@@ -18,6 +18,7 @@ use super::wire::{CreateResponse, CreateSessionMessage, Rendered, ResponseBody, 
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
+use crate::client::files::input::Images;
 use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
 
@@ -84,7 +85,7 @@ pub(crate) async fn config_for(
     }
 }
 
-/// The message's text with its text files appended, and its images' URLs.
+/// The message's text with its text files appended, and its images.
 async fn with_files(
     app: &App,
     auth: &ProjectAuth,
@@ -92,9 +93,9 @@ async fn with_files(
     text: String,
     files: &[crate::client::responses::validation::FileRef],
     model: &str,
-) -> Result<(String, Vec<String>), ClientError> {
+) -> Result<(String, Images), ClientError> {
     if files.is_empty() {
-        return Ok((text, Vec::new()));
+        return Ok((text, Images::default()));
     }
     let resolved =
         crate::client::files::input::resolve(app, &auth.project_id, &session.id, files, model).await?;
@@ -199,18 +200,11 @@ async fn run_or_queue(
     channel: Channel,
     config: (VersionedConfig, Option<u32>),
     (session, context): (&Session, TurnContext),
-    (input, images): (String, Vec<String>),
+    (input, images): (String, Images),
     metadata: &Metadata,
 ) -> Result<Response, ClientError> {
     let tenant = tenant_spend(app, *tenant).await?;
     if background(body)? {
-        if !images.is_empty() {
-            return Err(agentplane_domain::ValidationError::new(
-                "input",
-                "`input_image` parts are not taken by background runs yet; send them without `background`",
-            )
-            .into());
-        }
         let budget = SessionBudget::effective(session.budget, &agent.execution);
         if budget.is_some() && app.engine.prices.price(&config.0.model).is_none() {
             return Err(ClientError::ModelNotPriced { model: config.0.model.clone() });
@@ -221,14 +215,25 @@ async fn run_or_queue(
             version: config.1,
             session,
             input,
+            image_files: images.files,
             callback_url: callback_url(body)?,
         };
         return Ok(crate::client::runs::queue(app, auth.project_id, queued).await?.into_response());
     }
     let context = TurnContext { webhooks: *hooks, ..context };
-    Ok(run(app, auth, agent, channel, config, (session, context), (input, images), metadata, (tenant, None))
-        .await?
-        .into_response())
+    Ok(run(
+        app,
+        auth,
+        agent,
+        channel,
+        config,
+        (session, context),
+        (input, images.urls),
+        metadata,
+        (tenant, None),
+    )
+    .await?
+    .into_response())
 }
 
 /// Runs the turn in its own task (it must end and release the session even if the caller

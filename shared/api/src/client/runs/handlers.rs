@@ -23,6 +23,8 @@ pub struct Queued<'a> {
     pub version: Option<u32>,
     pub session: &'a Session,
     pub input: String,
+    /// The input's image files (URLs are presigned when the run starts).
+    pub image_files: Vec<agentplane_domain::file::FileId>,
     pub callback_url: Option<String>,
 }
 
@@ -49,6 +51,7 @@ pub async fn queue(
         version: queued.version,
         status: RunStatus::Queued,
         input: queued.input,
+        image_files: queued.image_files,
         max_duration_ms: ceiling,
         // The request's callback, else the agent's default (read live, at queue time).
         callback_url: queued.callback_url.or_else(|| agent.execution.default_callback_url.clone()),
