@@ -110,6 +110,19 @@ pub const MAX_SUGGESTED_PROMPT_CHARS: usize = 200;
 
 /// A display name of 1-100 characters, a greeting of at most 2000, at most 8 distinct,
 /// non-blank suggested prompts of at most 200 each.
+/// A bucket of the project's own is not taken yet (registering buckets through Core is later
+/// work): naming one is refused, never silently ignored. Files live in the deployment's bucket.
+fn check_attachments(attachments: &Attachments) -> Result<(), ValidationError> {
+    if attachments.bucket.is_some() {
+        return Err(ValidationError::new(
+            "config.attachments.bucket",
+            "`config.attachments.bucket` must be null: buckets of a project's own are not available yet, \
+             and files are kept in the deployment's files bucket",
+        ));
+    }
+    Ok(())
+}
+
 fn check_experience(experience: &Experience) -> Result<(), ValidationError> {
     const P: &str = "config.experience";
     if let Some(name) = &experience.display_name
@@ -416,6 +429,7 @@ pub fn new_agent(
         human_in_the_loop: section(&HumanInTheLoop::default(), config, "humanInTheLoop")?.unwrap_or_default(),
         experience: section(&Experience::default(), config, "experience")?.unwrap_or_default(),
     };
+    check_attachments(&draft.attachments)?;
     check_human_in_the_loop(&draft.human_in_the_loop)?;
     check_experience(&draft.experience)?;
     Ok(Agent {
@@ -465,6 +479,7 @@ pub fn patch_agent(
         agent.execution = execution;
     }
     if let Some(attachments) = section(&agent.draft.attachments, config, "attachments")? {
+        check_attachments(&attachments)?;
         agent.draft.attachments = attachments;
     }
     if let Some(hitl) = section(&agent.draft.human_in_the_loop, config, "humanInTheLoop")? {
@@ -573,6 +588,21 @@ mod tests {
         assert_eq!(agent.draft.attachments.max_file_bytes, 20 * 1024 * 1024);
         assert_eq!(agent.draft.human_in_the_loop.approval_timeout_minutes, 1440);
         assert_eq!(agent.latest_version, None);
+    }
+
+    #[test]
+    fn a_bucket_of_the_projects_own_is_refused_not_ignored() {
+        let err = make(json!({"name": "a", "model": "m", "config": {"attachments": {"enabled": true, "bucket": "mine"}}}))
+            .err()
+            .and_then(|e| e.param);
+        assert_eq!(err.as_deref(), Some("config.attachments.bucket"));
+        let mut agent = make(json!({"name": "a", "model": "m"})).expect("valid");
+        let patch = body(json!({"config": {"attachments": {"bucket": "mine"}}}));
+        assert!(patch_agent(&mut agent, &patch, Timestamp::from_unix_millis(1)).is_err());
+        assert_eq!(agent.draft.attachments.bucket, None);
+        assert!(
+            make(json!({"name": "a", "model": "m", "config": {"attachments": {"bucket": null}}})).is_ok()
+        );
     }
 
     #[test]

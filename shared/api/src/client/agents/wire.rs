@@ -70,6 +70,8 @@ pub struct ExecutionInput {
 pub struct AttachmentsInput {
     #[schema(nullable = false)]
     enabled: Option<bool>,
+    /// Must be null: a bucket of the project's own is not available yet (files live in the
+    /// deployment's files bucket); a name is 400.
     bucket: Option<String>,
     #[schema(nullable = false, minimum = 0)]
     max_files: Option<u32>,
