@@ -381,6 +381,16 @@ async fn agent_session(
     Ok((agent, str_field(&session, "id")?))
 }
 
+/// The last user message of the last model request.
+fn last_user_message(requests: &[Value]) -> Value {
+    requests
+        .last()
+        .and_then(|r| r["messages"].as_array())
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .cloned()
+        .unwrap_or_default()
+}
+
 fn message(text: &str, parts: Value) -> Value {
     let mut content = vec![json!({"type": "input_text", "text": text})];
     if let Value::Array(parts) = parts {
@@ -417,12 +427,7 @@ async fn an_image_part_reaches_the_model_as_a_presigned_url_and_a_text_file_inli
     .await?;
     assert_eq!(status, StatusCode::OK, "{answer}");
     let requests = model.requests();
-    let user = requests
-        .last()
-        .and_then(|r| r["messages"].as_array())
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .cloned()
-        .unwrap_or_default();
+    let user = last_user_message(&requests);
     let parts = user["content"].as_array().cloned().unwrap_or_default();
     assert_eq!(parts.len(), 2, "{user}");
     assert_eq!(parts[0]["type"], "text");
@@ -749,12 +754,7 @@ async fn a_background_run_shows_its_image_by_a_url_presigned_when_it_starts() ->
     }
     assert_eq!(done["status"], "succeeded", "{done}");
     let requests = model.requests();
-    let user = requests
-        .last()
-        .and_then(|r| r["messages"].as_array())
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .cloned()
-        .unwrap_or_default();
+    let user = last_user_message(&requests);
     assert_eq!(user["content"][0]["text"], "what is this?", "{user}");
     let url = user["content"][1]["image_url"]["url"].as_str().unwrap_or_default();
     assert_eq!(reqwest::get(url).await?.bytes().await?.to_vec(), png, "the image's bytes, by reference");
