@@ -390,6 +390,23 @@ async fn without_a_node_the_run_reports_runtime_unavailable_then_runs_once_one_c
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(model.requests().is_empty());
+    // A second Run of another session waits for the sandbox too, and is stopped meanwhile:
+    // the next delivery ends it `stopped`, with no model call and nothing checkpointed.
+    let waiting_session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let (_, waiting) = send(
+        v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{waiting_session}/runs"))
+            .json(&json!({"model": "m", "input": "never"})),
+    )
+    .await?;
+    let waiting = run_path(&env, &waiting_session, waiting["data"]["id"].as_str().unwrap_or_default());
+    wait_run(&app, &tenant.key, &waiting, Duration::from_secs(30), |r| r["status"] == "running").await?;
+    let (status, _) =
+        send(v1(&app, &tenant.key, Method::POST, &format!("{waiting}/stop")).json(&json!({}))).await?;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let stopped = wait_run(&app, &tenant.key, &waiting, Duration::from_secs(30), terminal).await?;
+    assert_eq!(stopped["data"]["status"], "stopped", "{stopped}");
+    assert_eq!(stopped["data"]["checkpoint"]["status"], "skipped", "{stopped}");
+    assert!(model.requests().is_empty());
     // A node comes: the same Run runs (the message comes back), the diagnostic cleared.
     let _node = TestNode::start(&app).await?;
     let done = wait_run(&app, &tenant.key, &path, Duration::from_secs(60), terminal).await?;

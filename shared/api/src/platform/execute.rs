@@ -7,7 +7,7 @@
 //! - `queued → running` claims it (a duplicate message finds it running and does nothing);
 //! - a sandbox that cannot be reached leaves it `running` with the `platform_runtime_unavailable`
 //!   diagnostic and the message is sent again later; the next delivery claims it from there and
-//!   clears the diagnostic;
+//!   clears the diagnostic, or ends it `stopped` when a stop came meanwhile;
 //! - the end (`completed | failed | stopped`) is written once, with its `run.*` webhook event in
 //!   the same transaction. A stop that came after the turn answered leaves it `completed`.
 //!
@@ -86,6 +86,11 @@ pub async fn execute(app: &App, message: &ExecuteRun) -> Result<Executed, StoreE
         return Ok(Executed::Stale);
     }
     let Some(run) = claim(app, run).await? else { return Ok(Executed::Stale) };
+    // A stop that came while the Run waited for its sandbox ends it here: nothing ran since
+    // the last delivery, so there is nothing to checkpoint.
+    if run.stop_requested {
+        return finish(app, run, End::stopped(), Instant::now(), None).await;
+    }
     // A rollback accepted between the check and the claim: wait for it, queued.
     if super::rollback::in_progress(app, &run.project_id, &run.environment_id).await? {
         requeue(app, &run, StoreError::Conflict).await;
@@ -368,6 +373,10 @@ struct End {
 impl End {
     fn failed(error: RunError) -> Self {
         Self { status: RunStatus::Failed, error: Some(error), output: None }
+    }
+
+    fn stopped() -> Self {
+        Self { status: RunStatus::Stopped, error: None, output: None }
     }
 }
 
