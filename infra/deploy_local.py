@@ -39,17 +39,21 @@ def client(name: str, endpoint: str):
     )
 
 
-def functions_of(template_text: str) -> list[tuple[str, str]]:
-    """(logical id, binary) of every function, in template order."""
+def functions_of(template_text: str) -> list[tuple[str, str, str]]:
+    """(logical id, binary, the route or job it serves) of every function, in template order."""
     out = []
     current = None
+    binary = None
     for line in template_text.splitlines():
         m = re.match(r"^  ([A-Za-z0-9]+):\s*$", line)
         if m:
-            current = m.group(1)
+            current, binary = m.group(1), None
         m = re.match(r"^\s+Binary:\s*(\S+)\s*$", line)
         if m and current:
-            out.append((current, m.group(1)))
+            binary = m.group(1)
+        m = re.match(r"^\s+AGENTPLANE_FUNCTION:\s*(\S+)\s*$", line)
+        if m and current and binary:
+            out.append((current, binary, m.group(1)))
     return out
 
 
@@ -136,7 +140,7 @@ def main() -> None:
     for page in paginator.paginate(Bucket=args.bucket, Prefix="functions/"):
         for obj in page.get("Contents", []):
             existing.add(obj["Key"])
-    for _, binary in fns:
+    for binary in sorted({b for _, b, _ in fns}):
         zip_path = lambda_dir / binary / "bootstrap.zip"
         if not zip_path.exists():
             raise SystemExit(f"missing {zip_path}: build with cargo lambda build -o zip first")
@@ -148,7 +152,7 @@ def main() -> None:
             uploaded += 1
         code[binary] = (args.bucket, key)
         sizes[binary] = bootstrap_size(zip_path)
-    log(f"{len(fns)} functions packaged ({uploaded} uploaded) in {time.monotonic() - started:.1f} s")
+    log(f"{len(fns)} functions of {len(code)} binary packaged ({uploaded} uploaded) in {time.monotonic() - started:.1f} s")
 
     packaged = package(text, code)
     template_key = f"templates/{hashlib.sha256(packaged.encode()).hexdigest()[:20]}.yaml"
@@ -241,8 +245,14 @@ def main() -> None:
         "parameters": {p["ParameterKey"]: p["ParameterValue"] for p in params},
         "lambda_report": args.report,
         "functions": [
-            {"logical_id": lid, "binary": b, "name": physical.get(lid, ""), "bootstrap_bytes": sizes[b]}
-            for lid, b in fns
+            {
+                "logical_id": lid,
+                "binary": b,
+                "function": f,
+                "name": physical.get(lid, ""),
+                "bootstrap_bytes": sizes[b],
+            }
+            for lid, b, f in fns
         ],
     }
     Path(args.out).write_text(json.dumps(info, indent=2))

@@ -46,7 +46,7 @@ struct Stack {
 
 #[derive(Clone, Debug)]
 struct Function {
-    binary: String,
+    served: String,
     name: String,
     bootstrap_bytes: u64,
 }
@@ -91,7 +91,7 @@ impl Stack {
             .unwrap_or_default()
             .iter()
             .map(|f| Function {
-                binary: text(&f["binary"]),
+                served: text(&f["function"]),
                 name: text(&f["name"]),
                 bootstrap_bytes: f["bootstrap_bytes"].as_u64().unwrap_or(0),
             })
@@ -123,13 +123,13 @@ impl Stack {
         self.request(method, &format!("/v1{path}")).bearer_auth(key)
     }
 
-    fn function(&self, binary: &str) -> &Function {
-        self.functions.iter().find(|f| f.binary == binary).expect("a deployed function")
+    fn function(&self, served: &str) -> &Function {
+        self.functions.iter().find(|f| f.served == served).expect("a deployed function")
     }
 
     /// A direct Lambda invoke (RequestResponse); the function's answer.
-    async fn invoke(&self, binary: &str, payload: &Value) -> anyhow::Result<Value> {
-        let name = &self.function(binary).name;
+    async fn invoke(&self, served: &str, payload: &Value) -> anyhow::Result<Value> {
+        let name = &self.function(served).name;
         let response = self
             .http
             .post(format!("{}/2015-03-31/functions/{name}/invocations", self.endpoint))
@@ -139,7 +139,7 @@ impl Stack {
             .await?;
         let error = response.headers().get("x-amz-function-error").is_some();
         let body: Value = response.json().await.unwrap_or(Value::Null);
-        anyhow::ensure!(!error, "{binary}: {body}");
+        anyhow::ensure!(!error, "{served}: {body}");
         Ok(body)
     }
 
@@ -500,7 +500,7 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
         .filter_map(|r| r["function"].as_str().map(str::to_owned))
         .collect();
     let missing: Vec<&str> =
-        s.functions.iter().filter(|f| !invoked.contains(&f.name)).map(|f| f.binary.as_str()).collect();
+        s.functions.iter().filter(|f| !invoked.contains(&f.name)).map(|f| f.served.as_str()).collect();
     assert!(missing.is_empty(), "functions never invoked: {missing:?}");
     let functional = suite_started.elapsed();
 
@@ -597,7 +597,7 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
         }
         sizes.push(f.bootstrap_bytes as f64 / 1_048_576.0);
         let shown = ms.map(|m| format!("{m:.1}")).unwrap_or_else(|| "-".into());
-        eprintln!("{:<40} {:>10} {:>12.1}", f.binary, shown, f.bootstrap_bytes as f64 / 1_048_576.0);
+        eprintln!("{:<40} {:>10} {:>12.1}", f.served, shown, f.bootstrap_bytes as f64 / 1_048_576.0);
     }
     let inits = sorted(inits);
     let sizes = sorted(sizes);

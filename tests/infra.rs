@@ -1,4 +1,4 @@
-//! infra/template.yaml against the code: every function binary is deployed (and nothing else),
+//! infra/template.yaml against the code: every route and job is deployed once, from the one binary,
 //! each route's API event matches the router, tables/queues/buckets agree with the one resource
 //! definition, IAM is least-privilege, the Core key is never a literal, and cfn-lint is clean.
 // Helpers are test code: a broken template should fail loudly where it is read.
@@ -58,36 +58,40 @@ fn streamed_branches(v: &Value) -> (Value, Value) {
     }
 }
 
-fn binary(function: &Value) -> String {
-    str_of(&function["Metadata"]["BuildProperties"]["Binary"])
-}
-
-fn binaries_on_disk() -> BTreeSet<String> {
-    std::fs::read_dir(root().join("functions/src/bin"))
-        .expect("functions/src/bin")
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.path().file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .collect()
+/// The route or job a function serves: its `AGENTPLANE_FUNCTION`.
+fn served(function: &Value) -> String {
+    str_of(&function["Properties"]["Environment"]["Variables"]["AGENTPLANE_FUNCTION"])
 }
 
 #[test]
-fn every_function_binary_is_deployed_and_every_deployed_function_exists() {
+fn every_route_and_job_is_deployed_once_from_the_one_binary_and_nothing_else_is() {
     let t = template();
-    let deployed: BTreeSet<String> = functions(&t).iter().map(|(_, f)| binary(f)).collect();
-    let on_disk = binaries_on_disk();
-    assert_eq!(deployed, on_disk, "template functions vs functions/src/bin");
+    let mut deployed = BTreeSet::new();
+    for (id, function) in functions(&t) {
+        assert_eq!(
+            str_of(&function["Metadata"]["BuildProperties"]["Binary"]),
+            "agentplane",
+            "{id}: every function is built from functions/src/main.rs"
+        );
+        assert_eq!(str_of(&function["Metadata"]["BuildMethod"]), "rust-cargolambda", "{id}");
+        assert!(deployed.insert(served(function)), "{id}: {} is deployed twice", served(function));
+    }
+    assert!(
+        t["Globals"]["Function"]["Environment"]["Variables"]["AGENTPLANE_FUNCTION"].is_null(),
+        "AGENTPLANE_FUNCTION is each function's own"
+    );
     let routed: BTreeSet<String> = Route::ALL.iter().map(|r| r.function_name().to_owned()).collect();
     let jobs: BTreeSet<String> = Job::ALL.iter().map(|j| j.function_name().to_owned()).collect();
     assert!(routed.is_disjoint(&jobs), "a name is both a route and a job");
     let named: BTreeSet<String> = routed.union(&jobs).cloned().collect();
-    assert_eq!(named, on_disk, "every binary is a Route or a Job, and each has its binary");
+    assert_eq!(deployed, named, "template functions vs Route::ALL and Job::ALL");
 }
 
 /// The logical id of the function that serves `route`.
 fn function_id(t: &Value, route: Route) -> String {
     functions(t)
         .into_iter()
-        .find(|(_, f)| binary(f) == route.function_name())
+        .find(|(_, f)| served(f) == route.function_name())
         .map(|(id, _)| id)
         .expect("every route has its function")
 }
@@ -96,7 +100,7 @@ fn function_id(t: &Value, route: Route) -> String {
 fn each_route_function_has_exactly_its_api_event() {
     let t = template();
     for (id, function) in functions(&t) {
-        let Some(route) = Route::by_function_name(&binary(function)) else { continue };
+        let Some(route) = Route::by_function_name(&served(function)) else { continue };
         if route.streaming() {
             // Its integration is in the Api's DefinitionBody (see below): an Api event would
             // declare the same method a second time, buffered.
@@ -195,7 +199,7 @@ fn each_job_function_is_triggered_by_its_schedule_or_its_queue_only() {
     let t = template();
     let mut seen = BTreeSet::new();
     for (id, function) in functions(&t) {
-        let Some(job) = Job::by_function_name(&binary(function)) else { continue };
+        let Some(job) = Job::by_function_name(&served(function)) else { continue };
         seen.insert(job.function_name());
         let events = function["Properties"]["Events"].as_mapping().expect("Events");
         assert_eq!(events.len(), 1, "{id} has other events");
@@ -358,7 +362,7 @@ fn granted(function: &Value) -> BTreeSet<(String, Access)> {
 fn each_function_may_touch_only_what_it_uses_and_only_as_it_uses_it() {
     let t = template();
     for (id, function) in functions(&t) {
-        let name = binary(function);
+        let name = served(function);
         let grants = match (Route::by_function_name(&name), Job::by_function_name(&name)) {
             (Some(route), None) => route.grants(),
             (None, Some(job)) => grants::job(job),

@@ -1,6 +1,37 @@
-//! What a function binary needs: JSON tracing and serving one route through `lambda_http`.
+//! What the function binary needs: JSON tracing, and serving the route or job its function is
+//! named for (`AGENTPLANE_FUNCTION`) through `lambda_http`.
 
+use crate::jobs::{self, Job};
 use crate::{App, Route, routes};
+
+/// The environment variable naming the route or job a deployed function serves (one binary,
+/// `agentplane`, for every function; each function's role grants only what its own needs).
+pub const FUNCTION_VAR: &str = "AGENTPLANE_FUNCTION";
+
+/// What a deployed function serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    Route(Route),
+    Job(Job),
+}
+
+impl Function {
+    /// The route or job of that function name (`client-sessions-create`, `retention-sweep`).
+    pub fn named(name: &str) -> Option<Function> {
+        Route::by_function_name(name).map(Function::Route).or_else(|| Job::by_function_name(name).map(Function::Job))
+    }
+}
+
+/// Serves the route or job `AGENTPLANE_FUNCTION` names; an unknown or missing name is an init
+/// error (the function never takes an event), never a fallback to some other route.
+pub async fn serve_from_env() -> Result<(), lambda_http::Error> {
+    let name = std::env::var(FUNCTION_VAR).unwrap_or_default();
+    match Function::named(&name) {
+        Some(Function::Route(route)) => serve(route).await,
+        Some(Function::Job(job)) => jobs::serve(job).await,
+        None => Err(format!("{FUNCTION_VAR}={name:?} names no route or job of this build").into()),
+    }
+}
 
 /// JSON logs, one object per line, level from `RUST_LOG` (default `info`). Lambda stamps the
 /// time itself.
@@ -37,4 +68,22 @@ pub fn init_local_tracing() {
         tracing_subscriber::EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn")
     });
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_and_job_is_named_by_its_function_name_and_nothing_else_is() {
+        for route in Route::ALL {
+            assert_eq!(Function::named(route.function_name()), Some(Function::Route(*route)));
+        }
+        for job in Job::ALL {
+            assert_eq!(Function::named(job.function_name()), Some(Function::Job(*job)));
+        }
+        for name in ["", "agentplane", "client-sessions", "Retention-Sweep", " retention-sweep"] {
+            assert_eq!(Function::named(name), None, "{name:?}");
+        }
+    }
 }

@@ -1,6 +1,0 @@
-//! Lambda: client-agents-update. The handler lives in agentplane-api.
-
-#[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    agentplane_api::lambda::serve(agentplane_api::Route::ClientAgentsUpdate).await
-}

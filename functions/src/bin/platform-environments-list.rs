@@ -1,6 +1,0 @@
-//! Lambda: platform-environments-list. The handler lives in agentplane-api.
-
-#[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    agentplane_api::lambda::serve(agentplane_api::Route::PlatformEnvironmentsList).await
-}
