@@ -2,7 +2,7 @@
 //! signatures): create → upload → ready → download, the size fixed in the upload URL, the
 //! per-session limit under concurrency, other projects, and agents that take no files.
 
-use agentplane_tests::{Tenant, TestApp, assert_error, send, str_field};
+use agentplane_tests::{Pair, Tenant, TestApp, assert_error, send, str_field};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -117,16 +117,6 @@ async fn an_upload_through_the_presigned_url_reads_back_byte_for_byte() -> R {
         "file_not_found",
     );
     Ok(())
-}
-
-trait Pair {
-    fn as_ref_pair(&self) -> (StatusCode, &Value);
-}
-
-impl Pair for (StatusCode, Value) {
-    fn as_ref_pair(&self) -> (StatusCode, &Value) {
-        (self.0, &self.1)
-    }
 }
 
 #[tokio::test]

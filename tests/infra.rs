@@ -325,7 +325,9 @@ fn references(v: &Value, out: &mut BTreeSet<String>) {
     match v {
         Value::Tagged(t) if t.tag == "!Ref" || t.tag == "!GetAtt" => {
             let name = str_of(&t.value).split('.').next().unwrap_or_default().to_owned();
-            if !template()["Parameters"][name.as_str()].is_mapping() {
+            // A parameter is no resource, except the Document Store buckets' pattern, which the
+            // policies grant as one.
+            if !template()["Parameters"][name.as_str()].is_mapping() || name == "DocumentBuckets" {
                 out.insert(name);
             }
         }
@@ -483,10 +485,15 @@ fn only_the_functions_that_run_turns_touch_s3() {
     let turns: std::collections::HashSet<Route> =
         Route::ALL.iter().copied().filter(|r| r.runs_turns()).collect();
     assert_eq!(turns.len(), 6, "{turns:?}");
-    let files: std::collections::HashSet<Route> =
-        [Route::ClientSessionFilesCreate, Route::ClientSessionFilesGet, Route::ClientSessionFilesDelete]
-            .into_iter()
-            .collect();
+    let files: std::collections::HashSet<Route> = [
+        Route::ClientSessionFilesCreate,
+        Route::ClientSessionFilesGet,
+        Route::ClientSessionFilesDelete,
+        // HeadBucket of the Document Store bucket it registers.
+        Route::CoreBucketsRegister,
+    ]
+    .into_iter()
+    .collect();
     assert_eq!(with_s3, turns.union(&files).copied().collect());
     for job in Job::ALL {
         // run-execution runs turns; the rollback restores transcripts, which may live in the files
@@ -657,6 +664,7 @@ fn the_parameters_default_to_aws_and_a_local_deploy_only_overrides_them() {
     assert_eq!(default("AwsEndpointUrl"), "", "AWS's own endpoints unless overridden");
     assert_eq!(default("WebhooksAllowPrivate"), "false", "SSRF refusals on by default");
     assert_eq!(default("ModelApiKeySecretArn"), "", "the stack makes the model key secret");
+    assert_eq!(default("DocumentBuckets"), agentplane_domain::bucket::DEFAULT_PATTERN);
     let stream_s = agentplane_api::app::StreamConfig::default().max_duration.as_secs();
     assert_eq!(default("StreamMaxSeconds"), stream_s.to_string(), "streams last the default length");
     let stream = &resources(&t)["ClientSessionEventsStreamFunction"]["Properties"];

@@ -7,6 +7,7 @@ mod a2a;
 mod actions;
 mod agents;
 mod background;
+mod buckets;
 mod budgets;
 mod cancel;
 mod client_wire;

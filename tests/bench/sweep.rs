@@ -39,6 +39,7 @@ pub async fn run(_n: usize) -> anyhow::Result<()> {
                 status: FileStatus::Ready,
                 created_at: expired,
                 expires_at: expired,
+                bucket: None,
             };
             let store = app.store.clone();
             writes.push(tokio::spawn(async move { store.files().create(&file, 10).await }));

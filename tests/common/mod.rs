@@ -298,6 +298,17 @@ pub fn error_code(body: &Value) -> Option<&str> {
     body.pointer("/error/code").and_then(Value::as_str)
 }
 
+/// `(status, &body)` of an answer, the shape [`assert_error`] takes.
+pub trait Pair {
+    fn as_ref_pair(&self) -> (StatusCode, &Value);
+}
+
+impl Pair for (StatusCode, Value) {
+    fn as_ref_pair(&self) -> (StatusCode, &Value) {
+        (self.0, &self.1)
+    }
+}
+
 /// Asserts a status and an envelope code together, with the body in the message.
 #[track_caller]
 pub fn assert_error(actual: (StatusCode, &Value), status: StatusCode, code: &str) {

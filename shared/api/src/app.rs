@@ -81,6 +81,10 @@ pub struct App {
     pub background: agentplane_engine::background::BackgroundConfig,
     /// The model that titles untitled sessions after their first turn (`None`: off).
     pub title_model: Option<String>,
+    /// The bucket names a project may register as Document Store buckets
+    /// (`AGENTPLANE_DOCUMENT_BUCKETS`, the template's `DocumentBuckets`: the pattern its IAM
+    /// policies grant).
+    pub document_buckets: agentplane_domain::bucket::BucketPattern,
 }
 
 impl App {
@@ -110,6 +114,11 @@ impl App {
             webhooks: local_webhooks(),
             background: agentplane_engine::background::BackgroundConfig::from_env(),
             title_model: title_model_from_env(),
+            document_buckets: std::env::var("AGENTPLANE_DOCUMENT_BUCKETS")
+                .ok()
+                .filter(|p| !p.is_empty())
+                .map(agentplane_domain::bucket::BucketPattern::new)
+                .unwrap_or_default(),
         }
     }
 

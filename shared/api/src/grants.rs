@@ -49,6 +49,11 @@ pub const TELEMETRY_W: Grant = write("TelemetryTable");
 pub const FILES_W: Grant = write("FilesBucket");
 /// The files bucket, read: session files' sizes (HEAD) and their presigned downloads.
 pub const FILES_R: Grant = read("FilesBucket");
+/// Document Store buckets projects register (the template's `DocumentBuckets` parameter, a
+/// bucket-name pattern): the session files of agents that name one in
+/// `config.attachments.bucket`, written and read as the files bucket's are.
+pub const DOCS_W: Grant = write("DocumentBuckets");
+pub const DOCS_R: Grant = read("DocumentBuckets");
 /// The workspaces bucket: checkpoint blobs and manifests (written by the functions that take
 /// checkpoints, read by restores; the node moves the bytes through presigned URLs).
 pub const WORKSPACES_W: Grant = write("WorkspacesBucket");
@@ -68,7 +73,7 @@ pub const WEBHOOKS_CONSUME: Grant = Grant { resource: "WebhooksQueue", access: A
 /// model, the webhooks queue its state changes' events go to, and the runs queue a
 /// `background: true` turn is queued on.
 pub const TURN_ROUTE: &[Grant] =
-    &[MAIN_W, EVENTS_W, FILES_W, MODEL_KEY, WEBHOOK_KEY, WEBHOOKS_SEND, RUNS_SEND];
+    &[MAIN_W, EVENTS_W, FILES_W, DOCS_R, MODEL_KEY, WEBHOOK_KEY, WEBHOOKS_SEND, RUNS_SEND];
 /// Secrets are only ever read.
 pub const CORE_KEY: Grant = read("CoreKeySecret");
 pub const MODEL_KEY: Grant = read("ModelApiKeySecret");
@@ -85,9 +90,17 @@ pub fn job(job: Job) -> &'static [Grant] {
         // Claims and runs paused turns (sessions, actions, events, large transcripts, the
         // model); consumes continuations and sends the next one when a turn pauses again.
         // Platform Runs too: their workspace (node commands) and checkpoints.
-        Job::RunExecution => {
-            &[MAIN_W, EVENTS_W, FILES_W, WORKSPACES_W, MODEL_KEY, RUNS_CONSUME, RUNS_SEND, WEBHOOKS_SEND]
-        }
+        Job::RunExecution => &[
+            MAIN_W,
+            EVENTS_W,
+            FILES_W,
+            DOCS_R,
+            WORKSPACES_W,
+            MODEL_KEY,
+            RUNS_CONSUME,
+            RUNS_SEND,
+            WEBHOOKS_SEND,
+        ],
         // Fans emitted events out into messages and makes first attempts (endpoints, messages,
         // attempts; opens the signing secrets); sends the first attempts it fans out.
         Job::WebhookDelivery => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_CONSUME, WEBHOOKS_SEND],
@@ -98,14 +111,17 @@ pub fn job(job: Job) -> &'static [Grant] {
         // with their `run.reverted` events.
         Job::RollbackRestore => &[MAIN_W, FILES_W, WORKSPACES_W, ROLLBACKS_CONSUME, WEBHOOKS_SEND],
         // Expires due actions and carries their turns on.
-        // Also deletes expired session files' bytes (the files bucket).
-        Job::RetentionSweep => &[MAIN_W, EVENTS_W, FILES_W, RUNS_SEND],
+        // Also deletes expired session files' bytes (the files bucket and Document Store
+        // buckets), and checkpoint blobs and manifests no Run or environment references (the
+        // workspaces bucket).
+        Job::RetentionSweep => &[MAIN_W, EVENTS_W, FILES_W, DOCS_W, WORKSPACES_W, RUNS_SEND],
     }
 }
 
-/// Whether a function of `grants` builds an S3 client (only those granted the files bucket).
+/// Whether a function of `grants` builds an S3 client (only those granted the files bucket or
+/// Document Store buckets).
 pub fn uses_objects(grants: &[Grant]) -> bool {
-    grants.iter().any(|g| g.resource == FILES_W.resource || g.resource == FILES_R.resource)
+    grants.iter().any(|g| [FILES_W.resource, DOCS_W.resource].contains(&g.resource))
 }
 
 /// Whether a function of `grants` builds the S3 client of the workspaces bucket.

@@ -175,6 +175,8 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "files_deleted": report.files_deleted,
                     "runs_deleted": report.runs_deleted,
                     "records_deleted": report.records_deleted,
+                    "blobs_deleted": report.blobs_deleted,
+                    "manifests_deleted": report.manifests_deleted,
                     "failed": report.failed,
                 }))
             }))

@@ -18,7 +18,9 @@ pub enum Function {
 impl Function {
     /// The route or job of that function name (`client-sessions-create`, `retention-sweep`).
     pub fn named(name: &str) -> Option<Function> {
-        Route::by_function_name(name).map(Function::Route).or_else(|| Job::by_function_name(name).map(Function::Job))
+        Route::by_function_name(name)
+            .map(Function::Route)
+            .or_else(|| Job::by_function_name(name).map(Function::Job))
     }
 }
 

@@ -56,6 +56,9 @@ pub enum Route {
     CoreProjectsList,
     CoreApiKeysCreate,
     CoreApiKeysRevoke,
+    CoreBucketsRegister,
+    CoreBucketsList,
+    CoreBucketsRemove,
     ClientSessionsCreate,
     ClientSessionsList,
     ClientSessionsGet,
@@ -155,6 +158,9 @@ impl Route {
         Route::CoreProjectsList,
         Route::CoreApiKeysCreate,
         Route::CoreApiKeysRevoke,
+        Route::CoreBucketsRegister,
+        Route::CoreBucketsList,
+        Route::CoreBucketsRemove,
         Route::ClientSessionsCreate,
         Route::ClientSessionsList,
         Route::ClientSessionsGet,
@@ -268,6 +274,18 @@ impl Route {
             CoreApiKeysRevoke => decl("core-api-keys-revoke", &[MAIN_W, CORE_KEY], Buffered, || {
                 routes!(core::api_keys::revoke)
             }),
+            // HeadBucket of the bucket it registers (S3ReadPolicy on the DocumentBuckets pattern).
+            CoreBucketsRegister => {
+                decl("core-buckets-register", &[MAIN_W, CORE_KEY, DOCS_R], Buffered, || {
+                    routes!(core::buckets::register)
+                })
+            }
+            CoreBucketsList => {
+                decl("core-buckets-list", &[MAIN_R, CORE_KEY], Buffered, || routes!(core::buckets::list))
+            }
+            CoreBucketsRemove => {
+                decl("core-buckets-remove", &[MAIN_W, CORE_KEY], Buffered, || routes!(core::buckets::remove))
+            }
             ClientSessionsCreate => decl("client-sessions-create", &[MAIN_W], Buffered, || {
                 routes!(client::sessions::handlers::create)
             }),
@@ -507,18 +525,20 @@ impl Route {
             // the bucket); get asks the bucket for the object's size and marks the file ready
             // (a conditional write), and signs the download; delete removes the bytes.
             ClientSessionFilesCreate => {
-                decl("client-session-files-create", &[MAIN_W, FILES_W], Buffered, || {
+                decl("client-session-files-create", &[MAIN_W, FILES_W, DOCS_W], Buffered, || {
                     routes!(client::files::handlers::create)
                 })
             }
             ClientSessionFilesList => decl("client-session-files-list", &[MAIN_R], Buffered, || {
                 routes!(client::files::handlers::list)
             }),
-            ClientSessionFilesGet => decl("client-session-files-get", &[MAIN_W, FILES_R], Buffered, || {
-                routes!(client::files::handlers::get)
-            }),
+            ClientSessionFilesGet => {
+                decl("client-session-files-get", &[MAIN_W, FILES_R, DOCS_R], Buffered, || {
+                    routes!(client::files::handlers::get)
+                })
+            }
             ClientSessionFilesDelete => {
-                decl("client-session-files-delete", &[MAIN_W, FILES_W], Buffered, || {
+                decl("client-session-files-delete", &[MAIN_W, FILES_W, DOCS_W], Buffered, || {
                     routes!(client::files::handlers::delete)
                 })
             }

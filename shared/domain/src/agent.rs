@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::bucket::BucketName;
 use crate::ids::AgentId;
 use crate::project::Name;
 use crate::{ProjectId, Timestamp, ValidationError};
@@ -67,6 +68,13 @@ impl Default for Attachments {
     }
 }
 
+impl Attachments {
+    /// The Document Store bucket files go to; `None`: the deployment's files bucket.
+    pub fn bucket_name(&self) -> Result<Option<BucketName>, ValidationError> {
+        self.bucket.as_deref().map(|name| BucketName::parse("config.attachments.bucket", name)).transpose()
+    }
+}
+
 /// Approvals and questions (travel with the version).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -110,17 +118,10 @@ pub const MAX_SUGGESTED_PROMPT_CHARS: usize = 200;
 
 /// A display name of 1-100 characters, a greeting of at most 2000, at most 8 distinct,
 /// non-blank suggested prompts of at most 200 each.
-/// A bucket of the project's own is not taken yet (registering buckets through Core is later
-/// work): naming one is refused, never silently ignored. Files live in the deployment's bucket.
+/// `config.attachments.bucket`, when given, is an S3 bucket name (whether the project registered
+/// it is the API's check: the domain knows no registrations).
 fn check_attachments(attachments: &Attachments) -> Result<(), ValidationError> {
-    if attachments.bucket.is_some() {
-        return Err(ValidationError::new(
-            "config.attachments.bucket",
-            "`config.attachments.bucket` must be null: buckets of a project's own are not available yet, \
-             and files are kept in the deployment's files bucket",
-        ));
-    }
-    Ok(())
+    attachments.bucket_name().map(|_| ())
 }
 
 fn check_experience(experience: &Experience) -> Result<(), ValidationError> {
@@ -591,15 +592,19 @@ mod tests {
     }
 
     #[test]
-    fn a_bucket_of_the_projects_own_is_refused_not_ignored() {
-        let err = make(json!({"name": "a", "model": "m", "config": {"attachments": {"enabled": true, "bucket": "mine"}}}))
+    fn a_bucket_is_an_s3_bucket_name_or_refused() {
+        let err = make(json!({"name": "a", "model": "m", "config": {"attachments": {"enabled": true, "bucket": "Mine!"}}}))
             .err()
             .and_then(|e| e.param);
         assert_eq!(err.as_deref(), Some("config.attachments.bucket"));
         let mut agent = make(json!({"name": "a", "model": "m"})).expect("valid");
-        let patch = body(json!({"config": {"attachments": {"bucket": "mine"}}}));
+        let patch = body(json!({"config": {"attachments": {"bucket": "a..b"}}}));
         assert!(patch_agent(&mut agent, &patch, Timestamp::from_unix_millis(1)).is_err());
         assert_eq!(agent.draft.attachments.bucket, None);
+        let patch = body(json!({"config": {"attachments": {"bucket": "team-docs"}}}));
+        assert!(patch_agent(&mut agent, &patch, Timestamp::from_unix_millis(1)).is_ok());
+        let name = agent.draft.attachments.bucket_name().expect("valid").expect("named");
+        assert_eq!(name.as_str(), "team-docs");
         assert!(
             make(json!({"name": "a", "model": "m", "config": {"attachments": {"bucket": null}}})).is_ok()
         );

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::agent::Attachments;
+use crate::bucket::BucketName;
 use crate::ids::InvalidId;
 use crate::{ProjectId, SessionId, Timestamp, ValidationError};
 
@@ -60,6 +61,10 @@ pub struct SessionFile {
     pub status: FileStatus,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
+    /// The Document Store bucket the file is kept in (the agent's `config.attachments.bucket`
+    /// when it was created); `None`: the deployment's files bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<BucketName>,
 }
 
 impl SessionFile {
@@ -172,6 +177,7 @@ impl NewFile {
             status: FileStatus::Pending,
             created_at: now,
             expires_at: now.plus_seconds(RETENTION_DAYS * 86_400),
+            bucket: None,
         }
     }
 }

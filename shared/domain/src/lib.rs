@@ -8,6 +8,7 @@ pub mod agent;
 pub mod agent_run;
 pub mod allocation;
 pub mod api_key;
+pub mod bucket;
 pub mod error;
 pub mod event;
 pub mod feedback;

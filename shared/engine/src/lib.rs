@@ -16,6 +16,7 @@ pub mod tools;
 pub mod transcript;
 pub mod turn;
 pub mod webhooks;
+pub mod workspace_sweep;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -8,7 +8,9 @@
 //! `AGENT_RUN_RETENTION_DAYS`, and webhook delivery records (a message with its attempts) past
 //! `RECORD_RETENTION_DAYS`. Each is read oldest first from its partition of the `by_due` index,
 //! in bounded pages; what a pass deletes leaves the index, so the next pass starts where this
-//! one stopped.
+//! one stopped. Last, the workspaces bucket: checkpoint blobs and manifests no environment or
+//! Run references any more, by a mark-and-sweep that keeps its cursor in DynamoDB
+//! (workspace_sweep.rs).
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -48,6 +50,10 @@ pub struct SweepReport {
     pub runs_deleted: usize,
     /// Webhook messages deleted after their retention, each with its attempts.
     pub records_deleted: usize,
+    /// Checkpoint blobs deleted: no manifest a live item references names them.
+    pub blobs_deleted: usize,
+    /// Checkpoint manifests deleted: no environment or Run references them.
+    pub manifests_deleted: usize,
 }
 
 /// What the sweep needs of storage (a port, so the pass's rules are tested in memory; the
@@ -112,6 +118,20 @@ pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, St
     }
     report.runs_deleted = sweep_expired(&ExpiredRuns(store), now, &mut report.failed).await?;
     report.records_deleted = sweep_expired(&ExpiredRecords(store), now, &mut report.failed).await?;
+    // Without the workspaces bucket (a function not granted it) checkpoints' objects wait.
+    if let Ok(bucket) = store.workspaces() {
+        let limits = crate::workspace_sweep::Limits::default();
+        match crate::workspace_sweep::sweep_workspaces(store, bucket, now, limits).await {
+            Ok(swept) => {
+                report.blobs_deleted = swept.blobs_deleted;
+                report.manifests_deleted = swept.manifests_deleted;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "sweeping the workspaces bucket failed; its cursor stays");
+                report.failed += 1;
+            }
+        }
+    }
     Ok(report)
 }
 
@@ -178,7 +198,12 @@ impl Expiring for ExpiredFiles<'_> {
     }
 
     async fn remove(&self, file: &SessionFile) -> Result<(), StoreError> {
-        self.objects.delete(&file.object_key()).await?;
+        // The file's own bucket: a Document Store bucket's files are swept there even after the
+        // project removed its registration.
+        match &file.bucket {
+            Some(bucket) => self.objects.in_bucket(bucket.as_str()).delete(&file.object_key()).await?,
+            None => self.objects.delete(&file.object_key()).await?,
+        }
         self.store.files().delete(&file.project_id, &file.session_id, &file.id).await
     }
 }

@@ -30,8 +30,9 @@ pub use dynamo::telemetry::Telemetry;
 pub use dynamo::transcripts::{StoredTranscript, Transcripts};
 pub use dynamo::webhook_events::OutboxEvent;
 pub use dynamo::webhooks::{MessageWithAttempts, Webhooks};
+pub use dynamo::workspace_sweep::WorkspaceSweep;
 pub use error::StoreError;
-pub use objects::Objects;
+pub use objects::{Listed, Objects, Reach};
 pub use queue::{ReceivedMessage, RunsMessage, RunsQueue, WebhooksMessage, WebhooksQueue};
 pub use resources::ResourceNames;
 
@@ -164,6 +165,24 @@ impl Store {
             .ok_or_else(|| StoreError::unavailable("this function has no access to the files bucket"))
     }
 
+    /// The S3 client of the bucket a session file is kept in: `bucket` (a Document Store bucket
+    /// the project registered), or the deployment's files bucket. `Unavailable` in a function not
+    /// granted S3.
+    pub fn file_objects(
+        &self,
+        bucket: Option<&agentplane_domain::bucket::BucketName>,
+    ) -> Result<Objects, StoreError> {
+        let files = self.objects()?;
+        Ok(match bucket {
+            Some(name) => files.in_bucket(name.as_str()),
+            None => files.clone(),
+        })
+    }
+
+    pub fn buckets(&self) -> dynamo::buckets::Buckets<'_> {
+        dynamo::buckets::Buckets::new(self)
+    }
+
     pub fn feedback(&self) -> dynamo::feedback::FeedbackStore<'_> {
         dynamo::feedback::FeedbackStore::new(self)
     }
@@ -238,6 +257,10 @@ impl Store {
 
     pub fn allocations(&self) -> Allocations<'_> {
         Allocations::new(self)
+    }
+
+    pub fn workspace_sweep(&self) -> WorkspaceSweep<'_> {
+        WorkspaceSweep::new(self)
     }
 
     pub fn telemetry(&self) -> Telemetry<'_> {

@@ -2,7 +2,8 @@
 //! for a DynamoDB item (`transcripts/…`), and session files (`files/<project>/<session>/<file>`),
 //! which clients upload and download themselves through presigned URLs. Only the functions
 //! granted the files bucket build this client (`Store::with_objects`); every other function
-//! holds DynamoDB alone.
+//! holds DynamoDB alone. The same type is the client of the workspaces bucket (checkpoint blobs
+//! and manifests), with the listing, batch delete and refresh its retention needs.
 
 use std::time::Duration;
 
@@ -11,7 +12,35 @@ use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 
+use agentplane_domain::Timestamp;
+use aws_sdk_s3::error::ProvideErrorMetadata;
+use aws_sdk_s3::types::{Delete, MetadataDirective, ObjectIdentifier};
+
 use crate::StoreError;
+
+/// One object of a listing: its key and when it was last written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub key: String,
+    pub written: Timestamp,
+}
+
+/// How many keys one DeleteObjects takes at most.
+pub const DELETE_BATCH: usize = 1_000;
+
+fn written(at: Option<&aws_sdk_s3::primitives::DateTime>) -> Timestamp {
+    // An object without a date is taken as written now-ish (the far future): never old enough.
+    at.and_then(|t| t.to_millis().ok())
+        .map_or(Timestamp::from_unix_millis(i64::MAX), Timestamp::from_unix_millis)
+}
+
+/// What a HeadBucket found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    Reachable,
+    Missing,
+    Forbidden,
+}
 
 /// An S3 client bound to the bucket it may use.
 #[derive(Clone, Debug)]
@@ -155,6 +184,26 @@ impl Objects {
         }
     }
 
+    /// The same client on another bucket (a Document Store bucket a project registered).
+    pub fn in_bucket(&self, bucket: &str) -> Objects {
+        Objects { client: self.client.clone(), bucket: bucket.to_owned() }
+    }
+
+    /// Whether the bucket is there for this role (HeadBucket): a missing bucket and one the role
+    /// may not use are answers, not errors.
+    pub async fn reach(&self) -> Result<Reach, StoreError> {
+        match self.client.head_bucket().bucket(&self.bucket).send().await {
+            Ok(_) => Ok(Reach::Reachable),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(Reach::Missing),
+            Err(e) => match e.raw_response().map(|r| r.status().as_u16()) {
+                Some(404) => Ok(Reach::Missing),
+                // 403: the role may not use it; 301: it is in another region than the deployment.
+                Some(403 | 301) => Ok(Reach::Forbidden),
+                _ => Err(StoreError::unavailable(DisplayErrorContext(e))),
+            },
+        }
+    }
+
     /// The first `limit` bytes of the object (a range read); `NotFound` when there is none.
     pub async fn get_prefix(&self, key: &str, limit: u64) -> Result<Vec<u8>, StoreError> {
         let range = format!("bytes=0-{}", limit.saturating_sub(1));
@@ -169,5 +218,100 @@ impl Objects {
         )?;
         let bytes = out.body.collect().await.map_err(StoreError::unavailable)?;
         Ok(bytes.into_bytes().to_vec())
+    }
+
+    /// One page of at most `limit` keys under `prefix` after the key `after`, in key order, each
+    /// with when it was last written; the second value is whether more keys follow. One
+    /// ListObjectsV2; a listing that answers fewer keys than asked for with more to come is
+    /// followed with its continuation token until the page is full.
+    pub async fn list_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Listed>, bool), StoreError> {
+        let mut listed = Vec::with_capacity(limit.min(DELETE_BATCH));
+        let mut token: Option<String> = None;
+        loop {
+            let want = i32::try_from(limit - listed.len()).unwrap_or(1_000).clamp(1, 1_000);
+            let out = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_start_after(if token.is_none() { after.map(str::to_owned) } else { None })
+                .set_continuation_token(token.take())
+                .max_keys(want)
+                .send()
+                .await
+                .map_err(|e| StoreError::unavailable(DisplayErrorContext(e)))?;
+            listed.extend(out.contents().iter().filter_map(|o| {
+                Some(Listed { key: o.key()?.to_owned(), written: written(o.last_modified()) })
+            }));
+            match out.next_continuation_token() {
+                Some(next) if listed.len() < limit => token = Some(next.to_owned()),
+                Some(_) => return Ok((listed, true)),
+                None => return Ok((listed, false)),
+            }
+        }
+    }
+
+    /// Deletes `keys`, [`DELETE_BATCH`] a DeleteObjects; answers how many S3 reported deleted
+    /// (a key already gone counts: S3 reports it deleted). Keys S3 failed are logged and left.
+    pub async fn delete_many(&self, keys: &[String]) -> Result<usize, StoreError> {
+        let mut deleted = 0;
+        for chunk in keys.chunks(DELETE_BATCH) {
+            let objects = chunk
+                .iter()
+                .map(|k| ObjectIdentifier::builder().key(k).build().map_err(StoreError::unavailable))
+                .collect::<Result<Vec<_>, _>>()?;
+            let delete = Delete::builder()
+                .set_objects(Some(objects))
+                .quiet(true)
+                .build()
+                .map_err(StoreError::unavailable)?;
+            let out = self
+                .client
+                .delete_objects()
+                .bucket(&self.bucket)
+                .delete(delete)
+                .send()
+                .await
+                .map_err(|e| StoreError::unavailable(DisplayErrorContext(e)))?;
+            for err in out.errors() {
+                tracing::warn!(key = ?err.key(), code = ?err.code(), "S3 did not delete an object");
+            }
+            deleted += chunk.len().saturating_sub(out.errors().len());
+        }
+        Ok(deleted)
+    }
+
+    /// When the object was last written; `None` when there is none (one HEAD).
+    pub async fn written_at(&self, key: &str) -> Result<Option<Timestamp>, StoreError> {
+        match self.client.head_object().bucket(&self.bucket).key(key).send().await {
+            Ok(out) => Ok(Some(written(out.last_modified()))),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(None),
+            Err(e) => Err(StoreError::unavailable(DisplayErrorContext(e))),
+        }
+    }
+
+    /// Rewrites the object in place (a server-side copy onto itself), so it reads as written
+    /// now and the same bytes stay; `false` when there is no object. One CopyObject.
+    pub async fn refresh(&self, key: &str, content_type: &str) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .copy_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .copy_source(format!("{}/{key}", self.bucket))
+            .metadata_directive(MetadataDirective::Replace)
+            .content_type(content_type)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().and_then(|e| e.code()) == Some("NoSuchKey") => Ok(false),
+            Err(e) => Err(StoreError::unavailable(DisplayErrorContext(e))),
+        }
     }
 }

@@ -83,6 +83,10 @@ pub enum ClientError {
     /// 400 `attachments_not_enabled`: the session's agent (the version it runs) takes no files.
     #[error("{0}")]
     AttachmentsNotEnabled(String),
+    /// 409 `bucket_not_registered`: the agent's `config.attachments.bucket` (named) is not a
+    /// Document Store bucket of the project.
+    #[error("bucket `{0}` is not registered to the project")]
+    BucketNotRegistered(String),
     /// The request body could not be read as a JSON object (400/413).
     #[error("unreadable body: {0:?}")]
     Body(BodyError),
@@ -257,6 +261,15 @@ impl ClientError {
                 "invalid_request_error",
                 "attachments_not_enabled",
                 message,
+            ),
+            Self::BucketNotRegistered(name) => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "bucket_not_registered",
+                format!(
+                    "the agent keeps files in `{name}` (`config.attachments.bucket`), which is not registered to \
+                     this project: register it through Core, or set the bucket to null"
+                ),
             ),
             Self::Body(err) => err.into(),
             Self::Validation(err) => err.into(),

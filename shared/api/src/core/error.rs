@@ -44,6 +44,16 @@ pub enum CoreError {
     /// 503 `execution_unavailable` (the observation list's collection budget ran out).
     #[error("the observation list exceeded its collection budget")]
     ExecutionUnavailable,
+    /// 400 `bucket_not_allowed`: a bucket name outside the deployment's `DocumentBuckets`
+    /// pattern, or one of its own buckets.
+    #[error("bucket not allowed: {0}")]
+    BucketNotAllowed(String),
+    /// 400 `bucket_unreachable`: no such bucket, or the deployment's role may not use it.
+    #[error("bucket unreachable: {0}")]
+    BucketUnreachable(String),
+    /// 409 with the code (`bucket_already_registered`, `bucket_taken`, `bucket_limit_reached`).
+    #[error("{1}")]
+    BucketConflict(&'static str, String),
     /// The tenant webhook routes' failures (their codes are `crate::webhooks::error`'s).
     #[error(transparent)]
     Webhook(#[from] crate::webhooks::WebhookError),
@@ -121,6 +131,27 @@ impl CoreError {
                 "execution_unavailable",
                 "the observation list exceeded its collection budget; try a smaller limit",
             ),
+            Self::BucketNotAllowed(message) => with_param(
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "bucket_not_allowed",
+                    message,
+                ),
+                Some("name".into()),
+            ),
+            Self::BucketUnreachable(message) => with_param(
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "bucket_unreachable",
+                    message,
+                ),
+                Some("name".into()),
+            ),
+            Self::BucketConflict(code, message) => {
+                ApiError::new(StatusCode::CONFLICT, "invalid_request_error", code, message)
+            }
             Self::Webhook(err) => err.to_api_error(),
             Self::Storage(err) => ApiError::storage(&err),
             Self::Internal(what) => ApiError::internal(&what),

@@ -2,6 +2,7 @@
 
 pub mod api_keys;
 pub mod auth;
+pub mod buckets;
 pub mod error;
 pub mod node_reads;
 pub mod nodes;

@@ -4,14 +4,23 @@
 //! content-addressed, so it is never rewritten with other bytes); Core writes the manifest,
 //! content-addressed too (`manifests/<sha256 of its JSON>.json`), whose hash is the checkpoint's
 //! `snapshotId`. No file travels through Core or the command queue.
+//!
+//! The retention sweep deletes unreferenced objects of the bucket, so a checkpoint relies on an
+//! object it finds only when that object was written recently
+//! (`workspace_sweep::reusable`); an older one is refreshed first (rewritten in place) and
+//! looked at again once a sweep that listed it before could no longer delete it. A checkpoint
+//! that takes longer than `CHECKPOINT_WITHIN_SECONDS` fails rather than record a manifest whose
+//! blobs the sweep may have judged unreferenced.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use agentplane_domain::Timestamp;
 use agentplane_domain::platform::manifest::{
     self, Manifest, PlannedFile, RestorePlan, ScanEntry, UploadPlan,
 };
 use agentplane_domain::platform::run::{CheckpointStatus, DiffStatus, Run};
+use agentplane_domain::platform::workspace_sweep::{self, CHECKPOINT_WITHIN_SECONDS, REFRESH_SETTLE_SECONDS};
 use agentplane_domain::sandbox::Sandbox;
 use agentplane_domain::sandbox::command::{Command, CommandOutcome};
 use agentplane_store::{Objects, StoreError};
@@ -26,6 +35,8 @@ use crate::{App, edge};
 const PRESIGN: Duration = Duration::from_secs(15 * 60);
 /// How long the node may take for one scan, upload or restore.
 const NODE_WITHIN: Duration = Duration::from_secs(600);
+/// What a caller has, after a checkpoint, to record its manifest on the Run or environment.
+const RECORD_WITHIN_SECONDS: i64 = 60;
 /// Bucket requests at once (blob lookups, presigning).
 const IN_FLIGHT: usize = 32;
 
@@ -70,11 +81,13 @@ fn relative(path: &str) -> String {
     path.strip_prefix("/workspace/").unwrap_or(path).to_owned()
 }
 
-/// Takes a checkpoint of the sandbox's workspace. The blobs of `known` (a manifest written
-/// before, whose blobs the bucket holds: they are never rewritten or removed while referenced)
-/// are not looked up again.
+/// Takes a checkpoint of the sandbox's workspace. The blobs of `known` (a manifest a Run or
+/// environment item references, recorded by a checkpoint that relied on them: the retention
+/// sweep never removes them while referenced) are not looked up again; every other blob is
+/// looked up, and relied on only if recently written or refreshed (the module's note).
 pub async fn take(app: &App, sandbox: &Sandbox, known: Option<&Manifest>) -> Result<Taken, PlatformError> {
     let bucket = app.store.workspaces()?;
+    let started = Instant::now();
     let scan_key = scratch_key("scan")?;
     let upload_url = bucket.presign_put_any(&scan_key, PRESIGN).await?;
     node(app, sandbox, Command::WorkspaceScan { sandbox_id: sandbox.id.clone(), upload_url }).await?;
@@ -93,16 +106,24 @@ pub async fn take(app: &App, sandbox: &Sandbox, known: Option<&Manifest>) -> Res
         known.map(|m| m.files.values().map(|e| e.sha256.as_str()).collect()).unwrap_or_default();
     let digests: Vec<String> =
         by_digest.keys().filter(|sha| !held.contains(*sha)).map(|sha| (*sha).to_owned()).collect();
-    let present: BTreeSet<String> = futures_util::stream::iter(digests.into_iter().map(|sha| async move {
-        bucket.size(&manifest::blob_key(&sha)).await.map(|size| size.map(|_| sha))
+    let found: Vec<(String, Found)> = futures_util::stream::iter(digests.into_iter().map(|sha| async move {
+        look_up(bucket, &manifest::blob_key(&sha), "application/octet-stream").await.map(|f| (sha, f))
     }))
     .buffer_unordered(IN_FLIGHT)
-    .try_collect::<Vec<Option<String>>>()
-    .await?
-    .into_iter()
-    .flatten()
-    .chain(held.iter().map(|sha| (*sha).to_owned()))
-    .collect();
+    .try_collect()
+    .await?;
+    let mut refreshed: Vec<String> = found
+        .iter()
+        .filter(|(_, f)| *f == Found::Refreshed)
+        .map(|(sha, _)| manifest::blob_key(sha))
+        .collect();
+    let mut refreshed_at = Instant::now();
+    let present: BTreeSet<String> = found
+        .into_iter()
+        .filter(|(_, f)| *f != Found::Missing)
+        .map(|(sha, _)| sha)
+        .chain(held.iter().map(|sha| (*sha).to_owned()))
+        .collect();
     let missing = manifest::missing_blobs(&manifest, &present);
     let (mut uploaded, mut bytes) = (0, 0);
     if !missing.is_empty() {
@@ -138,11 +159,70 @@ pub async fn take(app: &App, sandbox: &Sandbox, known: Option<&Manifest>) -> Res
     let body = serde_json::to_vec(&manifest).map_err(|e| PlatformError::internal(e.to_string()))?;
     let id = hex_of(&Sha256::digest(&body));
     let key = Manifest::key(&id);
-    let manifest_written = bucket.size(&key).await?.is_none();
-    if manifest_written {
-        bucket.put(&key, body).await?;
+    // Past this, the settle below and the caller's record of the manifest might end after
+    // `CHECKPOINT_WITHIN_SECONDS`, which the retention sweep's grace counts on.
+    let write_by = CHECKPOINT_WITHIN_SECONDS - REFRESH_SETTLE_SECONDS - RECORD_WITHIN_SECONDS;
+    if started.elapsed() > Duration::from_secs(write_by.unsigned_abs()) {
+        return Err(PlatformError::internal("the checkpoint took too long to rely on the blobs it found"));
     }
+    let manifest_written = match bucket.written_at(&key).await? {
+        Some(written) if workspace_sweep::reusable(written, edge::now()) => false,
+        Some(_) => {
+            // The same bytes again: the object reads as written now.
+            bucket.put(&key, body).await?;
+            refreshed.push(key);
+            refreshed_at = Instant::now();
+            false
+        }
+        None => {
+            bucket.put(&key, body).await?;
+            true
+        }
+    };
+    settle(bucket, &refreshed, refreshed_at).await?;
     Ok(Taken { manifest, id, uploaded, bytes, manifest_written })
+}
+
+/// What a look-up of an object a checkpoint would rely on found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// There, written recently: relied on as it is.
+    Fresh,
+    /// There but old: rewritten in place, to be looked at again ([`settle`]).
+    Refreshed,
+    /// Not there: the node uploads it.
+    Missing,
+}
+
+async fn look_up(bucket: &Objects, key: &str, content_type: &str) -> Result<Found, StoreError> {
+    match bucket.written_at(key).await? {
+        Some(written) if workspace_sweep::reusable(written, edge::now()) => Ok(Found::Fresh),
+        Some(_) if bucket.refresh(key, content_type).await? => Ok(Found::Refreshed),
+        _ => Ok(Found::Missing),
+    }
+}
+
+/// Once a sweep that listed the `refreshed` objects before their refresh (at `at`) can no
+/// longer delete them, checks they are all still there: one that is not was deleted under the
+/// checkpoint, which then fails (taken again, it uploads the blob).
+async fn settle(bucket: &Objects, refreshed: &[String], at: Instant) -> Result<(), PlatformError> {
+    if refreshed.is_empty() {
+        return Ok(());
+    }
+    let settle = Duration::from_secs(REFRESH_SETTLE_SECONDS.unsigned_abs());
+    tokio::time::sleep(settle.saturating_sub(at.elapsed())).await;
+    let keys: Vec<String> = refreshed.to_vec();
+    let gone: Vec<Option<Timestamp>> =
+        futures_util::stream::iter(keys.into_iter().map(|key| async move { bucket.written_at(&key).await }))
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect()
+            .await?;
+    if gone.iter().any(Option::is_none) {
+        return Err(PlatformError::internal(
+            "a blob this checkpoint refreshed was deleted meanwhile; take it again",
+        ));
+    }
+    Ok(())
 }
 
 /// Writes a plan for the node to the bucket; its presigned GET and its key.

@@ -5,6 +5,7 @@
 pub mod manifest;
 pub mod path;
 pub mod run;
+pub mod workspace_sweep;
 
 use serde::{Deserialize, Serialize};
 

@@ -5,6 +5,7 @@ pub mod agent_runs;
 pub mod agents;
 pub mod allocations;
 pub mod api_keys;
+pub mod buckets;
 mod counted;
 pub mod environments;
 pub mod events;
@@ -24,6 +25,7 @@ pub mod transcripts;
 pub mod turns;
 pub mod webhook_events;
 pub mod webhooks;
+pub mod workspace_sweep;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;

@@ -35,6 +35,21 @@ fn check_tools(app: &App, agent: &Agent) -> Result<(), ClientError> {
     Ok(())
 }
 
+/// A draft that names a Document Store bucket names one registered to the project (one read,
+/// only when the bucket is set or changed).
+async fn check_bucket(app: &App, agent: &Agent) -> Result<(), ClientError> {
+    let Some(name) = agent.draft.attachments.bucket_name()? else { return Ok(()) };
+    match app.store.buckets().get(&agent.project_id, &name).await {
+        Ok(_) => Ok(()),
+        Err(StoreError::NotFound) => Err(ValidationError::new(
+            "config.attachments.bucket",
+            format!("`{name}` is not a bucket registered to this project (Core: POST /core/v1/projects/{{project_id}}/buckets)"),
+        )
+        .into()),
+        Err(err) => Err(err.into()),
+    }
+}
+
 /// Create an agent.
 ///
 /// The body is read as `CreateAgent` describes it; a partial `config` section is laid over
@@ -61,6 +76,7 @@ pub async fn create(
     let id = AgentId::from_random(edge::random()?);
     let agent = agent::new_agent(&body, id, auth.project_id, edge::now())?;
     check_tools(&app, &agent)?;
+    check_bucket(&app, &agent).await?;
     app.store.agents().create(&agent).await?;
     Ok((StatusCode::CREATED, Json(AgentBody::from(&agent))))
 }
@@ -159,9 +175,13 @@ pub async fn update(
         let mut agent =
             app.store.agents().get(&auth.project_id, &id).await.or_not_found(ClientError::AgentNotFound)?;
         let previous = agent.updated_at;
+        let bucket_before = agent.draft.attachments.bucket.clone();
         let now = edge::now().max(previous.plus_millis(1));
         agent::patch_agent(&mut agent, &body, now)?;
         check_tools(&app, &agent)?;
+        if agent.draft.attachments.bucket != bucket_before {
+            check_bucket(&app, &agent).await?;
+        }
         match app.store.agents().replace(&agent, previous).await {
             Ok(()) => return Ok(Json(AgentBody::from(&agent))),
             Err(StoreError::Conflict) => continue,

@@ -70,8 +70,9 @@ pub struct ExecutionInput {
 pub struct AttachmentsInput {
     #[schema(nullable = false)]
     enabled: Option<bool>,
-    /// Must be null: a bucket of the project's own is not available yet (files live in the
-    /// deployment's files bucket); a name is 400.
+    /// A Document Store bucket registered to the project (Core:
+    /// `POST /core/v1/projects/{project_id}/buckets`) that keeps the session files; null: the
+    /// deployment's files bucket. A name that is not registered is 400.
     bucket: Option<String>,
     #[schema(nullable = false, minimum = 0)]
     max_files: Option<u32>,

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use agentplane_domain::agent::Channel;
+use agentplane_domain::bucket::BucketName;
 use agentplane_domain::file::{
     DOWNLOAD_URL_SECONDS, FileId, FileStatus, NewFile, SessionFile, UPLOAD_URL_SECONDS,
 };
@@ -62,6 +63,22 @@ async fn attachments(
     Ok(config.attachments)
 }
 
+/// The Document Store bucket the agent's config names, if the project still has it registered;
+/// `None`: the deployment's files bucket.
+pub(crate) async fn registered_bucket(
+    app: &App,
+    project: &ProjectId,
+    limits: &agentplane_domain::agent::Attachments,
+) -> Result<Option<BucketName>, ClientError> {
+    let Some(name) = limits.bucket_name()? else { return Ok(None) };
+    app.store
+        .buckets()
+        .get(project, &name)
+        .await
+        .or_not_found(ClientError::BucketNotRegistered(name.to_string()))?;
+    Ok(Some(name))
+}
+
 /// Create a session file: the answer's `upload_url` takes the bytes.
 ///
 /// The file is `pending` until its bytes are uploaded: `PUT` exactly `size` bytes to
@@ -81,7 +98,7 @@ async fn attachments(
         (status = 400, description = "The body is invalid (`param` names the field; `size` above `max_file_bytes` too), or the session's agent takes no files (`attachments_not_enabled`).", body = ErrorEnvelope),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or its agent is gone (`agent_not_found`).", body = ErrorEnvelope),
-        (status = 409, description = "The session has `max_files` files already (`file_limit_reached`, with `max_files`), or its agent has no published version (`agent_not_published`).", body = ErrorEnvelope),
+        (status = 409, description = "The session has `max_files` files already (`file_limit_reached`, with `max_files`), its agent has no published version (`agent_not_published`), or its agent's `config.attachments.bucket` is not registered to the project (any more) (`bucket_not_registered`).", body = ErrorEnvelope),
         (status = 413, description = "The body is too large.", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
@@ -95,8 +112,11 @@ pub async fn create(
     let session = session(&app, &auth.project_id, &session_id).await?;
     let limits = attachments(&app, &auth.project_id, &session).await?;
     let new = NewFile::from_body(&body, &limits)?;
-    let file = new.into_file(FileId::from_random(edge::random()?), auth.project_id, session.id, edge::now());
-    let objects = app.store.objects()?;
+    let bucket = registered_bucket(&app, &auth.project_id, &limits).await?;
+    let mut file =
+        new.into_file(FileId::from_random(edge::random()?), auth.project_id, session.id, edge::now());
+    file.bucket = bucket;
+    let objects = app.store.file_objects(file.bucket.as_ref())?;
     let upload_url = objects
         .presign_put(
             &file.object_key(),
@@ -170,7 +190,7 @@ pub async fn settle_in(
     if file.status != FileStatus::Pending {
         return Ok(file);
     }
-    let size = store.objects()?.size(&file.object_key()).await?;
+    let size = store.file_objects(file.bucket.as_ref())?.size(&file.object_key()).await?;
     if size != Some(file.size) {
         return Ok(file);
     }
@@ -223,7 +243,7 @@ pub async fn get(
     if file.status == FileStatus::Ready {
         let url = app
             .store
-            .objects()?
+            .file_objects(file.bucket.as_ref())?
             .presign_get(&file.object_key(), Duration::from_secs(DOWNLOAD_URL_SECONDS))
             .await?;
         answer.download_url = Some(url);
@@ -258,7 +278,7 @@ pub async fn delete(
     let files = app.store.files();
     let file = files.get(&auth.project_id, &session.id, &id).await.or_not_found(ClientError::FileNotFound)?;
     // The bytes first: a failure here leaves the file in place to delete again.
-    app.store.objects()?.delete(&file.object_key()).await?;
+    app.store.file_objects(file.bucket.as_ref())?.delete(&file.object_key()).await?;
     files.delete(&auth.project_id, &session.id, &id).await.or_not_found(ClientError::FileNotFound)?;
     Ok(Json(FileDeleted { id: id.to_string(), object: "session_file.deleted", deleted: true }))
 }

@@ -15,8 +15,15 @@ use crate::client::responses::validation::FileRef;
 
 /// The bytes of text files given to the model in one message, all files together.
 pub const TEXT_BUDGET_BYTES: usize = 64 * 1024;
-/// How long the model's image URL works: long enough for the provider to fetch it.
-pub const IMAGE_URL_SECONDS: u64 = 10 * 60;
+/// How long the model's image URL works. Every model call of the turn sends the URL again (the
+/// provider fetches it each time), so it must outlive the longest turn: a background run's
+/// ceiling (30 min; a synchronous turn's is 10), plus 5 minutes for the last call. A pause ends
+/// the URL's use: a turn carried on later gets notes in place of its images.
+pub const IMAGE_URL_SECONDS: u64 = {
+    let sync = agentplane_domain::agent::SYNC_TIMEOUT_CEILING_MS;
+    let background = agentplane_domain::agent::BACKGROUND_CEILING_MS;
+    (if sync > background { sync } else { background }) / 1000 + 5 * 60
+};
 /// The models that read images when `AGENTPLANE_IMAGE_MODELS` is not set.
 pub const DEFAULT_IMAGE_MODELS: &str = "gpt-4o,gpt-4o-mini,gpt-4.1*,gpt-5*,o4-mini";
 
@@ -88,7 +95,7 @@ pub async fn resolve(
             }
             let url = app
                 .store
-                .objects()?
+                .file_objects(file.bucket.as_ref())?
                 .presign_get(&file.object_key(), Duration::from_secs(IMAGE_URL_SECONDS))
                 .await?;
             out.images.urls.push(url);
@@ -98,7 +105,10 @@ pub async fn resolve(
             let bytes = if shown == 0 {
                 Vec::new()
             } else {
-                app.store.objects()?.get_prefix(&file.object_key(), shown as u64).await?
+                app.store
+                    .file_objects(file.bucket.as_ref())?
+                    .get_prefix(&file.object_key(), shown as u64)
+                    .await?
             };
             budget -= bytes.len().min(budget);
             out.text.push_str(&render_text(&file, &bytes));

@@ -56,7 +56,7 @@ impl SessionImages {
         }
         let url = self
             .store
-            .objects()
+            .file_objects(file.bucket.as_ref())
             .map_err(unreadable)?
             .presign_get(&file.object_key(), Duration::from_secs(IMAGE_URL_SECONDS))
             .await
