@@ -2,7 +2,7 @@
 # The full test suite, on a fresh machine: installs what the tests need (system packages, pip
 # tools, LocalStack), starts LocalStack, then checks formatting, lints (clippy, cfn-lint) and runs
 # every test (one binary, tests/suite.rs). Then it deploys the stack into LocalStack
-# (infra/deploy-local.sh: one cargo-lambda build of every function, 20-25 min on 2 idle cores)
+# (infra/deploy-local.sh: one cargo-lambda release build of the one Lambda binary)
 # and runs the smoke suite through its REST API (tests/deployed.rs); AGENTPLANE_DEPLOY_SMOKE=0
 # skips that part.
 # Usage: bash tests/run.sh   (or AGENTPLANE_DEPLOY_SMOKE=0 bash tests/run.sh)
