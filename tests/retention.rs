@@ -169,7 +169,7 @@ async fn delivery_records_are_deleted_with_their_attempts_after_their_retention(
 
 use agentplane_domain::platform::ActiveRollback;
 use agentplane_domain::platform::manifest::{self, Manifest, ManifestEntry};
-use agentplane_domain::platform::workspace_sweep::{GRACE_SECONDS, Phase};
+use agentplane_domain::platform::workspace_sweep::{GRACE_SECONDS, Phase, SCRATCH_RETENTION_SECONDS};
 use agentplane_domain::telemetry::EnvironmentId;
 use agentplane_engine::workspace_sweep::{Limits, WorkspaceReport, sweep_workspaces};
 use agentplane_store::{Objects, Store};
@@ -316,6 +316,30 @@ async fn the_sweep_deletes_old_unreferenced_checkpoint_objects_and_keeps_referen
     assert!(!exists(&bucket, &blob_key(&in_flight)).await?);
     let left = bucket.keys("blobs/").await?.len() + bucket.keys("manifests/").await?.len();
     assert_eq!(left, 5 + 1 + 4, "the five referenced blobs, the foreign key and four manifests");
+    Ok(())
+}
+
+#[tokio::test]
+async fn scratch_objects_a_crash_left_behind_go_after_a_day_and_nothing_else_with_them() -> R {
+    let app = TestApp::spawn().await?;
+    let bucket = app.store.workspaces()?;
+    bucket.put("scratch/0b/scan.json", b"[]".to_vec()).await?;
+    bucket.put("scratch/0c/plan.json", b"{}".to_vec()).await?;
+    bucket.put("transcripts/run/transcript.json", b"{}".to_vec()).await?;
+    let now = agentplane_engine::now();
+    // In use (written just now): kept.
+    let report = sweep_once(&app.store, now).await?;
+    assert_eq!((report.scratch_deleted, report.failed), (0, 0), "{report:?}");
+    assert!(exists(bucket, "scratch/0b/scan.json").await?);
+    // A day later both are leftovers; transcripts are never touched.
+    let report = sweep_once(&app.store, now.plus_seconds(SCRATCH_RETENTION_SECONDS + 60)).await?;
+    assert_eq!((report.scratch_deleted, report.failed), (2, 0), "{report:?}");
+    assert!(!exists(bucket, "scratch/0b/scan.json").await?);
+    assert!(!exists(bucket, "scratch/0c/plan.json").await?);
+    assert!(exists(bucket, "transcripts/run/transcript.json").await?);
+    // Twice: nothing more.
+    let again = sweep_once(&app.store, now.plus_seconds(SCRATCH_RETENTION_SECONDS + 60)).await?;
+    assert_eq!(again.scratch_deleted, 0);
     Ok(())
 }
 

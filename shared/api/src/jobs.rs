@@ -176,6 +176,7 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "runs_deleted": report.runs_deleted,
                     "records_deleted": report.records_deleted,
                     "blobs_deleted": report.blobs_deleted,
+                    "scratch_deleted": report.scratch_deleted,
                     "manifests_deleted": report.manifests_deleted,
                     "failed": report.failed,
                 }))

@@ -54,6 +54,9 @@ pub struct SweepReport {
     pub blobs_deleted: usize,
     /// Checkpoint manifests deleted: no environment or Run references them.
     pub manifests_deleted: usize,
+    /// Scratch objects of the workspaces bucket deleted: left over a day by a crashed checkpoint
+    /// or restore.
+    pub scratch_deleted: usize,
 }
 
 /// What the sweep needs of storage (a port, so the pass's rules are tested in memory; the
@@ -131,8 +134,30 @@ pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, St
                 report.failed += 1;
             }
         }
+        match sweep_scratch(bucket, now).await {
+            Ok(deleted) => report.scratch_deleted = deleted,
+            Err(err) => {
+                tracing::warn!(error = %err, "sweeping the workspaces bucket's scratch objects failed");
+                report.failed += 1;
+            }
+        }
     }
     Ok(report)
+}
+
+/// Deletes the scratch objects of the workspaces bucket that are a day old: one page of the
+/// prefix from its start (1 ListObjectsV2, 1 DeleteObjects). Scratch objects live minutes, so the
+/// prefix holds only the few in use and what crashes left; what this pass deletes leaves the
+/// listing, so the next pass reaches the next page of leftovers.
+async fn sweep_scratch(bucket: &Objects, now: Timestamp) -> Result<usize, StoreError> {
+    use agentplane_domain::platform::workspace_sweep::{SCRATCH_PREFIX, scratch_expired};
+    let (listed, _) = bucket.list_page(SCRATCH_PREFIX, None, agentplane_store::objects::DELETE_BATCH).await?;
+    let old: Vec<String> =
+        listed.into_iter().filter(|o| scratch_expired(o.written, now)).map(|o| o.key).collect();
+    if old.is_empty() {
+        return Ok(0);
+    }
+    bucket.delete_many(&old).await
 }
 
 /// Something the sweep deletes once its retention ends.

@@ -28,7 +28,9 @@
 //! - a page's deletes are claimed by a conditional write of the cursor first, so two sweeps
 //!   never delete from the same listing.
 //!
-//! Scratch objects (`scratch/…`) and transcripts are neither blobs nor manifests: never touched.
+//! Scratch objects (`scratch/…`: a node's scan listing, an upload or restore plan) are neither
+//! blobs nor manifests. Each lives minutes and its checkpoint deletes it after use; one a crash
+//! left behind goes once it is a day old ([`scratch_expired`]). Transcripts are never touched.
 
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +66,15 @@ const _: () = assert!(REFRESH_SETTLE_SECONDS * 1000 >= 3 * DELETE_WITHIN_MS);
 const _: () = assert!(CYCLE_ABANDONED_SECONDS < MARK_TTL_SECONDS);
 
 pub const BLOB_PREFIX: &str = "blobs/sha256/";
+pub const SCRATCH_PREFIX: &str = "scratch/";
+/// How old a scratch object is when the sweep deletes it: far past the longest use of one (a
+/// presigned URL's 15 minutes, a node command's 10).
+pub const SCRATCH_RETENTION_SECONDS: i64 = 86_400;
+
+/// Whether a scratch object written at `written` is left over at `now`.
+pub fn scratch_expired(written: Timestamp, now: Timestamp) -> bool {
+    written.plus_seconds(SCRATCH_RETENTION_SECONDS) <= now
+}
 pub const MANIFEST_PREFIX: &str = "manifests/";
 
 /// What a sweep phase lists and deletes.
@@ -315,5 +326,12 @@ mod tests {
         assert_eq!(json["phase"], "sweep");
         assert_eq!(json["kind"], "manifests");
         assert_eq!(serde_json::from_value::<Cycle>(json).ok(), Some(c));
+    }
+
+    #[test]
+    fn a_scratch_object_is_left_over_only_a_day_after_it_was_written() {
+        let written = Timestamp::from_unix_seconds(1_000_000);
+        assert!(!scratch_expired(written, written.plus_seconds(SCRATCH_RETENTION_SECONDS - 1)));
+        assert!(scratch_expired(written, written.plus_seconds(SCRATCH_RETENTION_SECONDS)));
     }
 }
