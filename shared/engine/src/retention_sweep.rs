@@ -115,9 +115,8 @@ pub const RESEND_AFTER_MS: i64 = 60_000;
 pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, StoreError> {
     let mut report = sweep(store, now).await?;
     // Without an S3 client (a function not granted the files bucket) files wait.
-    if let Ok(objects) = store.objects() {
-        report.files_deleted =
-            sweep_expired(&ExpiredFiles { store, objects }, now, &mut report.failed).await?;
+    if store.objects().is_ok() {
+        report.files_deleted = sweep_expired(&ExpiredFiles(store), now, &mut report.failed).await?;
     }
     report.runs_deleted = sweep_expired(&ExpiredRuns(store), now, &mut report.failed).await?;
     report.records_deleted = sweep_expired(&ExpiredRecords(store), now, &mut report.failed).await?;
@@ -209,27 +208,21 @@ async fn sweep_expired<E: Expiring>(
 /// Session files past their expiry: the object, then the item and its count. The deployment
 /// bucket's lifecycle rule and the item's TTL get there too, but late (TTL within days); a
 /// bucket the project registers has neither.
-struct ExpiredFiles<'a> {
-    store: &'a Store,
-    objects: &'a Objects,
-}
+struct ExpiredFiles<'a>(&'a Store);
 
 impl Expiring for ExpiredFiles<'_> {
     type Item = SessionFile;
     const KIND: &'static str = "session file";
 
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<SessionFile>, StoreError> {
-        self.store.files().expired(now, limit).await
+        self.0.files().expired(now, limit).await
     }
 
     async fn remove(&self, file: &SessionFile) -> Result<(), StoreError> {
         // The file's own bucket: a Document Store bucket's files are swept there even after the
         // project removed its registration.
-        match &file.bucket {
-            Some(bucket) => self.objects.in_bucket(bucket.as_str()).delete(&file.object_key()).await?,
-            None => self.objects.delete(&file.object_key()).await?,
-        }
-        self.store.files().delete(&file.project_id, &file.session_id, &file.id).await
+        self.0.file_objects(file.bucket.as_ref())?.delete(&file.object_key()).await?;
+        self.0.files().delete(&file.project_id, &file.session_id, &file.id).await
     }
 }
 

@@ -1,22 +1,19 @@
 //! POST /core/v1/projects/{project_id}/api_keys and DELETE …/api_keys/{key_id}.
 
+use agentplane_domain::ApiKeyId;
 use agentplane_domain::api_key::{ApiKey, ProjectKeySecret};
 use agentplane_domain::project::Name;
-use agentplane_domain::{ApiKeyId, ProjectId};
 use axum::Json;
 use axum::extract::{Path, State};
 use http::StatusCode;
 
 use super::auth::CoreAdmin;
 use super::error::{CoreError, Found};
+use super::project_id;
 use super::wire::{ApiKeyBody, CreateApiKey, CreatedApiKeyBody};
 use crate::body::Wire;
 use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
-
-fn project_id(text: &str) -> Result<ProjectId, CoreError> {
-    text.parse().map_err(|_| CoreError::NotFound("project"))
-}
 
 /// Create a project API key. The key is in this answer only.
 #[utoipa::path(

@@ -6,7 +6,6 @@
 //! the deployment's own buckets, the deployment's role reaches it (HeadBucket), and no other
 //! project holds it.
 
-use agentplane_domain::ProjectId;
 use agentplane_domain::bucket::{BucketName, DocumentBucket, MAX_BUCKETS_PER_PROJECT};
 use agentplane_domain::page::Page;
 use agentplane_store::Reach;
@@ -19,6 +18,7 @@ use utoipa::ToSchema;
 
 use super::auth::CoreAdmin;
 use super::error::{CoreError, Found};
+use super::project_id;
 use crate::body::Wire;
 use crate::envelope::ErrorEnvelope;
 use crate::list::List;
@@ -56,10 +56,6 @@ impl From<&DocumentBucket> for BucketBody {
             created_at: bucket.created_at.unix_seconds(),
         }
     }
-}
-
-fn project_id(text: &str) -> Result<ProjectId, CoreError> {
-    text.parse().map_err(|_| CoreError::NotFound("project"))
 }
 
 /// Register a Document Store bucket to a project.
@@ -109,7 +105,7 @@ pub async fn register(
     }
     // The project first: an unknown project is 404 whatever the bucket.
     app.store.projects().get(&project_id).await.or_not_found("project")?;
-    match app.store.objects()?.in_bucket(name.as_str()).reach().await? {
+    match app.store.file_objects(Some(&name))?.reach().await? {
         Reach::Reachable => {}
         Reach::Missing => {
             return Err(CoreError::BucketUnreachable(format!("no bucket `{name}` exists in this region")));

@@ -11,3 +11,8 @@ pub mod runtime;
 pub mod tenants;
 pub mod webhooks;
 pub mod wire;
+
+/// A project id from a Core path: a malformed one names no project, so it is a 404.
+pub(crate) fn project_id(text: &str) -> Result<agentplane_domain::ProjectId, error::CoreError> {
+    text.parse().map_err(|_| error::CoreError::NotFound("project"))
+}

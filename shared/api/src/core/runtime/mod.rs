@@ -58,7 +58,7 @@ async fn observe(
 
 /// Path ids: a malformed one names nothing, so it is a 404.
 fn ids(project: &str, session: &str) -> Result<(ProjectId, SessionId), CoreError> {
-    let project = project.parse().map_err(|_| CoreError::NotFound("project"))?;
+    let project = super::project_id(project)?;
     let session = session.parse().map_err(|_| CoreError::NotFound("session"))?;
     Ok((project, session))
 }
