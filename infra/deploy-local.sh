@@ -14,6 +14,8 @@
 #   AGENTPLANE_DEPLOY_MODEL_BASE_URL     the model the turn functions call (default
 #                                        http://127.0.0.1:47811/v1: the smoke suite's scripted model)
 #   AGENTPLANE_DEPLOY_STREAM_MAX_S       length of one buffered event stream (default 3)
+#   AGENTPLANE_DEPLOY_WEBHOOK_RECEIVER   the one loopback webhook receiver the functions may reach
+#                                        (default 127.0.0.1:47812: tests/deployed.rs listens there)
 # It writes .localstack/deployed.json (the API's URL, the functions, bootstrap sizes; no secret)
 # for tests/deployed.rs.
 set -euo pipefail
@@ -59,7 +61,7 @@ params=(
   --param "StreamingResponses=false"
   --param "StreamMaxSeconds=${AGENTPLANE_DEPLOY_STREAM_MAX_S:-3}"
   --param "ModelBaseUrl=$model_url"
-  --param "WebhooksAllowPrivate=true"
+  --param "WebhooksAllowedPrivate=${AGENTPLANE_DEPLOY_WEBHOOK_RECEIVER:-127.0.0.1:47812}"
 )
 # Host-process functions reach LocalStack on loopback; in LocalStack's Docker executor the
 # containers get LocalStack's own address, so no override then.

@@ -224,7 +224,8 @@ fn frame_ids(text: &str) -> Vec<u64> {
     text.lines().filter_map(|l| l.strip_prefix("id: ")).filter_map(|v| v.trim().parse().ok()).collect()
 }
 
-/// A receiver of webhook deliveries on loopback.
+/// A receiver of webhook deliveries on loopback, on the port the deploy allow-lists
+/// (`WebhooksAllowedPrivate`, infra/deploy-local.sh).
 #[derive(Clone, Default)]
 struct Received(Arc<Mutex<Vec<(HeaderMap, String)>>>);
 
@@ -235,7 +236,10 @@ async fn receiver() -> anyhow::Result<(String, Received)> {
     }
     let got = Received::default();
     let router = axum::Router::new().route("/hook", axum::routing::post(hook)).with_state(got.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let listener = tokio::net::TcpListener::bind(
+        std::env::var("AGENTPLANE_DEPLOY_WEBHOOK_RECEIVER").unwrap_or_else(|_| "127.0.0.1:47812".into()),
+    )
+    .await?;
     let url = format!("http://{}/hook", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, router).await });
     Ok((url, got))

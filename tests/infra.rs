@@ -662,7 +662,8 @@ fn the_parameters_default_to_aws_and_a_local_deploy_only_overrides_them() {
     assert_eq!(default("Architecture"), "arm64");
     assert_eq!(default("StreamingResponses"), "true");
     assert_eq!(default("AwsEndpointUrl"), "", "AWS's own endpoints unless overridden");
-    assert_eq!(default("WebhooksAllowPrivate"), "false", "SSRF refusals on by default");
+    assert_eq!(default("WebhooksAllowedPrivate"), "", "no private webhook target by default");
+    assert_eq!(default("PublicUrl"), "", "API Gateway's own domain and stage by default");
     assert_eq!(default("ModelApiKeySecretArn"), "", "the stack makes the model key secret");
     assert_eq!(default("DocumentBuckets"), agentplane_domain::bucket::DEFAULT_PATTERN);
     let stream_s = agentplane_api::app::StreamConfig::default().max_duration.as_secs();
@@ -680,7 +681,7 @@ fn the_parameters_default_to_aws_and_a_local_deploy_only_overrides_them() {
         "StreamingResponses",
         "StreamMaxSeconds",
         "ModelBaseUrl",
-        "WebhooksAllowPrivate",
+        "WebhooksAllowedPrivate",
         "AwsEndpointUrl",
     ] {
         assert!(p[name].is_mapping(), "{name} is a parameter");

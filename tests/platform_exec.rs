@@ -763,7 +763,10 @@ async fn run_events_reach_a_subscribed_endpoint() -> R {
     getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("{e}"))?;
     let seal =
         agentplane_engine::webhooks::SealKey::from_bytes(&key).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    let webhooks = agentplane_engine::webhooks::WebhookConfig::new(Some(Arc::new(seal)), true);
+    let webhooks = agentplane_engine::webhooks::WebhookConfig::new(
+        Some(Arc::new(seal)),
+        agentplane_tests::loopback_receivers(),
+    );
     let app = TestApp::spawn_with_model_and(&model, |app| app.with_webhooks(webhooks)).await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;

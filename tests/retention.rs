@@ -97,7 +97,10 @@ async fn delivery_records_are_deleted_with_their_attempts_after_their_retention(
     // Loopback receivers allowed, as in the local gateway.
     let app = TestApp::spawn_with(|app: agentplane_api::App| {
         let key = agentplane_engine::webhooks::SealKey::from_bytes(&[7; 32]).map(std::sync::Arc::new).ok();
-        app.with_webhooks(agentplane_engine::webhooks::WebhookConfig::new(key, true))
+        app.with_webhooks(agentplane_engine::webhooks::WebhookConfig::new(
+            key,
+            agentplane_tests::loopback_receivers(),
+        ))
     })
     .await?;
     let tenant = app.tenant().await?;

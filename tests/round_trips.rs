@@ -227,7 +227,7 @@ async fn a_plain_turn_of_a_project_with_a_webhook_endpoint_still_takes_four_roun
     // The store has no webhooks queue here, so the events stay where the turns wrote them.
     let c = setup_with(|app| {
         let mut webhooks = app.webhooks.clone();
-        webhooks.allow_private = true;
+        webhooks.targets = agentplane_tests::loopback_receivers();
         app.with_webhooks(webhooks)
     })
     .await?;

@@ -6,6 +6,9 @@
 mod a2a;
 mod actions;
 mod agents;
+mod attack_secret_files;
+mod attack_webhook_ssrf;
+mod attack_wire;
 mod background;
 mod buckets;
 mod budgets;

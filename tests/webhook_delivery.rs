@@ -38,7 +38,10 @@ fn config(grace: Duration, scale: f64) -> WebhookConfig {
         timeout: Duration::from_secs(2),
         retry_scale: scale,
         queue_grace: grace,
-        ..WebhookConfig::new(Some(Arc::new(SealKey::from_bytes(&key).expect("key"))), true)
+        ..WebhookConfig::new(
+            Some(Arc::new(SealKey::from_bytes(&key).expect("key"))),
+            agentplane_tests::loopback_receivers(),
+        )
     }
 }
 

@@ -23,7 +23,8 @@ use serde_json::{Value, json};
 
 fn config(allow_private: bool, timeout: Duration) -> WebhookConfig {
     let key = SealKey::from_bytes(&getrandom_bytes()).expect("key");
-    WebhookConfig { timeout, ..WebhookConfig::new(Some(Arc::new(key)), allow_private) }
+    let targets = if allow_private { agentplane_tests::loopback_receivers() } else { Default::default() };
+    WebhookConfig { timeout, ..WebhookConfig::new(Some(Arc::new(key)), targets) }
 }
 
 fn getrandom_bytes() -> [u8; 32] {
@@ -710,7 +711,10 @@ async fn a_receiver_that_hangs_is_recorded_as_a_timeout_at_the_deployments_ten_s
 #[tokio::test]
 async fn without_a_secret_key_endpoints_cannot_be_created() {
     let t = TestApp::spawn_with(|app: App| {
-        app.with_webhooks(WebhookConfig { timeout: Duration::from_secs(1), ..WebhookConfig::new(None, true) })
+        app.with_webhooks(WebhookConfig {
+            timeout: Duration::from_secs(1),
+            ..WebhookConfig::new(None, agentplane_tests::loopback_receivers())
+        })
     })
     .await
     .expect("app");

@@ -22,6 +22,17 @@ pub fn endpoint() -> String {
     std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
 }
 
+/// Webhook targets for tests whose receivers bind a loopback port the system picks: any
+/// loopback port but the emulator's (no deployment can be configured so; see
+/// `tests/attack_webhook_ssrf.rs` for the allow-list a deployment has).
+pub fn loopback_receivers() -> agentplane_domain::webhook::targets::PrivateTargets {
+    let targets = agentplane_domain::webhook::targets::PrivateTargets::any_loopback_port();
+    match agentplane_engine::webhooks::url_port(&endpoint()) {
+        Some(port) => targets.refusing(port, "the AWS endpoint"),
+        None => targets,
+    }
+}
+
 fn repo_root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }

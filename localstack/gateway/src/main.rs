@@ -4,7 +4,7 @@
 //! Configuration (environment):
 //! - `AGENTPLANE_LISTEN`: address to serve on (default `127.0.0.1:8080`).
 //! - `AGENTPLANE_CORE_KEY`: the Core admin key; when unset, one is generated once and kept in
-//!   `.agentplane/core-key` (git-ignored) so that it survives restarts.
+//!   `.agentplane/core-key` (git-ignored, 0600; see `secrets`) so that it survives restarts.
 //! - `AWS_ENDPOINT_URL`: the emulator (default `http://127.0.0.1:4566`).
 //! - `AGENTPLANE_RESOURCE_PREFIX`: resource name prefix (default `agentplane`).
 //! - `AGENTPLANE_MODEL_BASE_URL`, `AGENTPLANE_MODEL_API_KEY`: the model behind agents.
@@ -15,10 +15,14 @@
 //!   `AGENTPLANE_SAMPLER=off` turns it (and Runtime history) off.
 //! - `AGENTPLANE_SWEEP_INTERVAL_S`: how often the in-process retention sweep runs (default 60).
 //! - `AGENTPLANE_WEBHOOK_SECRET_KEY`: the key sealing webhook signing secrets; when unset, one
-//!   is generated once and kept in `.agentplane/webhook-key` (git-ignored), so that endpoints
-//!   keep signing across restarts.
-//! - `AGENTPLANE_WEBHOOKS_ALLOW_PRIVATE`: `0` to refuse webhook URLs on loopback and private
-//!   addresses as a deployment does (default here: allowed, so local receivers work).
+//!   is generated once and kept in `.agentplane/webhook-key` (git-ignored, 0600), so that
+//!   endpoints keep signing across restarts.
+//! - `AGENTPLANE_WEBHOOKS_ALLOWED_PRIVATE`: the loopback or private receivers webhooks may reach,
+//!   `host:port,…` (default: none, as deployed); never the AWS endpoint's port or this
+//!   gateway's (see `webhooks`).
+//! - `AGENTPLANE_PUBLIC_URL`: the base URL clients reach this gateway at, for the links it
+//!   hands out (the A2A card); default `http://` + the listen address (`127.0.0.1` for an
+//!   unspecified one), never a request's `Host`.
 //! - `AGENTPLANE_RUNS_QUEUE_URL`: the `runs` queue's URL, when it should not be looked up by name.
 //! - `AGENTPLANE_HTTP_HEADER_TIMEOUT_S`, `AGENTPLANE_HTTP_BODY_TIMEOUT_S`,
 //!   `AGENTPLANE_HTTP_IDLE_TIMEOUT_S`: the server's timeouts (default 10, 30, 60; see `server`).
@@ -49,9 +53,15 @@ async fn main() -> anyhow::Result<()> {
         .with_webhooks_queue(&sdk)
         .with_rollbacks_queue(&sdk);
     let timeouts = agentplane_local::server::HttpTimeouts::from_env()?;
+    secrets().prepare()?;
     let core_key = core_key()?;
     let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
-    let app = App::new(store, Some(core_key.clone())).with_prices(prices).with_webhooks(webhooks()?);
+    let mut app = App::new(store, Some(core_key.clone()))
+        .with_prices(prices)
+        .with_webhooks(webhooks(&listen, &endpoint)?);
+    if app.public_url.is_none() {
+        app = app.with_public_url(&agentplane_local::public_url(&listen));
+    }
     if app.runtime.history_enabled {
         tokio::spawn(sampler(app.clone()));
     }
@@ -90,8 +100,7 @@ async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::J
     use agentplane_domain::ids::NodeId;
     use agentplane_domain::sandbox::{Node, NodeTokenSecret};
 
-    let token_path = state_dir().join("node-token");
-    let saved = std::fs::read_to_string(&token_path).ok().map(|t| t.trim().to_owned());
+    let saved = secrets().read("node-token")?.map(|secret| secret.text);
     let token = match saved {
         Some(token) if app.store.nodes().authenticate(&KeyHash::of(&token)).await?.is_some() => token,
         _ => {
@@ -105,8 +114,7 @@ async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::J
                 host: None,
             };
             app.store.nodes().register(&node, &secret.hash()).await?;
-            std::fs::create_dir_all(state_dir())?;
-            std::fs::write(&token_path, secret.expose())?;
+            secrets().write("node-token", secret.expose())?;
             secret.expose().to_owned()
         }
     };
@@ -183,41 +191,43 @@ fn node_state_dir() -> PathBuf {
     }
 }
 
+/// The secrets in the state folder (`.agentplane/`), each 0600.
+fn secrets() -> agentplane_local::secrets::StateDir {
+    agentplane_local::secrets::StateDir::new(state_dir())
+}
+
 fn core_key() -> anyhow::Result<CoreKey> {
     if let Ok(key) = std::env::var("AGENTPLANE_CORE_KEY") {
         return CoreKey::new(key).context("AGENTPLANE_CORE_KEY must be at least 16 characters");
     }
-    let path = state_dir().join("core-key");
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        if let Some(key) = CoreKey::new(text.trim()) {
-            return Ok(key);
-        }
-        bail!("{} holds no usable key; delete it to get a new one", path.display());
+    let text = secrets().read_or_create("core-key", || {
+        Ok(CoreKey::from_random(edge::random().context("reading randomness")?).expose().to_owned())
+    })?;
+    match CoreKey::new(text) {
+        Some(key) => Ok(key),
+        None => bail!(
+            "{} holds no usable key; delete it to get a new one",
+            state_dir().join("core-key").display()
+        ),
     }
-    let key = CoreKey::from_random(edge::random().context("reading randomness")?);
-    std::fs::create_dir_all(state_dir()).context("creating .agentplane/")?;
-    std::fs::write(&path, key.expose()).with_context(|| format!("writing {}", path.display()))?;
-    Ok(key)
 }
 
-fn webhooks() -> anyhow::Result<agentplane_engine::webhooks::WebhookConfig> {
+fn webhooks(listen: &str, aws_endpoint: &str) -> anyhow::Result<agentplane_engine::webhooks::WebhookConfig> {
     use agentplane_engine::webhooks::{SealKey, WebhookConfig};
-    let mut config = WebhookConfig::from_env().context("AGENTPLANE_WEBHOOK_SECRET_KEY")?;
-    config.allow_private = std::env::var("AGENTPLANE_WEBHOOKS_ALLOW_PRIVATE").as_deref() != Ok("0");
+    let mut config = WebhookConfig::from_env()?;
+    let list = std::env::var("AGENTPLANE_WEBHOOKS_ALLOWED_PRIVATE").unwrap_or_default();
+    config.targets = agentplane_local::webhooks::targets(&list, listen, aws_endpoint)?;
     if config.key.is_none() {
-        let path = state_dir().join("webhook-key");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(_) => {
-                let bytes: [u8; 32] = edge::random().context("reading randomness")?;
-                let text: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-                std::fs::create_dir_all(state_dir()).context("creating .agentplane/")?;
-                std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-                text
-            }
-        };
-        let key = SealKey::from_secret_text(&text)
-            .with_context(|| format!("{} holds no usable key; delete it to get a new one", path.display()))?;
+        let text = secrets().read_or_create("webhook-key", || {
+            let bytes: [u8; 32] = edge::random().context("reading randomness")?;
+            Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+        })?;
+        let key = SealKey::from_secret_text(&text).with_context(|| {
+            format!(
+                "{} holds no usable key; delete it to get a new one",
+                state_dir().join("webhook-key").display()
+            )
+        })?;
         config.key = Some(std::sync::Arc::new(key));
     }
     Ok(config)

@@ -85,6 +85,9 @@ pub struct App {
     /// (`AGENTPLANE_DOCUMENT_BUCKETS`, the template's `DocumentBuckets`: the pattern its IAM
     /// policies grant).
     pub document_buckets: agentplane_domain::bucket::BucketPattern,
+    /// The deployment's public base URL (`AGENTPLANE_PUBLIC_URL`, no trailing slash), for the
+    /// links it hands out (the A2A card); `None`: see `client::a2a`'s fallbacks.
+    pub public_url: Option<String>,
 }
 
 impl App {
@@ -119,7 +122,15 @@ impl App {
                 .filter(|p| !p.is_empty())
                 .map(agentplane_domain::bucket::BucketPattern::new)
                 .unwrap_or_default(),
+            public_url: std::env::var("AGENTPLANE_PUBLIC_URL").ok().and_then(|url| public_url(&url)),
         }
+    }
+
+    /// Hands out `url` as the deployment's public base (the local gateway: its listen address,
+    /// unless `AGENTPLANE_PUBLIC_URL` says otherwise).
+    pub fn with_public_url(mut self, url: &str) -> Self {
+        self.public_url = public_url(url);
+        self
     }
 
     /// Titles untitled sessions with `model` after their first turn (`None`: never).
@@ -218,13 +229,18 @@ impl App {
     }
 }
 
+/// `url` without its trailing slashes; `None` when that leaves nothing.
+fn public_url(url: &str) -> Option<String> {
+    Some(url.trim().trim_end_matches('/').to_owned()).filter(|u| !u.is_empty())
+}
+
 /// The webhook settings of a process that runs everything itself (the local gateway, tests):
 /// `AGENTPLANE_WEBHOOK_SECRET_KEY` when set, else a key of this process's own (secrets sealed
 /// under it open only in this process).
 fn local_webhooks() -> WebhookConfig {
     let mut config = WebhookConfig::from_env().unwrap_or_else(|err| {
         tracing::warn!(%err, "AGENTPLANE_WEBHOOK_SECRET_KEY is unusable; using a key of this process");
-        WebhookConfig::new(None, false)
+        WebhookConfig::new(None, agentplane_domain::webhook::targets::PrivateTargets::none())
     });
     if config.key.is_none() {
         config.key =

@@ -1,5 +1,6 @@
-//! Request bodies: read whole (bounded), parsed as a JSON object whatever the Content-Type says,
-//! with every failure mapped into the surface's own envelope by `E: From<BodyError>`.
+//! Request bodies: read whole (bounded), parsed as a JSON object whatever the Content-Type says
+//! (an object naming a key twice is invalid JSON here, see [`crate::json`]), with every
+//! failure mapped into the surface's own envelope by `E: From<BodyError>`.
 
 use std::marker::PhantomData;
 
@@ -96,7 +97,7 @@ pub fn parse_object(body: &Bytes) -> Result<Map<String, Value>, BodyError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }
-    match serde_json::from_slice::<Value>(body) {
+    match crate::json::from_slice(body) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(BodyError::NotAnObject),
         Err(err) => Err(BodyError::InvalidJson(err.to_string())),

@@ -10,6 +10,7 @@ pub mod edge;
 pub mod envelope;
 pub mod grants;
 pub mod jobs;
+pub mod json;
 pub mod lambda;
 pub mod list;
 pub mod node;

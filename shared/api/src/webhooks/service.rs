@@ -48,13 +48,10 @@ fn new_secret(app: &App, id: &EndpointId, now: Timestamp) -> Result<(String, Sto
 /// Refuses a URL whose host is or resolves to an address deliveries may not reach (checked
 /// again at every delivery). A name that does not resolve yet is accepted: its deliveries fail.
 async fn check_reachable(app: &App, url: &str) -> Result<(), WebhookError> {
-    if app.webhooks.allow_private {
-        return Ok(());
-    }
-    match resolve(url, false, app.webhooks.timeout).await {
+    match resolve(url, &app.webhooks.targets, app.webhooks.timeout).await {
         Ok(_) | Err(TargetError::Unresolvable(_)) => Ok(()),
         Err(TargetError::NotAllowed { host, reason }) => Err(WebhookError::UrlNotAllowed(format!(
-            "`url` points at {host}, {reason}; webhooks go to public hosts"
+            "`url` points at {host}, {reason}; webhooks go to public hosts and the deployment's allow-listed receivers"
         ))),
         Err(TargetError::Invalid(message)) => Err(ValidationError::new("url", message).into()),
     }

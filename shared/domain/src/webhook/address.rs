@@ -5,6 +5,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// The reason [`forbidden`] gives for the cloud metadata service (never a target, even listed).
+pub const METADATA: &str = "the cloud metadata service";
+
 /// Why `ip` may not be reached, or `None` when it is a public address.
 pub fn forbidden(ip: IpAddr) -> Option<&'static str> {
     match ip {
@@ -16,7 +19,7 @@ pub fn forbidden(ip: IpAddr) -> Option<&'static str> {
 fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
     let [a, b, c, _] = ip.octets();
     if ip == Ipv4Addr::new(169, 254, 169, 254) {
-        return Some("the cloud metadata service");
+        return Some(METADATA);
     }
     match (a, b, c) {
         (0, _, _) => Some("an unspecified address"),
@@ -42,7 +45,7 @@ fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
         return Some("a loopback address");
     }
     if ip == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254) {
-        return Some("the cloud metadata service");
+        return Some(METADATA);
     }
     // ::ffff:a.b.c.d (mapped), ::a.b.c.d (compatible), 64:ff9b::a.b.c.d (NAT64).
     let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);

@@ -10,6 +10,7 @@ pub mod address;
 pub mod events;
 pub mod schedule;
 pub mod signature;
+pub mod targets;
 
 use std::fmt;
 use std::str::FromStr;

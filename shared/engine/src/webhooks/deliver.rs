@@ -1,6 +1,7 @@
 //! One HTTP delivery of a signed message. The URL's host is resolved here, every address it
-//! resolves to is checked against [`address::forbidden`] (unless the deployment allows private
-//! addresses), and the request is sent to exactly those checked addresses: a client built for
+//! resolves to is judged by the deployment's [`PrivateTargets`] (a public address passes; a
+//! non-public one only when allow-listed, never the AWS endpoint's or the gateway's port), and
+//! the request is sent to exactly those checked addresses: a client built for
 //! this one request pins the name to them (`resolve_to_addrs`), so a DNS answer that changes
 //! between the check and the connection (rebinding) is never used. No proxy, no redirects
 //! (a 3xx is an answer like any other non-2xx), one overall timeout.
@@ -9,7 +10,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use agentplane_domain::webhook::signature::SignedHeaders;
-use agentplane_domain::webhook::{MAX_EXCERPT_BYTES, UrlHost, address, check_url, excerpt};
+use agentplane_domain::webhook::targets::PrivateTargets;
+use agentplane_domain::webhook::{MAX_EXCERPT_BYTES, UrlHost, check_url, excerpt};
 
 /// Why a URL may not be delivered to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,20 +20,21 @@ pub enum TargetError {
     Invalid(String),
     /// The host is, or resolves to, an address deliveries may not reach.
     #[error("the URL's host {host} is {reason}")]
-    NotAllowed { host: String, reason: &'static str },
+    NotAllowed { host: String, reason: String },
     #[error("the URL's host {0} does not resolve")]
     Unresolvable(String),
 }
 
-/// The addresses `url` may be delivered to: its host's, each checked unless `allow_private`.
+/// The addresses `url` may be delivered to: its host's, every one of them judged by `targets`
+/// (one refused address refuses the URL).
 pub async fn resolve(
     url: &str,
-    allow_private: bool,
+    targets: &PrivateTargets,
     timeout: Duration,
 ) -> Result<Vec<SocketAddr>, TargetError> {
     let target = check_url(url).map_err(|e| TargetError::Invalid(e.message))?;
-    let (label, addrs) = match target.host {
-        UrlHost::Address(ip) => (ip.to_string(), vec![SocketAddr::new(ip, target.port)]),
+    let (label, addrs) = match &target.host {
+        UrlHost::Address(ip) => (ip.to_string(), vec![SocketAddr::new(*ip, target.port)]),
         UrlHost::Name(name) => {
             let lookup = tokio::net::lookup_host((name.as_str(), target.port));
             let found: Vec<SocketAddr> = match tokio::time::timeout(timeout, lookup).await {
@@ -39,17 +42,15 @@ pub async fn resolve(
                 _ => Vec::new(),
             };
             if found.is_empty() {
-                return Err(TargetError::Unresolvable(name));
+                return Err(TargetError::Unresolvable(name.clone()));
             }
-            (name, found)
+            (name.clone(), found)
         }
     };
-    if !allow_private {
-        for addr in &addrs {
-            if let Some(reason) = address::forbidden(addr.ip()) {
-                return Err(TargetError::NotAllowed { host: label, reason });
-            }
-        }
+    for addr in &addrs {
+        targets
+            .judge(&target.host, *addr)
+            .map_err(|reason| TargetError::NotAllowed { host: label.clone(), reason })?;
     }
     Ok(addrs)
 }
@@ -68,7 +69,7 @@ pub async fn deliver(
     url: &str,
     headers: &SignedHeaders,
     body: &str,
-    allow_private: bool,
+    targets: &PrivateTargets,
     timeout: Duration,
 ) -> Outcome {
     let started = Instant::now();
@@ -78,7 +79,7 @@ pub async fn deliver(
         error: Some(error),
         response_excerpt: None,
     };
-    let addrs = match resolve(url, allow_private, timeout).await {
+    let addrs = match resolve(url, targets, timeout).await {
         Ok(addrs) => addrs,
         Err(err) => return failed(err.to_string()),
     };
@@ -158,8 +159,10 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn private_hosts_are_refused_unless_allowed() {
+    async fn private_hosts_are_refused_unless_listed() {
         let t = Duration::from_secs(2);
+        let none = PrivateTargets::none();
+        let listed = PrivateTargets::parse("127.0.0.1:9").expect("list");
         for url in [
             "http://127.0.0.1/",
             "http://10.0.0.1/",
@@ -167,21 +170,26 @@ mod tests {
             "http://[::1]/",
             "http://localhost/",
         ] {
-            assert!(matches!(resolve(url, false, t).await, Err(TargetError::NotAllowed { .. })), "{url}");
+            assert!(matches!(resolve(url, &none, t).await, Err(TargetError::NotAllowed { .. })), "{url}");
         }
         assert_eq!(
-            resolve("http://127.0.0.1:9/", true, t).await,
+            resolve("http://127.0.0.1:9/", &listed, t).await,
             Ok(vec!["127.0.0.1:9".parse().expect("addr")])
         );
-        assert!(matches!(resolve("ftp://x.example/", true, t).await, Err(TargetError::Invalid(_))));
+        assert!(matches!(
+            resolve("http://127.0.0.1:10/", &listed, t).await,
+            Err(TargetError::NotAllowed { .. })
+        ));
+        assert!(matches!(resolve("ftp://x.example/", &listed, t).await, Err(TargetError::Invalid(_))));
     }
 
     #[tokio::test]
     async fn the_client_connects_to_the_host_that_was_checked() {
         let headers = SignedHeaders { id: "evt_1".into(), timestamp: "1".into(), signature: "v1,x".into() };
         // Nothing listens on port 9 of loopback: the delivery gets as far as connecting.
+        let listed = PrivateTargets::parse("127.0.0.1:9,[::1]:9,localhost:9").expect("list");
         for url in ["http://127.0.0.1:9/", "http://[::1]:9/", "http://LOCALHOST:9/x"] {
-            let outcome = deliver(url, &headers, "{}", true, Duration::from_secs(1)).await;
+            let outcome = deliver(url, &headers, "{}", &listed, Duration::from_secs(1)).await;
             assert_eq!(outcome.error.as_deref(), Some("could not connect"), "{url}: {outcome:?}");
         }
     }
@@ -189,7 +197,9 @@ mod tests {
     #[tokio::test]
     async fn a_refused_delivery_never_connects_and_says_why() {
         let headers = SignedHeaders { id: "evt_1".into(), timestamp: "1".into(), signature: "v1,x".into() };
-        let outcome = deliver("http://127.0.0.1:9/", &headers, "{}", false, Duration::from_secs(1)).await;
+        let outcome =
+            deliver("http://127.0.0.1:9/", &headers, "{}", &PrivateTargets::none(), Duration::from_secs(1))
+                .await;
         assert_eq!(outcome.status_code, None);
         assert!(outcome.error.as_deref().is_some_and(|e| e.contains("loopback")), "{outcome:?}");
     }

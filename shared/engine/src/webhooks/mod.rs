@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_domain::webhook::signature::{SigningSecret, sign};
+use agentplane_domain::webhook::targets::{AllowListError, PrivateTargets};
 use agentplane_domain::webhook::{self, Attempt, Endpoint, Message, Verdict};
 use agentplane_store::{Store, StoreError};
 
@@ -29,9 +30,10 @@ pub struct WebhookConfig {
     /// Seals the endpoints' signing secrets; `None` when the deployment configured none (webhook
     /// routes then answer 503).
     pub key: Option<Arc<SealKey>>,
-    /// Whether endpoints may point at loopback, private and link-local addresses
-    /// (`AGENTPLANE_WEBHOOKS_ALLOW_PRIVATE=1`: the local gateway and tests).
-    pub allow_private: bool,
+    /// The non-public addresses deliveries may reach: none, unless listed
+    /// (`AGENTPLANE_WEBHOOKS_ALLOWED_PRIVATE`, `host:port` entries); never the AWS endpoint's
+    /// port or the gateway's own.
+    pub targets: PrivateTargets,
     /// One delivery's ceiling (connect, send, answer).
     pub timeout: Duration,
     /// The retry schedule's delays are multiplied by this (1.0 deployed;
@@ -46,15 +48,9 @@ pub struct WebhookConfig {
 pub const DEFAULT_QUEUE_GRACE: Duration = Duration::from_secs(60);
 
 impl WebhookConfig {
-    /// No key, the guard on, the production schedule.
-    pub fn new(key: Option<Arc<SealKey>>, allow_private: bool) -> Self {
-        Self {
-            key,
-            allow_private,
-            timeout: DEFAULT_TIMEOUT,
-            retry_scale: 1.0,
-            queue_grace: DEFAULT_QUEUE_GRACE,
-        }
+    /// `targets` reachable beyond public hosts, the production schedule.
+    pub fn new(key: Option<Arc<SealKey>>, targets: PrivateTargets) -> Self {
+        Self { key, targets, timeout: DEFAULT_TIMEOUT, retry_scale: 1.0, queue_grace: DEFAULT_QUEUE_GRACE }
     }
 }
 
@@ -62,16 +58,61 @@ fn env_f64(name: &str) -> Option<f64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0)
 }
 
+/// Why the webhook settings in the environment are unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("AGENTPLANE_WEBHOOK_SECRET_KEY: {0}")]
+    Seal(#[from] SealError),
+    #[error("AGENTPLANE_WEBHOOKS_ALLOWED_PRIVATE: {0}")]
+    AllowList(#[from] AllowListError),
+    #[error("AGENTPLANE_WEBHOOKS_ALLOWED_PRIVATE lists a port webhooks never reach: {0}")]
+    Refused(String),
+}
+
+/// The port of an endpoint URL (`AWS_ENDPOINT_URL`, say), when it names one or its scheme does.
+pub fn url_port(url: &str) -> Option<u16> {
+    agentplane_domain::webhook::check_url(url).ok().map(|t| t.port)
+}
+
+/// The non-public targets of the allow-list `list` (`host:port`, comma-separated), never
+/// reaching the `refused` ports (`(port, what listens there)`); an entry on a refused port is
+/// an error, so that nobody counts on a receiver that is never reached.
+pub fn private_targets(list: &str, refused: &[(u16, &str)]) -> Result<PrivateTargets, ConfigError> {
+    let mut targets = PrivateTargets::parse(list)?;
+    for (port, what) in refused {
+        targets = targets.refusing(*port, what);
+    }
+    match targets.conflicts().as_slice() {
+        [] => Ok(targets),
+        conflicts => Err(ConfigError::Refused(conflicts.join("; "))),
+    }
+}
+
+/// [`private_targets`] of `AGENTPLANE_WEBHOOKS_ALLOWED_PRIVATE` (empty when unset), refusing
+/// the port of `AWS_ENDPOINT_URL` when it is set, and the caller's own `refused` ports.
+pub fn private_targets_from_env(refused: &[(u16, &str)]) -> Result<PrivateTargets, ConfigError> {
+    if std::env::var_os("AGENTPLANE_WEBHOOKS_ALLOW_PRIVATE").is_some() {
+        tracing::warn!(
+            "AGENTPLANE_WEBHOOKS_ALLOW_PRIVATE is no longer read: list the receivers in AGENTPLANE_WEBHOOKS_ALLOWED_PRIVATE (host:port,…)"
+        );
+    }
+    let list = std::env::var("AGENTPLANE_WEBHOOKS_ALLOWED_PRIVATE").unwrap_or_default();
+    let mut all = refused.to_vec();
+    if let Some(port) = std::env::var("AWS_ENDPOINT_URL").ok().as_deref().and_then(url_port) {
+        all.push((port, "the AWS endpoint"));
+    }
+    private_targets(&list, &all)
+}
+
 impl WebhookConfig {
-    /// From `AGENTPLANE_WEBHOOK_SECRET_KEY` (base64 of 32 bytes) and
-    /// `AGENTPLANE_WEBHOOKS_ALLOW_PRIVATE`; no key unless the variable holds one.
-    pub fn from_env() -> Result<Self, SealError> {
+    /// From `AGENTPLANE_WEBHOOK_SECRET_KEY` (base64 of 32 bytes) and the non-public targets of
+    /// [`private_targets_from_env`]; no key unless the variable holds one.
+    pub fn from_env() -> Result<Self, ConfigError> {
         let key = match std::env::var("AGENTPLANE_WEBHOOK_SECRET_KEY") {
             Ok(text) => Some(Arc::new(SealKey::from_base64(&text)?)),
             Err(_) => None,
         };
-        let mut config =
-            Self::new(key, std::env::var("AGENTPLANE_WEBHOOKS_ALLOW_PRIVATE").as_deref() == Ok("1"));
+        let mut config = Self::new(key, private_targets_from_env(&[])?);
         if let Some(scale) = env_f64("AGENTPLANE_WEBHOOK_RETRY_SCALE") {
             config.retry_scale = scale;
         }
@@ -137,8 +178,7 @@ pub(crate) async fn send_once(
     let secrets = signing_secrets(key, endpoint, at)?;
     let headers = sign(message.id.as_str(), at.unix_seconds(), message.payload.as_bytes(), &secrets);
     let url = message.url.as_deref().unwrap_or(&endpoint.url);
-    let outcome =
-        deliver::deliver(url, &headers, &message.payload, config.allow_private, config.timeout).await;
+    let outcome = deliver::deliver(url, &headers, &message.payload, &config.targets, config.timeout).await;
     Ok(Attempt {
         message_id: message.id.clone(),
         number: message.attempts + 1,

@@ -21,7 +21,7 @@ use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, HeaderValue, header};
+use http::{HeaderValue, header};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -74,18 +74,25 @@ async fn published(app: &App, auth: &ProjectAuth, agent_id: &str) -> Result<Ctx,
     })
 }
 
-/// Where clients reach this deployment: `AGENTPLANE_PUBLIC_URL` when set (behind API Gateway
-/// its stage is part of it), else the request's own host.
-fn public_base(headers: &HeaderMap) -> String {
-    if let Ok(url) = std::env::var("AGENTPLANE_PUBLIC_URL")
-        && !url.is_empty()
-    {
-        return url.trim_end_matches('/').to_owned();
+/// Where clients reach this deployment, never from a request header (a client could name any
+/// host there, and the card would send the next caller's key to it): the configured public
+/// URL (`AGENTPLANE_PUBLIC_URL`; the local gateway's default is its listen address), else the
+/// domain and stage API Gateway itself invoked the function for, else `http://localhost`.
+fn public_base(app: &App, extensions: &http::Extensions) -> String {
+    if let Some(url) = &app.public_url {
+        return url.clone();
     }
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
-    let scheme = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).unwrap_or("http");
-    let scheme = if scheme == "https" { "https" } else { "http" };
-    format!("{scheme}://{host}")
+    if let Some(lambda_http::request::RequestContext::ApiGatewayV1(context)) =
+        extensions.get::<lambda_http::request::RequestContext>()
+        && let Some(domain) = context.domain_name.as_deref().filter(|d| !d.is_empty())
+    {
+        let stage = context.stage.as_deref().filter(|s| !s.is_empty() && *s != "$default");
+        return match stage {
+            Some(stage) => format!("https://{domain}/{stage}"),
+            None => format!("https://{domain}"),
+        };
+    }
+    "http://localhost".to_owned()
 }
 
 /// An agent's A2A card.
@@ -110,7 +117,7 @@ pub async fn card(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(agent_id): Path<String>,
-    headers: HeaderMap,
+    extensions: http::Extensions,
 ) -> Result<Response, ClientError> {
     let ctx = published(&app, &auth, &agent_id).await?;
     // The name the published version goes by (its experience settings), else the agent's.
@@ -120,7 +127,7 @@ pub async fn card(
         protocol_version: PROTOCOL_VERSION.into(),
         description: format!("{name}, an Agentplane agent (published version {}).", ctx.version),
         name: name.clone(),
-        url: format!("{}/api/client/v1/agents/{}/a2a", public_base(&headers), ctx.agent.id),
+        url: format!("{}/api/client/v1/agents/{}/a2a", public_base(&app, &extensions), ctx.agent.id),
         preferred_transport: "JSONRPC".into(),
         version: ctx.version.to_string(),
         capabilities: json!({"streaming": true, "pushNotifications": false, "stateTransitionHistory": false}),

@@ -97,7 +97,7 @@ pub struct RpcRequest {
 /// Reads one request. An error comes with the id to answer it under (null when the id could
 /// not be read).
 pub fn parse(body: &[u8]) -> Result<RpcRequest, (Value, RpcError)> {
-    let value: Value = serde_json::from_slice(body)
+    let value: Value = crate::json::from_slice(body)
         .map_err(|e| (Value::Null, RpcError::new(PARSE_ERROR, format!("the body is not JSON: {e}"))))?;
     let Value::Object(mut request) = value else {
         return Err((
