@@ -6,6 +6,8 @@
 mod a2a;
 mod actions;
 mod agents;
+mod attack_runtime_observations;
+mod attack_stream_caps;
 mod background;
 mod buckets;
 mod budgets;
