@@ -584,12 +584,16 @@ fn only_the_functions_granted_the_webhooks_queue_build_its_client() {
 #[test]
 fn read_only_routes_get_read_only_grants() {
     // The table itself: a GET never writes (long-polling the command queue claims commands;
-    // reading a workspace file queues a node command and may start the workspace's sandbox).
+    // reading a workspace file queues a node command and may start the workspace's sandbox; an
+    // event stream holds leased places of its key and project while open).
     for route in Route::ALL {
         if route.method() == reqwest::Method::GET
             && !matches!(
                 route,
-                Route::NodeCommandsPoll | Route::PlatformFilesGet | Route::ClientSessionFilesGet
+                Route::NodeCommandsPoll
+                    | Route::PlatformFilesGet
+                    | Route::ClientSessionFilesGet
+                    | Route::ClientSessionEventsStream
             )
         {
             assert!(route.grants().iter().all(|g| g.access == Access::Read), "{route:?} reads only");

@@ -6,7 +6,9 @@
 mod a2a;
 mod actions;
 mod agents;
+mod attack_runtime_observations;
 mod attack_secret_files;
+mod attack_stream_caps;
 mod attack_webhook_ssrf;
 mod attack_wire;
 mod background;

@@ -55,6 +55,54 @@ impl StreamConfig {
     }
 }
 
+/// How many event streams may be open at once, and how long a stream's hold on its places lasts
+/// without renewal (how soon the places of a stream whose process died come back).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// Open streams per project key (`AGENTPLANE_STREAMS_PER_KEY`, default 100).
+    pub per_key: u32,
+    /// Open streams per project, all its keys together (`AGENTPLANE_STREAMS_PER_PROJECT`,
+    /// default 500).
+    pub per_project: u32,
+    /// A stream's lease on its places (`AGENTPLANE_STREAM_LEASE_S`, default 60, at least 2);
+    /// an open stream renews it every third of it.
+    pub lease: Duration,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        Self { per_key: 100, per_project: 500, lease: Duration::from_secs(60) }
+    }
+}
+
+impl StreamLimits {
+    /// The defaults, with each `AGENTPLANE_STREAMS_PER_KEY`, `AGENTPLANE_STREAMS_PER_PROJECT`
+    /// (each at least 1, at most 1000) and `AGENTPLANE_STREAM_LEASE_S` that is set.
+    pub fn from_env() -> Self {
+        let read = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u32>().ok());
+        let mut limits = Self::default();
+        if let Some(n) = read("AGENTPLANE_STREAMS_PER_KEY") {
+            limits.per_key = n.clamp(1, MAX_STREAM_CAP);
+        }
+        if let Some(n) = read("AGENTPLANE_STREAMS_PER_PROJECT") {
+            limits.per_project = n.clamp(1, MAX_STREAM_CAP);
+        }
+        if let Some(s) = read("AGENTPLANE_STREAM_LEASE_S") {
+            limits.lease = Duration::from_secs(u64::from(s.max(2)));
+        }
+        limits
+    }
+
+    /// How often an open stream renews its lease: a third of it, so two renewals can fail
+    /// before the places are lost.
+    pub fn renew_every(&self) -> Duration {
+        self.lease / 3
+    }
+}
+
+/// The most a stream cap may be: opening a stream reads every place of its sets.
+const MAX_STREAM_CAP: u32 = 1000;
+
 /// `AGENTPLANE_SESSION_TITLE_MODEL`: the cheap model that titles sessions (default
 /// `gpt-4o-mini`; `off` turns titles off).
 fn title_model_from_env() -> Option<String> {
@@ -71,6 +119,8 @@ pub struct App {
     core_key: Option<Arc<CoreKey>>,
     pub engine: Engine,
     pub stream: StreamConfig,
+    /// Caps on open event streams per key and per project.
+    pub stream_limits: StreamLimits,
     /// The synchronous call ceiling (`AGENT_SYNC_TIMEOUT_MS`, at most and by default 600 s).
     pub sync_ceiling: Duration,
     /// Runtime observation sources, the sampling interval and history settings.
@@ -113,6 +163,7 @@ impl App {
             core_key: core_key.map(Arc::new),
             engine,
             stream: StreamConfig::default(),
+            stream_limits: StreamLimits::from_env(),
             sync_ceiling: Duration::from_millis(ceiling),
             webhooks: local_webhooks(),
             background: agentplane_engine::background::BackgroundConfig::from_env(),
@@ -161,6 +212,11 @@ impl App {
 
     pub fn with_runtime(mut self, runtime: RuntimeTelemetry) -> Self {
         self.runtime = runtime;
+        self
+    }
+
+    pub fn with_stream_limits(mut self, limits: StreamLimits) -> Self {
+        self.stream_limits = limits;
         self
     }
 

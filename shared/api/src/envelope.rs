@@ -49,6 +49,8 @@ pub struct ApiError {
     pub extra: Map<String, Value>,
     /// The older Responses shape `{"error": "message"}` (a missing or unknown agent).
     pub legacy: bool,
+    /// A `Retry-After` header (seconds), for answers that say "not now" (429).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -58,12 +60,26 @@ impl ApiError {
         code: &'static str,
         message: impl Into<String>,
     ) -> Self {
-        Self { status, kind, code, message: message.into(), extra: Map::new(), legacy: false }
+        Self {
+            status,
+            kind,
+            code,
+            message: message.into(),
+            extra: Map::new(),
+            legacy: false,
+            retry_after: None,
+        }
     }
 
     /// `{"error": "message"}`, as the spec keeps for a missing or unknown agent on Responses.
     pub fn legacy(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self { legacy: true, ..Self::new(status, "invalid_request_error", code, message) }
+    }
+
+    /// Answers with `Retry-After: {seconds}`.
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     pub fn with(mut self, field: &str, value: impl Into<Value>) -> Self {
@@ -86,7 +102,11 @@ impl IntoResponse for ApiError {
             param,
             extra,
         };
-        (self.status, Json(ErrorEnvelope { error })).into_response()
+        let mut response = (self.status, Json(ErrorEnvelope { error })).into_response();
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+        }
+        response
     }
 }
 

@@ -168,11 +168,15 @@ mod tests {
                 assert!(
                     // Polling claims commands; reading a workspace file queues a node command
                     // (and may start the workspace's sandbox); reading a session file records it
-                    // `ready` once its upload is there.
+                    // `ready` once its upload is there; an event stream holds places of its key
+                    // and project while it is open.
                     grants.iter().all(|g| g.access == Access::Read)
                         || matches!(
                             r,
-                            Route::NodeCommandsPoll | Route::PlatformFilesGet | Route::ClientSessionFilesGet
+                            Route::NodeCommandsPoll
+                                | Route::PlatformFilesGet
+                                | Route::ClientSessionFilesGet
+                                | Route::ClientSessionEventsStream
                         ),
                     "{r:?}: a read route writes"
                 );

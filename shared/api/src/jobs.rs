@@ -178,6 +178,7 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "blobs_deleted": report.blobs_deleted,
                     "scratch_deleted": report.scratch_deleted,
                     "manifests_deleted": report.manifests_deleted,
+                    "sessions_upgraded": report.sessions_upgraded,
                     "failed": report.failed,
                 }))
             }))

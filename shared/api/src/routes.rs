@@ -339,8 +339,9 @@ impl Route {
                     routes!(client::events::poll::list)
                 })
             }
+            // Writes: the leased places an open stream holds (`stream_slots`).
             ClientSessionEventsStream => {
-                decl("client-session-events-stream", &[MAIN_R, EVENTS_R], Stream, || {
+                decl("client-session-events-stream", &[MAIN_W, EVENTS_R], Stream, || {
                     routes!(client::events::stream::stream)
                 })
             }

@@ -46,6 +46,17 @@ pub enum EnvironmentMode {
 }
 
 impl EnvironmentMode {
+    /// Whether a session in this mode may have `environment`: a none session has no
+    /// environment; self_hosted and openai_hosted ones always have one. Core's runtime rules call
+    /// any other pair an inconsistent identity (a 500 for the whole read), so no such session is
+    /// ever stored.
+    pub fn admits(self, environment: Option<&crate::telemetry::EnvironmentId>) -> bool {
+        match self {
+            Self::None => environment.is_none(),
+            Self::SelfHosted | Self::OpenaiHosted => environment.is_some(),
+        }
+    }
+
     pub fn from_json(param: &str, value: Option<&Value>) -> Result<Self, ValidationError> {
         match value {
             None | Some(Value::Null) => Ok(Self::None),
@@ -187,6 +198,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// Whether its mode and its environment agree (see [`EnvironmentMode::admits`]).
+    pub fn placement_is_consistent(&self) -> bool {
+        self.environment_mode.admits(self.environment_id.as_ref())
+    }
+
     /// True when a turn still reads as running although its hold has run out: its process
     /// died (a Lambda timeout, a crash) before it could release the session.
     pub fn holder_died(&self, now: Timestamp) -> bool {
@@ -307,6 +323,17 @@ mod tests {
         assert_eq!(s.stop_reason, None);
         assert_eq!(s.environment_mode, EnvironmentMode::None);
         assert_eq!(s.created_at, s.updated_at);
+    }
+
+    #[test]
+    fn only_a_none_session_lacks_an_environment() {
+        let env = crate::telemetry::EnvironmentId::from_random([3; 16]);
+        assert!(EnvironmentMode::None.admits(None));
+        assert!(!EnvironmentMode::None.admits(Some(&env)));
+        for mode in [EnvironmentMode::SelfHosted, EnvironmentMode::OpenaiHosted] {
+            assert!(mode.admits(Some(&env)));
+            assert!(!mode.admits(None));
+        }
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! in bounded pages; what a pass deletes leaves the index, so the next pass starts where this
 //! one stopped. Last, the workspaces bucket: checkpoint blobs and manifests no environment or
 //! Run references any more, by a mark-and-sweep that keeps its cursor in DynamoDB
-//! (workspace_sweep.rs).
+//! (workspace_sweep.rs). It also carries stored-shape migrations that must rewrite old items
+//! (the store's `session_placement`), each resumable from a cursor it keeps.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -57,6 +58,8 @@ pub struct SweepReport {
     /// Scratch objects of the workspaces bucket deleted: left over a day by a crashed checkpoint
     /// or restore.
     pub scratch_deleted: usize,
+    /// Sessions rewritten from an older stored shape (`session_placement`).
+    pub sessions_upgraded: usize,
 }
 
 /// What the sweep needs of storage (a port, so the pass's rules are tested in memory; the
@@ -120,6 +123,13 @@ pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, St
     }
     report.runs_deleted = sweep_expired(&ExpiredRuns(store), now, &mut report.failed).await?;
     report.records_deleted = sweep_expired(&ExpiredRecords(store), now, &mut report.failed).await?;
+    match store.session_placement().backfill(MAX_PAGES).await {
+        Ok(backfilled) => report.sessions_upgraded = backfilled.rewritten,
+        Err(err) => {
+            tracing::warn!(error = %err, "rewriting old-shape sessions failed; its cursor stays");
+            report.failed += 1;
+        }
+    }
     // Without the workspaces bucket (a function not granted it) checkpoints' objects wait.
     if let Ok(bucket) = store.workspaces() {
         let limits = crate::workspace_sweep::Limits::default();

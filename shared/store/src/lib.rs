@@ -195,6 +195,14 @@ impl Store {
         dynamo::turns::TurnWrites::new(self)
     }
 
+    pub fn session_placement(&self) -> dynamo::session_placement::SessionPlacement<'_> {
+        dynamo::session_placement::SessionPlacement::new(self)
+    }
+
+    pub fn stream_slots(&self) -> dynamo::stream_slots::StreamSlots<'_> {
+        dynamo::stream_slots::StreamSlots::new(self)
+    }
+
     pub fn agent_runs(&self) -> dynamo::agent_runs::AgentRuns<'_> {
         dynamo::agent_runs::AgentRuns::new(self)
     }

@@ -87,6 +87,10 @@ pub enum ClientError {
     /// Document Store bucket of the project.
     #[error("bucket `{0}` is not registered to the project")]
     BucketNotRegistered(String),
+    /// 429 `too_many_streams`: the key (`limit: "key"`) or its project (`limit: "project"`)
+    /// has `max_streams` event streams open; `Retry-After` says when to try again.
+    #[error("too many open event streams")]
+    TooManyStreams { limit: StreamLimitScope, max_streams: u32, retry_after_s: u64 },
     /// The request body could not be read as a JSON object (400/413).
     #[error("unreadable body: {0:?}")]
     Body(BodyError),
@@ -107,6 +111,22 @@ pub enum ClientError {
     /// Only `POST /responses` and `POST /agents/responses` answer it.
     #[error("agent `{0}` not found")]
     LegacyAgentNotFound(String),
+}
+
+/// Which cap refused an event stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamLimitScope {
+    Key,
+    Project,
+}
+
+impl StreamLimitScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Key => "key",
+            Self::Project => "project",
+        }
+    }
 }
 
 impl ClientError {
@@ -271,6 +291,24 @@ impl ClientError {
                      this project: register it through Core, or set the bucket to null"
                 ),
             ),
+            Self::TooManyStreams { limit, max_streams, retry_after_s } => {
+                let (whose, setting) = match limit {
+                    StreamLimitScope::Key => ("this key", "AGENTPLANE_STREAMS_PER_KEY"),
+                    StreamLimitScope::Project => ("this project", "AGENTPLANE_STREAMS_PER_PROJECT"),
+                };
+                ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limit_error",
+                    "too_many_streams",
+                    format!(
+                        "{whose} has {max_streams} event streams open, the most it may ({setting}); \
+                         close one or try again later"
+                    ),
+                )
+                .with("limit", limit.as_str())
+                .with("max_streams", max_streams)
+                .retry_after(retry_after_s)
+            }
             Self::Body(err) => err.into(),
             Self::Validation(err) => err.into(),
             Self::Storage(err) => ApiError::storage(&err),
@@ -434,6 +472,16 @@ mod tests {
             ),
             (ClientError::internal("x"), StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error"),
             (
+                ClientError::TooManyStreams {
+                    limit: StreamLimitScope::Key,
+                    max_streams: 2,
+                    retry_after_s: 2,
+                },
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "too_many_streams",
+            ),
+            (
                 ClientError::LegacyAgentRequired("`agent` is required"),
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
@@ -502,6 +550,25 @@ mod tests {
             ClientError::from(BodyError::NotAnObject),
             ClientError::Body(BodyError::NotAnObject)
         ));
+    }
+
+    #[test]
+    fn too_many_streams_names_its_cap_and_says_when_to_retry() {
+        let api = ClientError::TooManyStreams {
+            limit: StreamLimitScope::Project,
+            max_streams: 500,
+            retry_after_s: 2,
+        }
+        .to_api_error();
+        assert_eq!(
+            serde_json::Value::Object(api.extra.clone()),
+            json!({"limit": "project", "max_streams": 500})
+        );
+        let response = api.into_response();
+        assert_eq!(
+            response.headers().get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()),
+            Some("2")
+        );
     }
 
     #[test]

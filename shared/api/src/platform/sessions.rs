@@ -5,7 +5,7 @@ use agentplane_domain::SessionId;
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
-use agentplane_domain::session::{NewSession, Session, Title};
+use agentplane_domain::session::{EnvironmentMode, NewSession, Session, Title};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
@@ -69,7 +69,14 @@ pub async fn create(
         None | Some(Value::Null) => Metadata::default(),
         Some(value) => Metadata::from_json("metadata", value)?,
     };
-    let new = NewSession { title, metadata, ..NewSession::default() };
+    // The environment's workspace is a sandbox on a node of this deployment, not a managed
+    // allocation with sampled history: Core reports the session self_hosted (see the README).
+    let new = NewSession {
+        title,
+        metadata,
+        environment_mode: EnvironmentMode::SelfHosted,
+        ..NewSession::default()
+    };
     let mut session =
         new.into_session(SessionId::from_random(edge::random()?), auth.0.project_id, edge::now());
     session.environment_id = Some(environment);

@@ -139,11 +139,9 @@ pub fn runtime_observation(
     read: Option<&ProviderRead>,
     resolved_at: Timestamp,
 ) -> Result<AdminRuntimeObservation, ObservationError> {
-    let environment_ok = match records.mode {
-        EnvironmentMode::None => records.environment_id.is_none(),
-        EnvironmentMode::SelfHosted | EnvironmentMode::OpenaiHosted => records.environment_id.is_some(),
-    };
-    if !environment_ok || (records.mode != EnvironmentMode::OpenaiHosted && records.allocation.is_some()) {
+    if !records.mode.admits(records.environment_id.as_ref())
+        || (records.mode != EnvironmentMode::OpenaiHosted && records.allocation.is_some())
+    {
         return Err(ObservationError::InconsistentIdentity);
     }
     let mut row = RuntimeObservation {

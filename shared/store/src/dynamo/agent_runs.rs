@@ -19,12 +19,12 @@ use agentplane_domain::page::{Page, PageRequest, created_sort_key};
 use agentplane_domain::pricing::Usage;
 use agentplane_domain::session::StopReason;
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, ReturnValue, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem, Update};
 use serde::{Deserialize, Serialize};
 
 use super::keys::project_pk;
 use super::page::{keyset_page, start_key};
-use super::{conditional, get_as, query_all, s, transaction_conflict};
+use super::{conditional, get_as, s, slots, transaction_conflict};
 use crate::resources::BY_CREATED;
 use crate::{OutboxEvent, Store, StoreError};
 
@@ -40,9 +40,7 @@ pub fn slots_pk(tenant_key: &str) -> String {
     format!("SLOTS#{tenant_key}")
 }
 
-pub fn slot_sk(index: u32) -> String {
-    format!("SLOT#{index:03}")
-}
+pub use super::slots::slot_sk;
 
 #[derive(Serialize, Deserialize)]
 struct RunItem {
@@ -66,23 +64,19 @@ struct RunItem {
 /// The `by_due` partition of background runs, by when they expire.
 pub const RUNS_EXPIRE: &str = "AGENT_RUNS_EXPIRE";
 
-/// One slot of a tenant: which run holds it, and until when.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Slot {
-    #[serde(rename = "PK")]
-    pk: String,
-    #[serde(rename = "SK")]
-    sk: String,
-    pub index: u32,
-    pub holder: String,
-    pub lease_until: Timestamp,
-}
+pub use super::slots::Slot;
 
 /// Where a run holds its slot (a tenant key and an index).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotRef {
     pub tenant_key: String,
     pub index: u32,
+}
+
+impl SlotRef {
+    fn place(&self) -> slots::Place {
+        slots::Place { pk: slots_pk(&self.tenant_key), index: self.index }
+    }
 }
 
 /// Why a run could not start.
@@ -244,15 +238,7 @@ impl<'a> AgentRuns<'a> {
 
     /// The slots of a tenant that are held (by anyone, lease past or not).
     pub async fn slots(&self, tenant_key: &str) -> Result<Vec<Slot>, StoreError> {
-        let query = self
-            .store
-            .dynamo
-            .query()
-            .table_name(self.table())
-            .consistent_read(true)
-            .key_condition_expression("PK = :pk")
-            .expression_attribute_values(":pk", s(slots_pk(tenant_key)));
-        query_all(query).await
+        slots::held(self.store, &slots_pk(tenant_key)).await
     }
 
     fn slot_put(
@@ -262,32 +248,11 @@ impl<'a> AgentRuns<'a> {
         now: Timestamp,
         lease_until: Timestamp,
     ) -> Result<Put, StoreError> {
-        let item = Slot {
-            pk: slots_pk(&slot.tenant_key),
-            sk: slot_sk(slot.index),
-            index: slot.index,
-            holder: run.to_string(),
-            lease_until,
-        };
-        Put::builder()
-            .table_name(self.table())
-            .set_item(Some(serde_dynamo::to_item(item)?))
-            .condition_expression("attribute_not_exists(PK) OR lease_until < :now OR holder = :run")
-            .expression_attribute_values(":now", attr(now)?)
-            .expression_attribute_values(":run", s(run.to_string()))
-            .build()
-            .map_err(StoreError::unavailable)
+        slots::take(self.store, &slot.place(), &run.to_string(), now, lease_until, None)
     }
 
     fn slot_release(&self, slot: &SlotRef, run: &RunId) -> Result<TransactWriteItem, StoreError> {
-        let delete = Delete::builder()
-            .table_name(self.table())
-            .key("PK", s(slots_pk(&slot.tenant_key)))
-            .key("SK", s(slot_sk(slot.index)))
-            .condition_expression("attribute_not_exists(PK) OR holder = :run")
-            .expression_attribute_values(":run", s(run.to_string()))
-            .build()
-            .map_err(StoreError::unavailable)?;
+        let delete = slots::release(self.store, &slot.place(), &run.to_string())?;
         Ok(TransactWriteItem::builder().delete(delete).build())
     }
 
@@ -310,8 +275,7 @@ impl<'a> AgentRuns<'a> {
             let slot = SlotRef { tenant_key: tenant_key.to_owned(), index: mine.index };
             return self.try_start(run, from, &slot, now, lease_until).await;
         }
-        let free = agentplane_domain::agent_run::slot_indexes(max)
-            .filter(|i| held.iter().all(|s| s.index != *i || s.lease_until < now));
+        let free = slots::free(max, &held, now);
         for index in free {
             let slot = SlotRef { tenant_key: tenant_key.to_owned(), index };
             match self.try_start(run, from, &slot, now, lease_until).await? {
@@ -384,16 +348,16 @@ impl<'a> AgentRuns<'a> {
 
     /// Renews the run's hold on its slot (the executor does, while the turn goes on).
     pub async fn renew(&self, slot: &SlotRef, run: &RunId, lease_until: Timestamp) -> Result<(), StoreError> {
+        let update = slots::renew(self.store, &slot.place(), &run.to_string(), lease_until, None)?;
         self.store
             .dynamo
             .update_item()
             .table_name(self.table())
-            .key("PK", s(slots_pk(&slot.tenant_key)))
-            .key("SK", s(slot_sk(slot.index)))
-            .condition_expression("holder = :run")
-            .update_expression("SET lease_until = :until")
-            .expression_attribute_values(":run", s(run.to_string()))
-            .expression_attribute_values(":until", attr(lease_until)?)
+            .set_key(Some(update.key))
+            .set_condition_expression(update.condition_expression)
+            .set_update_expression(Some(update.update_expression))
+            .set_expression_attribute_names(update.expression_attribute_names)
+            .set_expression_attribute_values(update.expression_attribute_values)
             .send()
             .await
             .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;

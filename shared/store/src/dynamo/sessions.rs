@@ -34,8 +34,16 @@ pub(crate) struct SessionItem {
     gsi2sk: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     deleted_at: Option<Timestamp>,
-    #[serde(flatten)]
+    #[serde(flatten, deserialize_with = "stored_session")]
     pub(crate) session: Session,
+}
+
+/// A session as stored, read in today's shape (`session_placement`: an old Platform session's
+/// `none` with an environment reads as self_hosted).
+fn stored_session<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Session, D::Error> {
+    let mut session = Session::deserialize(deserializer)?;
+    super::session_placement::upgrade(&mut session);
+    Ok(session)
 }
 
 pub(crate) type SessionRecord = SessionItem;
@@ -80,6 +88,15 @@ impl<'a> Sessions<'a> {
         session: &Session,
         extra: Vec<TransactWriteItem>,
     ) -> Result<(), StoreError> {
+        // Core's runtime reads fail on a session whose mode and environment disagree, so such a
+        // session is never written (no session write after this one touches either field).
+        if !session.placement_is_consistent() {
+            return Err(StoreError::Corrupt(format!(
+                "a {:?} session {} an environment",
+                session.environment_mode,
+                if session.environment_id.is_some() { "with" } else { "without" }
+            )));
+        }
         let item = SessionItem {
             pk: project_pk(&session.project_id),
             sk: session_sk(&session.id),

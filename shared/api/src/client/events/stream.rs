@@ -2,8 +2,14 @@
 //! its sequence number; a client that reconnects with `Last-Event-ID` (or `?after=`) gets every
 //! later event exactly once. A `:` comment keeps the connection alive while nothing happens, and
 //! a `retry:` hint tells clients how soon to reconnect. A stream ends once its key is revoked or
-//! its session deleted: both are checked again before every batch of events and at least every
-//! `RECHECK` while nothing happens.
+//! its session deleted: both are checked again (one read of both items) before every batch of
+//! events and at least every `RECHECK` while nothing happens.
+//!
+//! Open streams are capped per key and per project (`App::stream_limits`): a stream holds a
+//! leased place of each (`stream_slots`) from its first byte to its end and gives both back when
+//! it ends for any reason (the client went, its time is up, its key or session went); beyond a
+//! cap the answer is 429 `too_many_streams` with `Retry-After`. A stream renews its lease every
+//! third of it, so the places of a stream whose process died come back within one lease.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -12,7 +18,8 @@ use agentplane_domain::ProjectId;
 use agentplane_domain::api_key::KeyHash;
 use agentplane_domain::page::PageLimit;
 use agentplane_domain::query::Query;
-use agentplane_domain::{SessionId, ValidationError};
+use agentplane_domain::{SessionId, Timestamp, ValidationError};
+use agentplane_store::dynamo::stream_slots::{StreamCaps, StreamHold, StreamsFull};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
@@ -21,10 +28,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::wire::{EventBody, StreamParams, parse_seq};
-use crate::App;
 use crate::client::auth::ProjectAuth;
-use crate::client::error::{ClientError, Found};
+use crate::client::error::{ClientError, Found, StreamLimitScope};
 use crate::envelope::ErrorEnvelope;
+use crate::{App, edge};
 
 /// Where to resume: `Last-Event-ID` wins over `?after=`; neither means from the start.
 fn resume_point(headers: &HeaderMap, query: &Query) -> Result<u64, ClientError> {
@@ -52,24 +59,44 @@ fn key_hash(headers: &HeaderMap) -> Option<KeyHash> {
 }
 
 /// Whether the stream may go on: the key still authenticates for the project and the session
-/// is still live. A storage failure is not a verdict; the next check decides.
+/// is still live (one read of both items). A storage failure is not a verdict; the next check
+/// decides.
 async fn still_allowed(app: &App, key: &KeyHash, project: &ProjectId, session: &SessionId) -> bool {
-    match app.store.api_keys().authenticate(key).await {
-        Ok(Some((owner, _))) if owner == *project => {}
-        Ok(_) => return false,
+    match app.store.stream_slots().standing(key, project, session).await {
+        Ok(standing) => standing,
         Err(err) => {
-            tracing::warn!(error = %err, "event stream key check failed; retrying");
-            return true;
-        }
-    }
-    match app.store.sessions().get(project, session).await {
-        Ok(_) => true,
-        Err(agentplane_store::StoreError::NotFound) => false,
-        Err(err) => {
-            tracing::warn!(error = %err, "event stream session check failed; retrying");
+            tracing::warn!(error = %err, "event stream check failed; retrying");
             true
         }
     }
+}
+
+fn lease_until(app: &App) -> Timestamp {
+    let ms = i64::try_from(app.stream_limits.lease.as_millis()).unwrap_or(i64::MAX);
+    edge::now().plus_millis(ms)
+}
+
+/// Takes a place of the key and of its project for a new stream, or answers 429.
+async fn admit(app: &App, auth: &ProjectAuth) -> Result<StreamHold, ClientError> {
+    let holder: String = edge::random::<12>()?.iter().map(|b| format!("{b:02x}")).collect();
+    let limits = app.stream_limits;
+    let caps = StreamCaps { per_key: limits.per_key, per_project: limits.per_project };
+    let opened = app
+        .store
+        .stream_slots()
+        .open(&auth.key_id, &auth.project_id, &holder, caps, edge::now(), lease_until(app))
+        .await?;
+    opened.map_err(|full| {
+        let (limit, max_streams) = match full {
+            StreamsFull::Key => (StreamLimitScope::Key, limits.per_key),
+            StreamsFull::Project => (StreamLimitScope::Project, limits.per_project),
+        };
+        ClientError::TooManyStreams {
+            limit,
+            max_streams,
+            retry_after_s: app.stream.retry_ms.div_ceil(1000).max(1),
+        }
+    })
 }
 
 fn frame(event: &agentplane_domain::event::Event) -> Bytes {
@@ -98,6 +125,8 @@ fn frame(event: &agentplane_domain::event::Event) -> Bytes {
         (status = 400, description = "`after` or `Last-Event-ID` is not a non-negative integer.", body = ErrorEnvelope),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
+        (status = 429, description = "`too_many_streams`: the key or its project has the most event streams open it may (`limit`: `key` or `project`, `max_streams`); `Retry-After` says when to try again.", body = ErrorEnvelope,
+            headers(("Retry-After" = u64, description = "Seconds to wait before opening another stream."))),
         (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
@@ -110,26 +139,77 @@ pub async fn stream(
 ) -> Result<Response, ClientError> {
     let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
     let query = Query::parse(raw.as_deref());
-    let mut cursor = resume_point(&headers, &query)?;
+    let cursor = resume_point(&headers, &query)?;
     app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
     // The extractor authenticated this very header, so it is there.
     let key = key_hash(&headers).ok_or(ClientError::InvalidApiKey)?;
     let project = auth.project_id;
+    let hold = admit(&app, &auth).await?;
 
     let (tx, mut rx) = mpsc::channel::<Bytes>(32);
-    let config = app.stream.clone();
-    let mut news = app.engine.bus.subscribe();
     tokio::spawn(async move {
+        let followed = Followed { app: &app, key: &key, project: &project, session: &id, hold: &hold };
+        followed.follow(&tx, cursor).await;
+        // The places go back before the body ends: a Lambda invocation may be frozen as soon as
+        // its answer is complete. A stream that never gets here (its process died) loses them
+        // when its lease runs out.
+        if let Err(err) = app.store.stream_slots().close(&hold).await {
+            tracing::warn!(error = %err, "could not give an event stream's places back; its lease frees them");
+        }
+        drop(tx);
+    });
+    let body = Body::from_stream(futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx).map(|chunk| chunk.map(Ok::<_, Infallible>))
+    }));
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// One open stream: whom it serves and the places it holds.
+struct Followed<'a> {
+    app: &'a App,
+    key: &'a KeyHash,
+    project: &'a ProjectId,
+    session: &'a SessionId,
+    hold: &'a StreamHold,
+}
+
+impl Followed<'_> {
+    async fn allowed(&self) -> bool {
+        still_allowed(self.app, self.key, self.project, self.session).await
+    }
+
+    /// Sends the session's events after `cursor` until the client goes, the stream's time is
+    /// up, its key or session goes, or it loses its places.
+    async fn follow(&self, tx: &mpsc::Sender<Bytes>, mut cursor: u64) {
+        let (app, id) = (self.app, *self.session);
+        let config = app.stream.clone();
+        let renew_every = app.stream_limits.renew_every();
+        let mut news = app.engine.bus.subscribe();
         let started = Instant::now();
         if tx.send(Bytes::from(format!("retry: {}\n\n", config.retry_ms))).await.is_err() {
             return;
         }
         let mut last_write = Instant::now();
         let mut last_check = Instant::now();
+        let mut last_renewal = Instant::now();
         let limit = PageLimit::new(100).unwrap_or(PageLimit::DEFAULT);
         while started.elapsed() < config.max_duration {
+            if last_renewal.elapsed() >= renew_every {
+                match app.store.stream_slots().renew(self.hold, lease_until(app)).await {
+                    Ok(()) => {}
+                    // Its lease ran out and another stream has its place: this one ends.
+                    Err(agentplane_store::StoreError::Conflict) => return,
+                    Err(err) => tracing::warn!(error = %err, "event stream lease renewal failed; retrying"),
+                }
+                last_renewal = Instant::now();
+            }
             if last_check.elapsed() >= RECHECK {
-                if !still_allowed(&app, &key, &project, &id).await {
+                if !self.allowed().await {
                     return;
                 }
                 last_check = Instant::now();
@@ -137,7 +217,7 @@ pub async fn stream(
             match app.store.events().list_after(&id, cursor, limit).await {
                 Ok(page) => {
                     if !page.items.is_empty() {
-                        if !still_allowed(&app, &key, &project, &id).await {
+                        if !self.allowed().await {
                             return;
                         }
                         last_check = Instant::now();
@@ -162,11 +242,13 @@ pub async fn stream(
                 last_write = Instant::now();
             }
             // Wake on news of this session from this process, or poll for other writers.
+            // A client that goes away wakes it too, so its places go back at once.
             let wait = config
                 .poll
                 .min(config.keep_alive.saturating_sub(last_write.elapsed()))
-                .min(RECHECK.saturating_sub(last_check.elapsed()));
-            let _ = tokio::time::timeout(wait, async {
+                .min(RECHECK.saturating_sub(last_check.elapsed()))
+                .min(renew_every.saturating_sub(last_renewal.elapsed()));
+            let news_of_this_session = async {
                 loop {
                     match news.recv().await {
                         Ok(session) if session == id => return,
@@ -177,20 +259,17 @@ pub async fn stream(
                         }
                     }
                 }
+            };
+            let _ = tokio::time::timeout(wait, async {
+                tokio::select! {
+                    () = news_of_this_session => {}
+                    () = tx.closed() => {}
+                }
             })
             .await;
             if tx.is_closed() {
                 return;
             }
         }
-    });
-    let body = Body::from_stream(futures_util::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx).map(|chunk| chunk.map(Ok::<_, Infallible>))
-    }));
-    let mut response = body.into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    }
 }
