@@ -6,6 +6,7 @@
 mod a2a;
 mod actions;
 mod agents;
+mod attack_deep_trees;
 mod background;
 mod buckets;
 mod budgets;
