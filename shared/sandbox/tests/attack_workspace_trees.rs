@@ -138,11 +138,12 @@ fn attack_20000_entries_in_one_directory_are_listed_and_a_lower_entry_cap_refuse
     assert!(more);
     assert_eq!(first.len(), 1000);
 
-    // Every name read counts (directory `wide` and its entries), listed or not.
+    // Every name read counts (directory `wide` and its entries), listed or not: protected
+    // names the listing leaves out count too.
     let capped = Limits { max_entries: 10_000, ..Limits::default() };
     assert_eq!(list_on_small_stack(&ws.root, usize::MAX, capped), Err(too_large(Cap::Entries, 10_000)));
     for i in 0..20_000 {
-        std::fs::rename(dir.join(format!("f{i:05}")), dir.join(format!(".git{i}"))).unwrap();
+        std::fs::rename(dir.join(format!("f{i:05}")), dir.join(format!(".agentplane-{i}"))).unwrap();
     }
     assert_eq!(list_on_small_stack(&ws.root, usize::MAX, capped), Err(too_large(Cap::Entries, 10_000)));
 }
