@@ -329,3 +329,28 @@ pub fn record_end(run: &mut Run, before: Option<&Manifest>, after: Option<&Resul
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use agentplane_domain::platform::path::refusal::{Cap, TooLarge};
+
+    use super::*;
+
+    #[test]
+    fn a_failed_checkpoint_records_fixed_text_never_the_node_s_or_the_bucket_s_words() {
+        let leaky = PlatformError::internal(
+            "uploading the scan: error sending request for url (http://127.0.0.1:4566/ws/scratch/x.json?X-Amz-Signature=ab) /tmp/agentplane-node/sbx/workspace/evil",
+        );
+        assert_eq!(failure_message(&leaky), "internal_error: the checkpoint could not be taken");
+        let unreachable = PlatformError::RuntimeUnavailable("node n-1 at 10.0.0.7 is gone".into());
+        assert_eq!(
+            failure_message(&unreachable),
+            "platform_runtime_unavailable: the workspace's sandbox could not be reached"
+        );
+        let deep = PlatformError::WorkspaceTooLarge(TooLarge { cap: Cap::Depth, limit: 64 });
+        assert_eq!(
+            failure_message(&deep),
+            "workspace_too_large: the workspace holds a path of more than 64 components"
+        );
+    }
+}
