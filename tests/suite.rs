@@ -6,6 +6,7 @@
 mod a2a;
 mod actions;
 mod agents;
+mod attack_deep_trees;
 mod attack_runtime_observations;
 mod attack_secret_files;
 mod attack_stream_caps;

@@ -361,6 +361,7 @@ impl TestNode {
             token: str_field(&body, "token")?,
             state_dir,
             heartbeat_every: Duration::from_secs(1),
+            workspace_limits: Default::default(),
         };
         let mut node = Self { node_id: str_field(&body, "id")?, config, task: None };
         node.run();

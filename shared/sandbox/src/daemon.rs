@@ -31,6 +31,8 @@ pub struct NodeConfig {
     /// Where sandboxes' workspaces and the daemon's state live.
     pub state_dir: PathBuf,
     pub heartbeat_every: Duration,
+    /// The caps of every walk over a sandbox's workspace (listing, checkpoint scan, restore).
+    pub workspace_limits: workspace::Limits,
 }
 
 pub fn now() -> Timestamp {
@@ -51,6 +53,7 @@ struct Node {
     sandboxes: Mutex<HashMap<SandboxId, Hosted>>,
     events: mpsc::UnboundedSender<NodeEvent>,
     tasks: Mutex<JoinSet<()>>,
+    limits: workspace::Limits,
 }
 
 impl Node {
@@ -79,6 +82,7 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
         sandboxes: Mutex::new(HashMap::new()),
         events,
         tasks: Mutex::new(JoinSet::new()),
+        limits: config.workspace_limits,
     });
     tracing::info!(connection = %node.connection, state_dir = %config.state_dir.display(), "node daemon starting");
     if let Err(err) = node.provider.prepare() {
@@ -210,8 +214,9 @@ async fn execute(node: Arc<Node>, envelope: CommandEnvelope) {
             .await
         }
         Command::WorkspaceList { sandbox_id, path } => {
+            let limits = node.limits;
             workspace_op(&node, &sandbox_id, move |root, _| {
-                let (entries, more) = workspace::list(root, &path, workspace::MAX_LIST_ENTRIES)?;
+                let (entries, more) = workspace::list(root, &path, workspace::MAX_LIST_ENTRIES, &limits)?;
                 let entries =
                     serde_json::to_string(&entries).map_err(|e| workspace::Failure::Io(e.to_string()))?;
                 Ok(std::collections::BTreeMap::from([
@@ -222,13 +227,13 @@ async fn execute(node: Arc<Node>, envelope: CommandEnvelope) {
             .await
         }
         Command::WorkspaceScan { sandbox_id, upload_url } => {
-            transfer::scan(&hosted_workspace(&node, &sandbox_id).await, &upload_url).await
+            transfer::scan(&hosted_workspace(&node, &sandbox_id).await, &upload_url, node.limits).await
         }
         Command::WorkspaceUpload { sandbox_id, plan_url } => {
             transfer::upload(&hosted_workspace(&node, &sandbox_id).await, &plan_url).await
         }
         Command::WorkspaceRestore { sandbox_id, plan_url } => {
-            transfer::restore(&hosted_workspace(&node, &sandbox_id).await, &plan_url).await
+            transfer::restore(&hosted_workspace(&node, &sandbox_id).await, &plan_url, node.limits).await
         }
     };
     let executed = started.elapsed();
@@ -327,11 +332,11 @@ mod transfer {
         response.json().await.map_err(|e| format!("reading the plan: {e}"))
     }
 
-    pub async fn scan(hosted: &Hosted, upload_url: &str) -> CommandOutcome {
+    pub async fn scan(hosted: &Hosted, upload_url: &str, limits: workspace::Limits) -> CommandOutcome {
         let Some((root, _)) = hosted.clone() else { return failed("this node does not host the sandbox") };
         answer(
             async {
-                let (entries, _) = blocking(move || workspace::list(&root, "", usize::MAX)).await?;
+                let (entries, _) = blocking(move || workspace::list(&root, "", usize::MAX, &limits)).await?;
                 let body = serde_json::to_vec(&entries).map_err(|e| e.to_string())?;
                 let response = http()?
                     .put(upload_url)
@@ -391,14 +396,22 @@ mod transfer {
         )
     }
 
-    pub async fn restore(hosted: &Hosted, plan_url: &str) -> CommandOutcome {
+    pub async fn restore(hosted: &Hosted, plan_url: &str, limits: workspace::Limits) -> CommandOutcome {
         let Some((root, uid)) = hosted.clone() else { return failed("this node does not host the sandbox") };
         answer(
             async {
                 let http = http()?;
                 let plan: RestorePlan = get_json(&http, plan_url).await?;
                 let listed = root.clone();
-                let (current, _) = blocking(move || workspace::list(&listed, "", usize::MAX)).await?;
+                // A tree past the caps cannot be listed: it is cleared, and every file fetched.
+                let current = blocking(move || match workspace::list(&listed, "", usize::MAX, &limits) {
+                    Ok((current, _)) => Ok(current),
+                    Err(workspace::Failure::TooLarge(_)) => {
+                        workspace::clear(&listed, &limits).map(|_| Vec::new())
+                    }
+                    Err(err) => Err(err),
+                })
+                .await?;
                 let current: BTreeMap<String, String> =
                     current.into_iter().map(|e| (e.path, e.sha256)).collect();
                 let keep: BTreeSet<&str> = plan.fetch.iter().map(|f| f.path.as_str()).collect();

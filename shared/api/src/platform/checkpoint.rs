@@ -19,6 +19,7 @@ use agentplane_domain::Timestamp;
 use agentplane_domain::platform::manifest::{
     self, Manifest, PlannedFile, RestorePlan, ScanEntry, UploadPlan,
 };
+use agentplane_domain::platform::path::refusal::{self, Refusal};
 use agentplane_domain::platform::run::{CheckpointStatus, DiffStatus, Run};
 use agentplane_domain::platform::workspace_sweep::{self, CHECKPOINT_WITHIN_SECONDS, REFRESH_SETTLE_SECONDS};
 use agentplane_domain::sandbox::Sandbox;
@@ -73,7 +74,26 @@ async fn node(
         CommandOutcome::Failed { message } if message.contains("does not host") => {
             Err(PlatformError::RuntimeUnavailable("the environment's sandbox is not reachable".into()))
         }
-        CommandOutcome::Failed { message } => Err(PlatformError::internal(message)),
+        CommandOutcome::Failed { message } => Err(match refusal::parse(&message) {
+            Refusal::TooLarge(too_large) => PlatformError::WorkspaceTooLarge(too_large),
+            _ => PlatformError::internal(message),
+        }),
+    }
+}
+
+/// What a Run records of a failed checkpoint: fixed text for each kind of failure, never the
+/// node's or a provider's own words (they can carry presigned URLs, host paths or names a
+/// sandbox process chose); those go to the log.
+pub fn failure_message(err: &PlatformError) -> String {
+    match err {
+        PlatformError::WorkspaceTooLarge(too_large) => {
+            format!("workspace_too_large: {}", too_large.describe())
+        }
+        PlatformError::RuntimeUnavailable(_) => {
+            "platform_runtime_unavailable: the workspace's sandbox could not be reached".into()
+        }
+        PlatformError::Storage(_) => "service_unavailable: storage was unavailable".into(),
+        _ => "internal_error: the checkpoint could not be taken".into(),
     }
 }
 
@@ -298,7 +318,7 @@ pub fn record_end(run: &mut Run, before: Option<&Manifest>, after: Option<&Resul
         }
         (_, Some(Err(err))) => {
             run.checkpoint.status = CheckpointStatus::Failed;
-            run.checkpoint.error = Some(format!("checkpoint_failed: {err}"));
+            run.checkpoint.error = Some(format!("checkpoint_failed: {}", failure_message(err)));
             run.file_diff_status = DiffStatus::Failed;
             run.file_diff_error = Some("the checkpoint after the Run failed, so its diff is unknown".into());
         }
@@ -307,5 +327,30 @@ pub fn record_end(run: &mut Run, before: Option<&Manifest>, after: Option<&Resul
             run.file_diff = Vec::new();
             run.file_diff_status = DiffStatus::Ready;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentplane_domain::platform::path::refusal::{Cap, TooLarge};
+
+    use super::*;
+
+    #[test]
+    fn a_failed_checkpoint_records_fixed_text_never_the_node_s_or_the_bucket_s_words() {
+        let leaky = PlatformError::internal(
+            "uploading the scan: error sending request for url (http://127.0.0.1:4566/ws/scratch/x.json?X-Amz-Signature=ab) /tmp/agentplane-node/sbx/workspace/evil",
+        );
+        assert_eq!(failure_message(&leaky), "internal_error: the checkpoint could not be taken");
+        let unreachable = PlatformError::RuntimeUnavailable("node n-1 at 10.0.0.7 is gone".into());
+        assert_eq!(
+            failure_message(&unreachable),
+            "platform_runtime_unavailable: the workspace's sandbox could not be reached"
+        );
+        let deep = PlatformError::WorkspaceTooLarge(TooLarge { cap: Cap::Depth, limit: 64 });
+        assert_eq!(
+            failure_message(&deep),
+            "workspace_too_large: the workspace holds a path of more than 64 components"
+        );
     }
 }

@@ -69,6 +69,10 @@ pub enum PlatformError {
     /// 404 `file_not_found`.
     #[error("file not found")]
     FileNotFound,
+    /// 409 `workspace_too_large`: the workspace is past one of the node's caps (depth, entries,
+    /// path length, listing size, file size); `details` names the cap and its limit.
+    #[error("{}", .0.describe())]
+    WorkspaceTooLarge(agentplane_domain::platform::path::refusal::TooLarge),
     /// 413 `file_too_large`.
     #[error("the file is too large")]
     FileTooLarge,
@@ -159,6 +163,12 @@ impl PlatformError {
             Self::FileNotFound => {
                 (StatusCode::NOT_FOUND, "file_not_found", "no such file in the workspace".into(), None)
             }
+            Self::WorkspaceTooLarge(too_large) => (
+                StatusCode::CONFLICT,
+                "workspace_too_large",
+                too_large.describe(),
+                Some(json!({ "cap": too_large.cap.as_str(), "limit": too_large.limit })),
+            ),
             Self::FileTooLarge => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "file_too_large",

@@ -133,7 +133,9 @@ pub async fn execute(app: &App, message: &ExecuteRun) -> Result<Executed, StoreE
         }
         Err(PlatformError::Storage(err)) => return Err(requeue(app, &run, err).await),
         Err(other) => {
-            let error = RunError { code: "checkpoint_failed".into(), message: other.to_string() };
+            tracing::warn!(error = %other, run = %run.id, "the checkpoint before a Run failed");
+            let error =
+                RunError { code: "checkpoint_failed".into(), message: checkpoint::failure_message(&other) };
             return finish(app, run, End::failed(error), started, None).await;
         }
     };
@@ -428,6 +430,9 @@ async fn finish(
         Some((sandbox, before)) => Some(checkpoint::take(app, sandbox, Some(before)).await),
         None => None,
     };
+    if let Some(Err(err)) = &after {
+        tracing::warn!(error = %err, run = %run.id, "the checkpoint after a Run failed");
+    }
     let before = workspace.map(|(_, manifest)| manifest);
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let now = edge::now();

@@ -141,6 +141,7 @@ fn hex_sha256(bytes: &[u8]) -> String {
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 414, description = "The request target (with its percent-encoded `path`) exceeds 8 KiB (`uri_too_long`).", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment (`environment_not_found`) or file (`file_not_found`).", body = PlatformErrorEnvelope),
+        (status = 409, description = "The listing met one of the node's caps on the workspace tree (`workspace_too_large`, `details: {cap, limit}`; cap `depth`, `entries`, `path_bytes`, `listing_bytes` or `file_bytes`).", body = PlatformErrorEnvelope),
         (status = 503, description = "The workspace's sandbox cannot be reached (`platform_runtime_unavailable`), or storage is unavailable.", body = PlatformErrorEnvelope),
     ),
 )]

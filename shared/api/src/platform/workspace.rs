@@ -76,7 +76,8 @@ pub async fn sandbox(app: &App, environment: &Environment) -> Result<Sandbox, Pl
 }
 
 /// Runs a workspace command on the sandbox's node: its details, or the refusal as the error it
-/// is (a symlink or non-regular file → 400, a missing file → 404).
+/// is (a symlink or non-regular file → 400, a missing file → 404, a tree past the node's caps →
+/// 409).
 pub async fn run(
     app: &App,
     sandbox: &Sandbox,
@@ -87,6 +88,7 @@ pub async fn run(
         CommandOutcome::Failed { message } => Err(match refusal::parse(&message) {
             Refusal::NotFound => PlatformError::FileNotFound,
             Refusal::Path(err) => PlatformError::InvalidPath(err),
+            Refusal::TooLarge(too_large) => PlatformError::WorkspaceTooLarge(too_large),
             Refusal::Failed(message) if message.contains("does not host") => {
                 PlatformError::RuntimeUnavailable("the environment's sandbox is not reachable".into())
             }

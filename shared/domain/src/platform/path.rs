@@ -188,12 +188,82 @@ pub mod refusal {
     pub const SYMLINK: &str = "workspace:symlink";
     pub const NOT_REGULAR: &str = "workspace:not_regular_file";
     pub const NOT_DIRECTORY: &str = "workspace:not_a_directory";
+    /// `workspace:too_large:<what>:<limit>`: the tree is past one of the node's caps.
+    pub const TOO_LARGE_PREFIX: &str = "workspace:too_large:";
+
+    /// Which cap of the node's walk a workspace went past (`workspace::Limits` in the
+    /// sandbox crate). A tree a sandbox process built is hostile input: the walk stops at the
+    /// first cap it meets instead of following it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Cap {
+        /// A path of more components than the limit.
+        Depth,
+        /// More directory entries (of any kind) than the limit.
+        Entries,
+        /// A path (relative to `/workspace`) longer than the limit in bytes.
+        PathBytes,
+        /// The paths of the listing together longer than the limit in bytes.
+        ListingBytes,
+        /// A regular file larger than the limit in bytes.
+        FileBytes,
+    }
+
+    impl Cap {
+        pub fn as_str(self) -> &'static str {
+            match self {
+                Self::Depth => "depth",
+                Self::Entries => "entries",
+                Self::PathBytes => "path_bytes",
+                Self::ListingBytes => "listing_bytes",
+                Self::FileBytes => "file_bytes",
+            }
+        }
+
+        fn parse(text: &str) -> Option<Self> {
+            [Self::Depth, Self::Entries, Self::PathBytes, Self::ListingBytes, Self::FileBytes]
+                .into_iter()
+                .find(|c| c.as_str() == text)
+        }
+    }
+
+    /// A workspace past a cap: which, and the limit it went past.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct TooLarge {
+        pub cap: Cap,
+        pub limit: u64,
+    }
+
+    impl TooLarge {
+        /// As the node sends it.
+        pub fn message(self) -> String {
+            format!("{TOO_LARGE_PREFIX}{}:{}", self.cap.as_str(), self.limit)
+        }
+
+        /// For people: fixed for a cap and limit (no path, nothing from inside the sandbox).
+        pub fn describe(self) -> String {
+            let limit = self.limit;
+            match self.cap {
+                Cap::Depth => format!("the workspace holds a path of more than {limit} components"),
+                Cap::Entries => format!("the workspace holds more than {limit} directory entries"),
+                Cap::PathBytes => format!("the workspace holds a path longer than {limit} bytes"),
+                Cap::ListingBytes => format!("the workspace's paths together exceed {limit} bytes"),
+                Cap::FileBytes => format!("the workspace holds a file larger than {limit} bytes"),
+            }
+        }
+
+        fn parse(rest: &str) -> Option<Self> {
+            let (cap, limit) = rest.split_once(':')?;
+            Some(Self { cap: Cap::parse(cap)?, limit: limit.parse().ok()? })
+        }
+    }
 
     /// What Core makes of a failed workspace command.
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub enum Refusal {
         NotFound,
         Path(PathError),
+        /// The workspace is past one of the node's caps.
+        TooLarge(TooLarge),
         /// The node could not do it (the message is for the log).
         Failed(String),
     }
@@ -204,10 +274,37 @@ pub mod refusal {
             SYMLINK => Refusal::Path(PathError::Symlink),
             NOT_REGULAR => Refusal::Path(PathError::NotRegularFile),
             NOT_DIRECTORY => Refusal::Path(PathError::NotADirectory),
-            other => match other.strip_prefix("workspace:invalid_path:") {
-                Some(_) => Refusal::Path(PathError::NotCanonical),
-                None => Refusal::Failed(other.to_owned()),
-            },
+            other => {
+                if other.starts_with("workspace:invalid_path:") {
+                    return Refusal::Path(PathError::NotCanonical);
+                }
+                match other.strip_prefix(TOO_LARGE_PREFIX).and_then(TooLarge::parse) {
+                    Some(too_large) => Refusal::TooLarge(too_large),
+                    None => Refusal::Failed(other.to_owned()),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::refusal::{Cap, Refusal, TooLarge, parse};
+
+    #[test]
+    fn a_cap_travels_from_the_node_and_back_and_anything_else_is_a_failure() {
+        for cap in [Cap::Depth, Cap::Entries, Cap::PathBytes, Cap::ListingBytes, Cap::FileBytes] {
+            let too_large = TooLarge { cap, limit: 64 };
+            assert_eq!(parse(&too_large.message()), Refusal::TooLarge(too_large));
+            assert!(!too_large.describe().contains('/'), "{}", too_large.describe());
+        }
+        for other in [
+            "workspace:too_large:",
+            "workspace:too_large:depth",
+            "workspace:too_large:x:1",
+            "workspace:too_large:depth:-1",
+        ] {
+            assert_eq!(parse(other), Refusal::Failed(other.to_owned()));
         }
     }
 }

@@ -3,6 +3,8 @@
 //! - `AGENTPLANE_NODE_TOKEN`: the token `POST /core/v1/sandbox/nodes` returned.
 //! - `AGENTPLANE_NODE_STATE_DIR`: where workspaces live (default `/var/lib/agentplane-node`).
 //! - `AGENTPLANE_NODE_HEARTBEAT_S`: seconds between heartbeats (default 5).
+//! - `AGENTPLANE_NODE_WORKSPACE_MAX_{DEPTH,ENTRIES,PATH_BYTES,LISTING_BYTES}`: the caps of a walk
+//!   over a workspace (default 64, 100000, 4084, 32 MiB; see `workspace::Limits`).
 
 use std::time::Duration;
 
@@ -22,6 +24,7 @@ async fn main() -> anyhow::Result<()> {
         heartbeat_every: Duration::from_secs(
             std::env::var("AGENTPLANE_NODE_HEARTBEAT_S").ok().and_then(|s| s.parse().ok()).unwrap_or(5),
         ),
+        workspace_limits: agentplane_sandbox::local::workspace::Limits::from_env(),
     };
     tokio::select! {
         result = agentplane_sandbox::run(config) => result,
