@@ -489,12 +489,16 @@ async fn malformed_and_unknown_ids_are_not_found() -> R {
         let (status, body) = send(app.client(&tenant.key, Method::GET, &url)).await?;
         assert_error((status, &body), StatusCode::NOT_FOUND, "session_not_found");
     }
-    // A deleted session's actions are gone with it.
+    // A deleted session's actions are gone with it, and ended: nobody can answer them any more.
     let (status, _) = send(app.client(&tenant.key, Method::DELETE, &format!("/sessions/{session}"))).await?;
     assert_eq!(status, StatusCode::OK);
     let (status, body) = send(app.client(&tenant.key, Method::GET, &path(&session, &a))).await?;
     assert_error((status, &body), StatusCode::NOT_FOUND, "session_not_found");
     let stored = app.store.actions().get(&a.project_id, &a.session_id, &a.id).await?;
-    assert_eq!(stored.status, ActionStatus::Pending);
+    assert_eq!(stored.status, ActionStatus::Cancelled);
+    assert!(stored.settled_at.is_some(), "{stored:?}");
+    // The sweep finds nothing of it to expire and carry on, even past its expiry.
+    let later = agentplane_api::edge::now().plus_millis(86_400_000);
+    assert!(app.store.actions().due(later, 100).await?.iter().all(|d| d.session_id != a.session_id));
     Ok(())
 }

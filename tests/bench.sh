@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark: starts LocalStack, builds in release mode and prints latency numbers.
 # BENCH_N sets the number of measured calls per operation (default 300; the sandbox bench 100).
-# An argument runs one suite: sessions, turns, background, files (a 20 MB upload and download),
+# No argument runs every suite (runs included); an argument runs one: sessions, turns,
+# background, files (a 20 MiB upload and download),
 # sweep (the retention sweep over 10,000 expired files), webhooks (delivery latency from a state change to a local receiver, deliveries per second at 10
 # endpoints), sandboxes or telemetry (24 h history read over
 # 2880 samples, one sampler pass over 1,000 allocations; BENCH_N history reads, default 30), or
@@ -18,6 +19,7 @@ case "${1:-}" in
     cargo run --release -q -p agentplane-bench --bin bench
     cargo run --release -q -p agentplane-bench --bin bench-sandboxes
     cargo run --release -q -p agentplane-bench --bin bench-telemetry
+    cargo run --release -q -p agentplane-bench --bin bench-runs
     ;;
   *) cargo run --release -q -p agentplane-bench --bin bench -- "$@" ;;
 esac

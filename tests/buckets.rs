@@ -9,6 +9,17 @@ use serde_json::{Value, json};
 
 type R = anyhow::Result<()>;
 
+/// The object is not there: S3 answers NotFound for it (not an access or connection error).
+async fn assert_absent(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, what: &str) {
+    match s3.head_object().bucket(bucket).key(key).send().await {
+        Ok(head) => panic!("{what}: {bucket}/{key} exists ({head:?})"),
+        Err(e) => {
+            let e = e.into_service_error();
+            assert!(e.is_not_found(), "{what}: {bucket}/{key}: {e:?}");
+        }
+    }
+}
+
 async fn s3() -> aws_sdk_s3::Client {
     let sdk = agentplane_store::aws::emulator_sdk_config(&agentplane_tests::endpoint()).await;
     aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build())
@@ -229,7 +240,7 @@ async fn session_files_of_an_agent_naming_a_registered_bucket_live_in_that_bucke
     let key = format!("files/{}/{session}/{id}", tenant.project_id);
     let head = s3.head_object().bucket(&name).key(&key).send().await?;
     assert_eq!(head.content_length(), Some(bytes.len() as i64));
-    assert!(s3.head_object().bucket(&app.store.names.files_bucket).key(&key).send().await.is_err());
+    assert_absent(&s3, &app.store.names.files_bucket, &key, "in the deployment's files bucket").await;
 
     // Unregistered: no new files (409), but the file already there stays readable and deletable.
     send(app.core(Method::DELETE, &format!("/core/v1/projects/{}/buckets/{name}", tenant.project_id)))
@@ -249,7 +260,7 @@ async fn session_files_of_an_agent_naming_a_registered_bucket_live_in_that_bucke
     assert_eq!(reqwest::get(str_field(&again, "download_url")?).await?.bytes().await?.to_vec(), bytes);
     let (status, _) = send(app.client(&tenant.key, Method::DELETE, &path)).await?;
     assert_eq!(status, StatusCode::OK);
-    assert!(s3.head_object().bucket(&name).key(&key).send().await.is_err(), "deleted from its own bucket");
+    assert_absent(&s3, &name, &key, "deleted from its own bucket").await;
     Ok(())
 }
 
@@ -284,6 +295,6 @@ async fn the_retention_sweep_deletes_an_expired_file_from_its_own_bucket_even_af
     let at = agentplane_domain::Timestamp::from_unix_seconds(file["expires_at"].as_i64().unwrap_or_default());
     let report = agentplane_api::jobs::sweep_once(&app.store, at).await?;
     assert_eq!(report.files_deleted, 1, "{report:?}");
-    assert!(s3.head_object().bucket(&name).key(&key).send().await.is_err(), "the object went with it");
+    assert_absent(&s3, &name, &key, "the object went with it").await;
     Ok(())
 }

@@ -169,6 +169,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// The `turn_id` an SSE frame's event names (its `data:` line is the event's JSON).
+fn frame_turn_id(block: &str) -> Option<String> {
+    let data: String = block.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+    let event: Value = serde_json::from_str(&data).ok()?;
+    event["turn_id"].as_str().map(str::to_owned)
+}
+
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(|a, b| a.total_cmp(b));
     v
@@ -350,6 +357,54 @@ async fn platform_run_rolled_back(s: &Stack, t: &Tenant, env: &str, session: &st
 }
 
 /// A path of `route` with every `{param}` filled with a well-formed id of nothing.
+/// The counts each scheduled job's function answers with (`agentplane_api::jobs::serve`).
+fn job_report_keys(job: Job) -> BTreeSet<&'static str> {
+    let keys: &[&str] = match job {
+        Job::Sampler => &["allocations", "written", "duplicates", "failed"],
+        Job::Placer => &["allocations", "placed", "replaced", "failed"],
+        Job::RetentionSweep => &[
+            "due",
+            "expired",
+            "skipped",
+            "continued",
+            "files_deleted",
+            "runs_deleted",
+            "records_deleted",
+            "blobs_deleted",
+            "scratch_deleted",
+            "manifests_deleted",
+            "failed",
+        ],
+        Job::WebhookRetry => &["events", "due", "attempted", "skipped", "failed"],
+        _ => &[],
+    };
+    keys.iter().copied().collect()
+}
+
+/// The 401 a function answers a request without credentials, in its surface's envelope (as the
+/// local router answers it: the same handlers).
+#[track_caller]
+fn assert_unauthenticated_envelope(path: &str, body: &Value) {
+    let authentication = |code: &str, message: &str| json!({"error": {"code": code, "message": message, "type": "authentication_error"}});
+    if path.starts_with("/api/client/") {
+        assert_eq!(body, &authentication("invalid_api_key", "missing, invalid or revoked API key"), "{path}");
+    } else if path.starts_with("/core/") {
+        assert_eq!(body, &authentication("invalid_admin_key", "missing or invalid Core key"), "{path}");
+    } else if path.starts_with("/node/") {
+        assert_eq!(body, &authentication("invalid_node_token", "missing or invalid node token"), "{path}");
+    } else if path.starts_with("/sandbox/") {
+        assert_eq!(body, &json!({"code": 401, "message": "missing, invalid or revoked API key"}), "{path}");
+    } else if path.starts_with("/v1/") {
+        assert_eq!(body["error"]["code"], "invalid_api_token", "{path}: {body}");
+        assert!(
+            body["error"]["requestId"].as_str().is_some_and(|id| id.starts_with("req_")),
+            "{path}: {body}"
+        );
+    } else {
+        panic!("{path}: a route of no known surface");
+    }
+}
+
 fn sample_path(route: Route) -> String {
     let mut out = String::new();
     let mut rest = route.path();
@@ -433,12 +488,40 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
 
     // The scheduled jobs, invoked as their schedule would.
     let scheduled = json!({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}});
+    // Each answers its own report (exactly the counts its job produces, no failure), and the
+    // counts add up; a second pass straight after the first finds nothing left to do.
+    let count = |report: &Value, key: &str| report[key].as_u64().expect("a count");
     for job in [Job::Sampler, Job::Placer, Job::RetentionSweep, Job::WebhookRetry] {
         let report = s.invoke(job.function_name(), &scheduled).await?;
-        assert!(report.is_object(), "{}: {report}", job.function_name());
+        let keys: BTreeSet<&str> =
+            report.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
+        assert_eq!(keys, job_report_keys(job), "{}: {report}", job.function_name());
+        assert!(report.as_object().is_some_and(|o| o.values().all(Value::is_u64)), "{report}");
+        assert_eq!(count(&report, "failed"), 0, "{}: {report}", job.function_name());
+        match job {
+            Job::Sampler => assert!(
+                count(&report, "written") + count(&report, "duplicates") <= count(&report, "allocations"),
+                "a sample per live allocation at most: {report}"
+            ),
+            Job::Placer => assert!(
+                count(&report, "placed") + count(&report, "replaced") <= count(&report, "allocations"),
+                "{report}"
+            ),
+            Job::WebhookRetry => assert!(
+                count(&report, "attempted") + count(&report, "skipped") <= count(&report, "due"),
+                "{report}"
+            ),
+            _ => {}
+        }
     }
     let sweep = s.invoke(Job::RetentionSweep.function_name(), &scheduled).await?;
-    assert!(sweep["failed"].as_u64() == Some(0), "{sweep}");
+    for key in job_report_keys(Job::RetentionSweep) {
+        assert_eq!(count(&sweep, key), 0, "the second sweep pass found {key}: {sweep}");
+    }
+    let retry = s.invoke(Job::WebhookRetry.function_name(), &scheduled).await?;
+    for key in ["events", "due", "attempted", "failed"] {
+        assert_eq!(count(&retry, key), 0, "the second retry pass found {key}: {retry}");
+    }
 
     // A webhook reaches a loopback receiver signed: the test route (synchronous), then a turn's
     // session.idled through the webhooks queue and webhook-delivery.
@@ -471,18 +554,16 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
         eprintln!("rollback step off (ROLLBACK_ENABLED): rollback-restore is not deployed on this branch");
     }
 
-    // Every route's function answers through the REST API (no key: 401, never a gateway 404/403).
+    // Every route's function answers through the REST API: no key, so the 401 in its own
+    // surface's envelope, which only a function serving that route gives (another function's
+    // router answers 404, the gateway 403 or 5xx).
     for &route in Route::ALL {
         let path = sample_path(route);
         let (status, body) =
             send(s.request(route.method(), &path).header("content-type", "application/json").body("{}"))
                 .await?;
-        assert!(
-            body.is_object() && !status.is_server_error() && status != StatusCode::FORBIDDEN,
-            "{} {} reached no function: {status} {body}",
-            route.method(),
-            path
-        );
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{} {path} reached no function: {body}", route.method());
+        assert_unauthenticated_envelope(&path, &body);
     }
     // The queue consumers, if their queues have not invoked them yet, with an empty batch.
     let invoked: BTreeSet<String> = s
@@ -539,13 +620,16 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut turn_ms = Vec::new();
+    let mut turn_ids = Vec::new();
     let turns_since = now_ms();
     for i in 0..20 {
         model.push(Reply::text("ok"));
         let started = Instant::now();
-        turn(&s, &t, json!({"agent": agent, "input": format!("n{i}"), "session_id": latency_session}))
-            .await?;
+        let answer =
+            turn(&s, &t, json!({"agent": agent, "input": format!("n{i}"), "session_id": latency_session}))
+                .await?;
         turn_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        turn_ids.push(answer["turn_id"].as_str().unwrap_or_default().to_owned());
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -554,16 +638,25 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
     let records = s.records(turns_since);
     let turn_fn = &s.function(Route::ClientResponsesCreate.function_name()).name;
     let stream_fn = &s.function(Route::ClientSessionEventsStream.function_name()).name;
-    // Each turn's answer leaves its function after the commit: the append time (an upper bound).
-    let mut answered: Vec<f64> = Vec::new();
-    let mut seen_requests = BTreeSet::new();
+    // Each turn's answer leaves its function after the commit: the append time (an upper bound),
+    // by turn (a request's chunks together name the turn they answer).
+    let mut by_request: BTreeMap<String, (f64, String)> = BTreeMap::new();
     for r in records.iter().filter(|r| r["kind"] == "chunk" && r["function"] == turn_fn.as_str()) {
-        if seen_requests.insert(r["request_id"].as_str().unwrap_or_default().to_owned()) {
-            answered.push(r["at_ms"].as_f64().unwrap_or(0.0));
-        }
+        let entry = by_request
+            .entry(r["request_id"].as_str().unwrap_or_default().to_owned())
+            .or_insert((r["at_ms"].as_f64().unwrap_or(0.0), String::new()));
+        entry.1.push_str(r["data"].as_str().unwrap_or_default());
     }
-    // Each turn.ended frame of that session, first time it left the stream function.
-    let mut ended: BTreeMap<u64, f64> = BTreeMap::new();
+    let answered: BTreeMap<&str, f64> = turn_ids
+        .iter()
+        .filter_map(|id| {
+            let quoted = format!("\"{id}\"");
+            by_request.values().find(|(_, data)| data.contains(&quoted)).map(|(at, _)| (id.as_str(), *at))
+        })
+        .collect();
+    // Each turn.ended frame of that session, first time it left the stream function, by the turn
+    // its event names (the frame's event id ties it to the log; its data to the turn).
+    let mut ended: BTreeMap<String, f64> = BTreeMap::new();
     for r in records.iter().filter(|r| r["kind"] == "chunk" && r["function"] == stream_fn.as_str()) {
         let data = r["data"].as_str().unwrap_or_default();
         if !data.contains(&latency_session) {
@@ -571,15 +664,18 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
         }
         for block in data.split("\n\n") {
             if block.contains("event: turn.ended")
-                && let Some(id) = frame_ids(block).first()
-                && *id > warm_last
+                && frame_ids(block).first().is_some_and(|id| *id > warm_last)
+                && let Some(turn_id) = frame_turn_id(block)
             {
-                ended.entry(*id).or_insert(r["at_ms"].as_f64().unwrap_or(0.0));
+                ended.entry(turn_id).or_insert(r["at_ms"].as_f64().unwrap_or(0.0));
             }
         }
     }
     let frames: Vec<f64> = ended.values().copied().collect();
-    let sse_ms: Vec<f64> = answered.iter().zip(frames.iter()).map(|(a, f)| (f - a).max(0.0)).collect();
+    // Paired by turn, never by position; a negative delay (the frame left before the answer's
+    // first byte) is reported as it is.
+    let sse_ms: Vec<f64> =
+        answered.iter().filter_map(|(turn, at)| ended.get(*turn).map(|frame| frame - at)).collect();
     let turn_ms = sorted(turn_ms);
     let sse_ms = sorted(sse_ms);
 

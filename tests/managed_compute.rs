@@ -164,15 +164,16 @@ async fn a_hosted_session_burning_cpu_on_a_node_is_observed_through_an_outage_un
     assert_eq!(cpu.capacity_cores, Some(1.0), "the sandbox's quota is one core");
     assert!(seen.memory.as_ref().and_then(|m| m.usage_bytes).is_some_and(|b| b > 0), "{seen:?}");
     let started_at = seen.started_at.expect("started_at");
-    assert!((began - 1..=began + 2).contains(&started_at), "{started_at} vs {began}");
+    let observed_by = edge::now().unix_seconds();
+    assert!((began - 1..=observed_by).contains(&started_at), "{started_at} vs {began}..{observed_by}");
 
     let burning = history(&app, &hosted, began - 10).await?;
     assert_eq!(burning.series.len(), 1);
     assert_eq!(burning.series[0].started_at.map(|s| s.seconds), Some(started_at));
     let peak = busiest(&burning);
-    // Visibly busy, and never past the one-core quota (the test machine is shared, so the loop
-    // gets what the scheduler gives it).
-    assert!(peak > 0.1 && peak <= 1.05, "a busy loop under a one-core quota: peak utilization {peak}");
+    // Busy, and never past the one-core quota. How busy is up to the scheduler of a shared
+    // machine, so the rule is only "some, and at most one core".
+    assert!(peak > 0.0 && peak <= 1.05, "a busy loop under a one-core quota: peak utilization {peak}");
     assert!(burning.coverage.sample_count >= 5, "{:?}", burning.coverage);
 
     // Offline: no heartbeats, so the counters go stale and samples are honest gaps.

@@ -243,7 +243,7 @@ async fn a_question_and_a_client_tool_wait_for_both_answers_which_reach_the_mode
             .await?;
     assert_eq!(status, StatusCode::OK);
     // One of two answered: still paused, no model call.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.drained().await?;
     assert_eq!(session(&app, &tenant, &session_id).await?["runtime_status"], "requires_action");
     assert_eq!(model.requests().len(), 1);
     let (status, _) = answer(
@@ -372,8 +372,8 @@ async fn the_same_continuation_delivered_twenty_times_carries_the_turn_on_once()
         sent?;
     }
     until_ended(&app, &tenant, &session_id, 1).await?;
-    // Give every delivery time to be handled.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Every delivery handled: the queue holds none of them any more.
+    app.drained().await?;
     let log = events(&app, &tenant, &session_id).await?;
     assert_eq!(model.requests().len(), 2, "one model call after the pause");
     let count = |kind: &str| types(&log).iter().filter(|t| *t == kind).count();
@@ -401,7 +401,7 @@ async fn another_projects_key_cannot_answer_or_cancel_a_paused_turn() -> R {
     let (status, body) =
         send(app.client(&other.key, Method::POST, &format!("/sessions/{session_id}/cancel"))).await?;
     assert_error((status, &body), StatusCode::NOT_FOUND, "session_not_found");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.drained().await?;
     assert_eq!(session(&app, &tenant, &session_id).await?["runtime_status"], "requires_action");
     assert_eq!(model.requests().len(), 1);
     Ok(())
@@ -447,7 +447,7 @@ async fn a_continuation_that_could_not_be_sent_is_sent_again_by_the_sweep() -> R
         .actions()
         .settle(&action, agentplane_domain::action::ActionStatus::Resolved, Some(approve), now)
         .await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.drained().await?;
     assert_eq!(session(&app, &tenant, &session_id).await?["runtime_status"], "requires_action");
     // Within the minute the answerer has, the sweep leaves it; after it, the sweep sends it.
     assert_eq!(app.sweep().await?.resent, 0);

@@ -354,7 +354,7 @@ async fn stop_racing_completion_leaves_one_terminal_state() -> R {
         let done = wait_run(&app, &tenant.key, &path, Duration::from_secs(30), terminal).await?;
         let first = done["data"]["status"].clone();
         assert!(first == "completed" || first == "stopped", "{done}");
-        tokio::time::sleep(Duration::from_millis(800)).await;
+        app.drained().await?;
         let (_, later) = send(v1(&app, &tenant.key, Method::GET, &path)).await?;
         assert_eq!(later["data"]["status"], first, "offset {offset}: the terminal state changed");
         assert_eq!(later["data"]["finishedAt"], done["data"]["finishedAt"]);
@@ -583,7 +583,7 @@ async fn rolling_back_a_session_a_run_reverts_the_later_session_b_run_but_not_on
     let (status, again) = send(v1(&app, &tenant.key, Method::DELETE, &path_a)).await?;
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(again["data"]["status"], "reverted");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.drained().await?;
     let (_, still_c) = send(v1(&app, &tenant.key, Method::GET, &path_c)).await?;
     assert_eq!(still_c["data"]["status"], "completed");
     // The same rollback message again restores nothing.

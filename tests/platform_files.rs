@@ -266,15 +266,18 @@ async fn file_round_trip_latency_is_printed() -> R {
     let cold = first.elapsed();
     let mut puts = Vec::new();
     let mut gets = Vec::new();
-    for n in 0..20 {
+    for n in 0..20u8 {
+        // Each file its own bytes, so a read that served another file (or a stale one) shows.
+        let content: Vec<u8> = (0..4096u32).map(|i| (i as u8).wrapping_add(n)).collect();
         let started = Instant::now();
-        let (status, _) = put(&app, &tenant.key, &env, &format!("/workspace/f{n}"), &[b'y'; 4096]).await?;
+        let (status, _) = put(&app, &tenant.key, &env, &format!("/workspace/f{n}"), &content).await?;
         assert_eq!(status, StatusCode::OK);
         puts.push(started.elapsed());
         let started = Instant::now();
-        let (status, _) = get_bytes(&app, &tenant.key, &env, &format!("/workspace/f{n}")).await?;
+        let (status, read) = get_bytes(&app, &tenant.key, &env, &format!("/workspace/f{n}")).await?;
         assert_eq!(status, StatusCode::OK);
         gets.push(started.elapsed());
+        assert!(read == content, "f{n} read back {} bytes that differ from the 4096 written", read.len());
     }
     puts.sort();
     gets.sort();

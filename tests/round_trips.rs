@@ -3,8 +3,6 @@
 //! and in an existing one, reads nothing of the event log, and its 100th turn in a session costs
 //! what its 2nd did.
 
-use std::time::Duration;
-
 use agentplane_store::metrics::{OpCounter, Ops};
 use agentplane_tests::model::{Reply, ScriptedModel};
 use agentplane_tests::{Tenant, TestApp, fresh_store, send, str_field};
@@ -34,9 +32,10 @@ async fn setup_with(
     let model = ScriptedModel::start().await?;
     let counter = OpCounter::new();
     let mut store = fresh_store().await?.with_op_counter(&counter);
-    // No webhook consumer: its fan-out would count on this store in the background.
+    // No webhook consumer, no webhook retry job: their passes would count on this store in the
+    // background.
     store.webhooks_queue = None;
-    let app = TestApp::serve_with_model_and(store, &model, configure).await?;
+    let app = TestApp::serve_with_model_and_without_webhook_retry(store, &model, configure).await?;
     let tenant = app.tenant().await?;
     let agent = app
         .create_agent(
@@ -54,7 +53,7 @@ impl Counted {
         self.counter.take();
         let (status, body) = send(request).await?;
         let ops = self.counter.take();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        self.app.drained().await?;
         let late = self.counter.take();
         anyhow::ensure!(late.total() == 0, "storage requests after the answer: {late}");
         Ok((status, body, ops))

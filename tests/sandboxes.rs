@@ -352,10 +352,24 @@ async fn nodes_register_once_heartbeat_host_counters_and_authenticate_by_token()
         .await;
     env.wait_exit(&sandbox, &burn).await;
     let id: agentplane_domain::ids::NodeId = env.node.node_id.parse().expect("node id");
-    // Two heartbeats of one connection give a utilisation; sandbox counters ride along.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let node = env.app.store.nodes().get(&id).await.expect("node");
-    let host = node.host.expect("host observation");
+    // Two heartbeats of one connection give a utilisation; sandbox counters ride along. Waited
+    // for, not slept on: a busy machine's heartbeats come late, not never.
+    let mut host = None;
+    for _ in 0..300 {
+        let node = env.app.store.nodes().get(&id).await.expect("node");
+        if let Some(seen) = node.host
+            && seen.cpu_utilization.is_some()
+            && seen
+                .sandboxes
+                .iter()
+                .any(|s| s.sandbox_id.as_str() == sandbox && s.cpu_seconds.unwrap_or(0.0) > 0.0)
+        {
+            host = Some(seen);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let host = host.expect("two heartbeats with the sandbox's counters within 30 s");
     assert!(host.total_memory_bytes.unwrap_or(0) > 0 && host.available_memory_bytes.unwrap_or(0) > 0);
     assert!(host.available_disk_bytes.unwrap_or(0) > 0);
     assert!(host.effective_cpu_cores.unwrap_or(0.0) > 0.0);

@@ -243,7 +243,7 @@ async fn a_turn_that_ends_delivers_session_idled_signed_and_verified_by_the_refe
     assert_eq!((message["id"].clone(), message["status"].clone()), (json!(id), json!("succeeded")));
     assert_eq!(message["attempts"].as_array().map(Vec::len), Some(1), "{message}");
     assert_eq!(message["attempts"][0]["statusCode"], 200);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.app.drained().await?;
     assert_eq!(receiver.received().len(), 1);
     // The emitted event left the due index once fanned out.
     assert!(s.app.store.webhooks().unsent_events(agentplane_api::edge::now(), 10).await?.is_empty());
@@ -269,7 +269,7 @@ async fn a_pause_delivers_action_required_with_its_actions() -> R {
     assert_eq!(body["data"]["actions"][0]["type"], "approval");
     assert_eq!(body["data"]["actions"][0]["tool"], "add");
     assert!(body["data"]["actions"][0]["expiresAt"].is_i64(), "{body}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.app.drained().await?;
     assert_eq!(receiver.received().len(), 1, "a filter for action.required only");
     Ok(())
 }
@@ -286,7 +286,7 @@ async fn the_session_budget_delivers_budget_reached_on_pause_and_on_stop() -> R 
         assert_eq!(answered["stop_reason"], "budget_reached", "{answered}");
         let want = if idled { 2 } else { 1 };
         let got = receiver.wait_for(want).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        s.app.drained().await?;
         let got: Vec<Value> = got.iter().map(body_json).collect();
         assert_eq!(receiver.received().len(), want, "{on_exceed}: {got:?}");
         let budget = got.iter().find(|b| b["type"] == "budget.reached").expect("budget.reached");
@@ -332,7 +332,7 @@ async fn a_receiver_that_fails_three_times_gets_a_fourth_attempt_that_succeeds()
         .map(|a| a.iter().map(|x| x["number"].clone()).collect())
         .unwrap_or_default();
     assert_eq!(numbers, vec![json!(1), json!(2), json!(3), json!(4)]);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    s.app.drained().await?;
     assert_eq!(receiver.received().len(), 4, "nothing after the success");
     Ok(())
 }
@@ -352,7 +352,7 @@ async fn a_410_disables_the_endpoint_and_later_events_are_not_sent_to_it() -> R 
     assert_eq!(got["enabled"], false, "{got}");
     s.model.push(Reply::text("two"));
     turn(&s, "again").await?;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    s.app.drained().await?;
     assert_eq!(receiver.received().len(), 1, "a disabled endpoint receives nothing");
     assert_eq!(messages(&s.app, &s.tenant.key, &ep).await?.len(), 1);
     Ok(())
@@ -404,7 +404,7 @@ async fn the_same_queue_message_delivered_twice_makes_one_attempt() -> R {
     let queue = s.app.store.webhooks_queue()?;
     queue.send_json(&attempt).await?;
     queue.send_json(&attempt).await?;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    s.app.drained().await?;
     assert_eq!(receiver.received().len(), 1);
     let found = messages(&s.app, &s.tenant.key, &ep).await?;
     assert_eq!(found.len(), 1);
@@ -439,7 +439,7 @@ async fn an_endpoint_not_subscribed_to_the_type_and_another_projects_endpoint_ge
     s.model.push(Reply::text("hello"));
     turn(&s, "hi").await?;
     assert_eq!(wanted.wait_for(1).await.len(), 1);
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    s.app.drained().await?;
     assert!(filtered.received().is_empty(), "not subscribed to session.idled");
     assert!(foreign.received().is_empty(), "another project's endpoint");
     assert!(messages(&s.app, &s.tenant.key, &filtered_ep).await?.is_empty());
@@ -517,7 +517,7 @@ async fn a_tenant_wide_endpoint_receives_the_events_of_every_project_of_the_tena
     )
     .await?;
     anyhow::ensure!(status == StatusCode::OK, "{body}");
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    s.app.drained().await?;
     assert_eq!(receiver.received().len(), 2, "a project outside the tenant");
     // Core reads the messages and attempts; redelivery keeps the id.
     let path = format!("/core/v1/tenants/{tenant}/webhooks/{ep}/messages");

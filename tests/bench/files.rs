@@ -1,4 +1,4 @@
-//! Session files: a 20 MB file (the default limit) created, uploaded through its presigned URL
+//! Session files: a 20 MiB file (the default limit) created, uploaded through its presigned URL
 //! to LocalStack, made ready (the size check) and downloaded back through its presigned GET;
 //! each step's time, repeated `BENCH_N / 30` times (3 to 10).
 
@@ -62,8 +62,8 @@ pub async fn run(n: usize) -> anyhow::Result<()> {
         let (status, _) = send(app.client(&tenant.key, Method::DELETE, &path)).await?;
         anyhow::ensure!(status == StatusCode::OK);
     }
-    let mb = SIZE as f64 / (1024.0 * 1024.0);
-    println!("session files ({rounds} files of {mb:.0} MB through LocalStack, presigned URLs)");
+    let mib = SIZE as f64 / (1024.0 * 1024.0);
+    println!("session files ({rounds} files of {mib:.0} MiB through LocalStack, presigned URLs)");
     for (name, samples) in [
         ("create (upload URL)", creates),
         ("upload PUT", uploads),
@@ -73,7 +73,7 @@ pub async fn run(n: usize) -> anyhow::Result<()> {
         let s = stats(samples);
         println!("  {name:<20} p50 {:>7.1} ms, p99 {:>7.1} ms", ms(s.p50), ms(s.p99));
         if name.contains("PUT") || name.contains("GET") {
-            println!("  {:<20} {:.0} MB/s at p50", "", mb / s.p50.as_secs_f64());
+            println!("  {:<20} {:.0} MiB/s at p50", "", mib / s.p50.as_secs_f64());
         }
     }
     Ok(())

@@ -39,13 +39,16 @@ impl Arrivals {
         self.0.lock().ok()?.iter().find(|(i, _, _)| i == id).map(|(_, _, at)| *at)
     }
 
+    /// Waits for `n` deliveries in all; answers when the last of them arrived (as the receiver
+    /// recorded it, not when this poll noticed).
     async fn wait(&self, n: usize, limit: Duration) -> anyhow::Result<Instant> {
         let started = Instant::now();
         while self.count() < n {
             anyhow::ensure!(started.elapsed() < limit, "only {} of {n} deliveries arrived", self.count());
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        Ok(Instant::now())
+        let got = self.0.lock().map_err(|_| anyhow::anyhow!("arrivals lock poisoned"))?;
+        got.iter().take(n).map(|(_, _, at)| *at).max().ok_or_else(|| anyhow::anyhow!("no delivery"))
     }
 }
 

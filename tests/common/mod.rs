@@ -91,6 +91,14 @@ pub struct TestApp {
     pub store: Store,
 }
 
+/// The in-process jobs a test app runs beside its router.
+struct Jobs {
+    /// The `runs` queue's consumer.
+    runs: bool,
+    /// The webhook retry job, every `AGENTPLANE_WEBHOOK_RETRY_INTERVAL_S`.
+    webhook_retry: bool,
+}
+
 /// A project with one working key.
 pub struct Tenant {
     pub project_id: String,
@@ -169,24 +177,20 @@ impl TestApp {
         model: &model::ScriptedModel,
         configure: impl FnOnce(App) -> App,
     ) -> anyhow::Result<Self> {
-        let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
-        // Titles off here too (see serve_with_model_unstarted).
-        let app = App::new(store.clone(), CoreKey::new(core_key.clone()))
-            .with_title_model(None)
-            .with_model(agentplane_engine::ModelConfig {
-                base_url: model.base_url.clone(),
-                api_key: Some(MODEL_KEY.into()),
-                call_timeout: Duration::from_secs(3),
-                max_retries: 2,
-                initial_backoff: Duration::from_millis(20),
-            })
-            .with_stream(agentplane_api::app::StreamConfig {
-                keep_alive: Duration::from_secs(1),
-                poll: Duration::from_millis(200),
-                retry_ms: 1000,
-                max_duration: Duration::from_secs(120),
-            });
+        let (app, store, core_key) = Self::serve_with_model_unstarted(store, model);
         Self::serve_app(configure(app), store, core_key).await
+    }
+
+    /// `serve_with_model_and` without the webhook retry job: nothing of its own touches the
+    /// store between requests (tests that count a request's storage calls, and that nothing
+    /// comes after its answer).
+    pub async fn serve_with_model_and_without_webhook_retry(
+        store: Store,
+        model: &model::ScriptedModel,
+        configure: impl FnOnce(App) -> App,
+    ) -> anyhow::Result<Self> {
+        let (app, store, core_key) = Self::serve_with_model_unstarted(store, model);
+        Self::serve_app_with(configure(app), store, core_key, Jobs { runs: true, webhook_retry: false }).await
     }
 
     /// An app on fresh resources whose `runs` queue nobody consumes: what is queued stays
@@ -195,14 +199,14 @@ impl TestApp {
         let store = fresh_store().await?;
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
         let app = App::new(store.clone(), CoreKey::new(core_key.clone()));
-        Self::serve_app_with(app, store, core_key, false).await
+        Self::serve_app_with(app, store, core_key, Jobs { runs: false, webhook_retry: true }).await
     }
 
     async fn serve_app(app: App, store: Store, core_key: String) -> anyhow::Result<Self> {
-        Self::serve_app_with(app, store, core_key, true).await
+        Self::serve_app_with(app, store, core_key, Jobs { runs: true, webhook_retry: true }).await
     }
 
-    async fn serve_app_with(app: App, store: Store, core_key: String, runs: bool) -> anyhow::Result<Self> {
+    async fn serve_app_with(app: App, store: Store, core_key: String, jobs: Jobs) -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
         tokio::spawn(agentplane_api::serve_http(
@@ -211,7 +215,7 @@ impl TestApp {
             std::future::pending(),
         ));
         // The run-execution job in-process, on this app's own queue (a no-op without one).
-        if runs {
+        if jobs.runs {
             tokio::spawn(agentplane_api::jobs::consume_runs_forever(app.clone()));
         }
         // The rollback-restore job too.
@@ -219,12 +223,55 @@ impl TestApp {
         // The webhook jobs too: the queue's consumer, and the retry job every
         // AGENTPLANE_WEBHOOK_RETRY_INTERVAL_S (a minute unless set).
         tokio::spawn(agentplane_api::jobs::consume_webhooks_forever(app.clone()));
-        tokio::spawn(agentplane_api::jobs::retry_forever(
-            app.clone(),
-            agentplane_api::jobs::retry_interval_from_env(),
-        ));
+        if jobs.webhook_retry {
+            tokio::spawn(agentplane_api::jobs::retry_forever(
+                app.clone(),
+                agentplane_api::jobs::retry_interval_from_env(),
+            ));
+        }
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
         Ok(Self { app, base, http, core_key, store })
+    }
+
+    /// Waits until this app's queues (runs, webhooks, rollbacks) hold nothing: no message
+    /// visible, in flight or delayed, on two readings in a row (a consumer may enqueue the next
+    /// step just as it deletes its own message). What a test asserts "did not happen" after this
+    /// could only have happened through a queue that is now empty.
+    pub async fn drained(&self) -> anyhow::Result<()> {
+        let sqs = aws_sdk_sqs::Client::new(&agentplane_store::aws::emulator_sdk_config(&endpoint()).await);
+        let names = &self.store.names;
+        let mut urls = Vec::new();
+        for queue in [&names.runs_queue, &names.webhooks_queue, &names.rollbacks_queue] {
+            urls.push(sqs.get_queue_url().queue_name(queue).send().await?.queue_url.unwrap_or_default());
+        }
+        let started = std::time::Instant::now();
+        let mut empty_in_a_row = 0;
+        loop {
+            let mut held = 0;
+            for url in &urls {
+                use aws_sdk_sqs::types::QueueAttributeName as A;
+                let attrs = sqs
+                    .get_queue_attributes()
+                    .queue_url(url)
+                    .attribute_names(A::ApproximateNumberOfMessages)
+                    .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+                    .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+                    .send()
+                    .await?
+                    .attributes
+                    .unwrap_or_default();
+                held += attrs.values().filter_map(|v| v.parse::<u64>().ok()).sum::<u64>();
+            }
+            empty_in_a_row = if held == 0 { empty_in_a_row + 1 } else { 0 };
+            if empty_in_a_row == 2 {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(60),
+                "the queues still hold {held} messages"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// One retention-sweep pass now (expiring due actions), rather than waiting for a schedule.

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::extract::State;
@@ -30,6 +30,31 @@ pub enum Reply {
     Status(u16),
     /// Sleeps, then answers with a text.
     Hang(Duration),
+    /// Waits until the gate is opened ([`Gate::open`]), then answers with a text.
+    Gated(Gate),
+}
+
+/// Holds [`Reply::Gated`] calls until it is opened; open, it lets every call through.
+#[derive(Debug, Clone)]
+pub struct Gate(Arc<tokio::sync::Semaphore>);
+
+impl Default for Gate {
+    /// A closed gate.
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::Semaphore::new(0)))
+    }
+}
+
+impl Gate {
+    pub fn open(&self) {
+        self.0.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+
+    async fn pass(&self) {
+        if let Ok(permit) = self.0.acquire().await {
+            permit.forget();
+        }
+    }
 }
 
 impl Reply {
@@ -52,6 +77,35 @@ struct Script {
     replies: VecDeque<Reply>,
     requests: Vec<Value>,
     authorizations: Vec<Option<String>>,
+    /// When each request arrived, in order.
+    arrivals: Vec<Instant>,
+    /// Calls being answered now, and the most there ever were at once.
+    in_flight: usize,
+    max_in_flight: usize,
+    /// How long each call took to answer here, from its arrival, in order of answer.
+    call_times: Vec<Duration>,
+}
+
+/// Counts one call in flight until it is answered (or its connection is dropped).
+struct InFlight(Arc<Mutex<Script>>, Instant);
+
+impl InFlight {
+    fn enter(script: &Arc<Mutex<Script>>) -> Self {
+        if let Ok(mut s) = script.lock() {
+            s.in_flight += 1;
+            s.max_in_flight = s.max_in_flight.max(s.in_flight);
+        }
+        Self(script.clone(), Instant::now())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.0.lock() {
+            s.in_flight -= 1;
+            s.call_times.push(self.1.elapsed());
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -90,6 +144,27 @@ impl ScriptedModel {
     pub fn authorizations(&self) -> Vec<Option<String>> {
         self.script.lock().map(|s| s.authorizations.clone()).unwrap_or_default()
     }
+
+    /// When each request arrived, in order.
+    pub fn arrivals(&self) -> Vec<Instant> {
+        self.script.lock().map(|s| s.arrivals.clone()).unwrap_or_default()
+    }
+
+    /// How long each call took to answer, timed here (its own time, without the caller's), in
+    /// the order they were answered.
+    pub fn call_times(&self) -> Vec<Duration> {
+        self.script.lock().map(|s| s.call_times.clone()).unwrap_or_default()
+    }
+
+    /// Calls being answered now.
+    pub fn in_flight(&self) -> usize {
+        self.script.lock().map(|s| s.in_flight).unwrap_or_default()
+    }
+
+    /// The most calls that were ever being answered at the same time.
+    pub fn max_in_flight(&self) -> usize {
+        self.script.lock().map(|s| s.max_in_flight).unwrap_or_default()
+    }
 }
 
 fn completion(text: Option<&str>, tool_calls: Option<Value>, input: u64, output: u64) -> Value {
@@ -109,8 +184,10 @@ async fn complete(
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
+    let _in_flight = InFlight::enter(&script);
     let reply = {
         let Ok(mut script) = script.lock() else { return StatusCode::INTERNAL_SERVER_ERROR.into_response() };
+        script.arrivals.push(Instant::now());
         script.requests.push(body);
         script
             .authorizations
@@ -137,6 +214,10 @@ async fn complete(
         Some(Reply::Hang(duration)) => {
             tokio::time::sleep(duration).await;
             Json(completion(Some("late"), None, 1, 1)).into_response()
+        }
+        Some(Reply::Gated(gate)) => {
+            gate.pass().await;
+            Json(completion(Some("let through"), None, 1, 1)).into_response()
         }
     }
 }

@@ -326,8 +326,30 @@ impl Actions<'_> {
         turn_id: &str,
         now: Timestamp,
     ) -> Result<Vec<Action>, StoreError> {
+        let pending = self.pending(project, session).await?.into_iter().filter(|a| a.turn_id == turn_id);
+        self.cancel_each(pending, now).await
+    }
+
+    /// Cancels every pending action of the session, whatever its turn (the session is being
+    /// deleted: nobody can answer them any more, and the sweep must not expire and carry them
+    /// on). Each conditionally, as [`Self::cancel_pending`]; returns those it cancelled.
+    pub async fn cancel_all_pending(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        now: Timestamp,
+    ) -> Result<Vec<Action>, StoreError> {
+        let pending = self.pending(project, session).await?;
+        self.cancel_each(pending, now).await
+    }
+
+    async fn cancel_each(
+        &self,
+        actions: impl IntoIterator<Item = Action>,
+        now: Timestamp,
+    ) -> Result<Vec<Action>, StoreError> {
         let mut cancelled = Vec::new();
-        for action in self.pending(project, session).await?.into_iter().filter(|a| a.turn_id == turn_id) {
+        for action in actions {
             match self.settle(&action, ActionStatus::Cancelled, None, now).await {
                 Ok(settled) => cancelled.push(settled),
                 Err(StoreError::Conflict | StoreError::NotFound) => {}

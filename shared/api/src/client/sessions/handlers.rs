@@ -166,7 +166,8 @@ pub async fn update(
     Ok(Json(SessionBody::from(&session.settled(now))))
 }
 
-/// Delete a session (and stop its managed compute, if any).
+/// Delete a session (and stop its managed compute, if any). Its pending actions end as
+/// `cancelled`: nobody can answer them any more.
 #[utoipa::path(
     delete,
     path = "/api/client/v1/sessions/{session_id}",
@@ -187,9 +188,13 @@ pub async fn delete(
 ) -> Result<Json<SessionDeleted>, ClientError> {
     let id = session_id(&id)?;
     runtime::release(&app, &auth.project_id, &id).await?;
+    // Its pending actions end first (`cancelled`): a retried DELETE after a failure here
+    // cancels the rest, and none is left for the sweep to expire and carry on.
+    let now = edge::now();
+    app.store.actions().cancel_all_pending(&auth.project_id, &id, now).await?;
     app.store
         .sessions()
-        .delete(&auth.project_id, &id, edge::now())
+        .delete(&auth.project_id, &id, now)
         .await
         .or_not_found(ClientError::SessionNotFound)?;
     Ok(Json(SessionDeleted { id, object: "session.deleted", deleted: true }))
