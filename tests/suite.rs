@@ -6,6 +6,8 @@
 mod a2a;
 mod actions;
 mod agents;
+mod attack_sandbox_disk;
+mod attack_sandbox_pids;
 mod background;
 mod buckets;
 mod budgets;

@@ -3,6 +3,7 @@
 //! - `AGENTPLANE_NODE_TOKEN`: the token `POST /core/v1/sandbox/nodes` returned.
 //! - `AGENTPLANE_NODE_STATE_DIR`: where workspaces live (default `/var/lib/agentplane-node`).
 //! - `AGENTPLANE_NODE_HEARTBEAT_S`: seconds between heartbeats (default 5).
+//! - `AGENTPLANE_NODE_DISK_MB`: each sandbox's disk in MiB (default 10240; 0: none).
 
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ async fn main() -> anyhow::Result<()> {
         heartbeat_every: Duration::from_secs(
             std::env::var("AGENTPLANE_NODE_HEARTBEAT_S").ok().and_then(|s| s.parse().ok()).unwrap_or(5),
         ),
+        disk_size_mb: agentplane_sandbox::disk_size_mb_from_env()?,
     };
     tokio::select! {
         result = agentplane_sandbox::run(config) => result,
