@@ -80,3 +80,24 @@ impl HostProcess {
         procfs::start_ticks(self.pid) != Some(self.start) || !procfs::alive(self.pid)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_process_is_held_only_with_its_own_start_time_and_signalled_through_its_pidfd() {
+        let mut child = std::process::Command::new("sleep").arg("600").spawn().expect("sleep");
+        let held = HostProcess::open_now(child.id()).expect("open");
+        assert_eq!(HostProcess::open_record(&held.record()).map(|p| p.pid()), Some(child.id()));
+        // Another start time is another process: never opened.
+        assert!(HostProcess::open(child.id(), held.start() + 1).is_none());
+        assert!(!held.has_exited());
+        assert!(held.kill());
+        child.wait().expect("reaped");
+        tokio::time::timeout(Duration::from_secs(10), held.exited()).await.expect("exit seen");
+        // Reaped: its pid may name another process by now, and the pidfd signals nothing.
+        assert!(!held.kill());
+        assert!(HostProcess::open_record(&held.record()).is_none());
+    }
+}
