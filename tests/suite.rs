@@ -8,6 +8,8 @@ mod actions;
 mod agents;
 mod attack_deep_trees;
 mod attack_runtime_observations;
+mod attack_sandbox_disk;
+mod attack_sandbox_pids;
 mod attack_secret_files;
 mod attack_stream_caps;
 mod attack_webhook_ssrf;

@@ -409,6 +409,7 @@ impl TestNode {
             state_dir,
             heartbeat_every: Duration::from_secs(1),
             workspace_limits: Default::default(),
+            disk_size_mb: agentplane_sandbox::local::DEFAULT_DISK_MB,
         };
         let mut node = Self { node_id: str_field(&body, "id")?, config, task: None };
         node.run();
@@ -471,22 +472,8 @@ impl Drop for TestNode {
             .flatten()
             .map(|entry| entry.file_name().to_string_lossy().into_owned())
             .collect();
-        if !sandboxes.is_empty() {
-            for id in &sandboxes {
-                let pids = std::fs::read_to_string(
-                    self.config.state_dir.join("sandboxes").join(id).join("init.pid"),
-                )
-                .unwrap_or_default();
-                let _ =
-                    std::process::Command::new("kill").arg("-KILL").args(pids.split_whitespace()).status();
-            }
-            std::thread::sleep(Duration::from_millis(200));
-            for id in &sandboxes {
-                for controller in ["freezer", "memory", "cpu", "cpuacct", "pids"] {
-                    let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{controller}/agentplane/{id}"));
-                }
-                let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/agentplane/{id}"));
-            }
+        for id in &sandboxes {
+            agentplane_sandbox::local::end_leftover(&self.config.state_dir, id);
         }
         let _ = std::fs::remove_dir_all(&self.config.state_dir);
     }

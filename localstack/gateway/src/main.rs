@@ -124,6 +124,7 @@ async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::J
         state_dir: node_state_dir(),
         heartbeat_every: std::time::Duration::from_secs(5),
         workspace_limits: agentplane_sandbox::local::workspace::Limits::from_env(),
+        disk_size_mb: agentplane_sandbox::disk_size_mb_from_env()?,
     };
     Ok(tokio::spawn(async move {
         if let Err(err) = agentplane_sandbox::run(config).await {

@@ -155,6 +155,15 @@ async fn apply_sandbox<S: SandboxRecords + ProcessObservations>(
                     )?;
                 }
             }
+            NodeEvent::InitExited { at, .. } => {
+                // Its processes are gone with its init: it can never run anything again.
+                let current = store.sandbox(sandbox_id).await?;
+                if let Ok(killed) = current.lifecycle.kill(at.max(now)) {
+                    ignore_conflict(
+                        store.transition_sandbox(&current, &current.lifecycle, &killed).await.map(|_| ()),
+                    )?;
+                }
+            }
             NodeEvent::Isolation { isolation, .. } => store.set_isolation(sandbox_id, &isolation).await?,
         }
     }

@@ -33,6 +33,21 @@ pub struct NodeConfig {
     pub heartbeat_every: Duration,
     /// The caps of every walk over a sandbox's workspace (listing, checkpoint scan, restore).
     pub workspace_limits: workspace::Limits,
+    /// Each sandbox's disk (`/workspace` and `/tmp` together), MiB; 0: none (unbounded on the
+    /// host's filesystem).
+    pub disk_size_mb: u64,
+}
+
+/// `AGENTPLANE_NODE_DISK_MB`: each sandbox's disk in MiB ([`DEFAULT_DISK_MB`] unset; 0: none).
+///
+/// [`DEFAULT_DISK_MB`]: crate::local::DEFAULT_DISK_MB
+pub fn disk_size_mb_from_env() -> anyhow::Result<u64> {
+    match std::env::var("AGENTPLANE_NODE_DISK_MB") {
+        Err(_) => Ok(crate::local::DEFAULT_DISK_MB),
+        Ok(text) => text.trim().parse().map_err(|_| {
+            anyhow::anyhow!("AGENTPLANE_NODE_DISK_MB must be a whole number of MiB, got {text:?}")
+        }),
+    }
 }
 
 pub fn now() -> Timestamp {
@@ -52,8 +67,10 @@ struct Node {
     provider: LocalProvider,
     sandboxes: Mutex<HashMap<SandboxId, Hosted>>,
     events: mpsc::UnboundedSender<NodeEvent>,
-    tasks: Mutex<JoinSet<()>>,
     limits: workspace::Limits,
+    /// Every task the daemon started; they hold the node, so [`run`] aborts them when it is
+    /// dropped (a std mutex: never held across an await, and usable in `Drop`).
+    tasks: std::sync::Mutex<JoinSet<()>>,
 }
 
 impl Node {
@@ -62,7 +79,7 @@ impl Node {
     }
 
     async fn spawn(self: &Arc<Self>, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        let mut tasks = self.tasks.lock().await;
+        let mut tasks = self.tasks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         while tasks.try_join_next().is_some() {}
         tasks.spawn(task);
     }
@@ -78,11 +95,11 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
     let node = Arc::new(Node {
         client,
         connection,
-        provider: LocalProvider::new(&config.state_dir),
+        provider: LocalProvider::new(&config.state_dir).with_disk_mb(config.disk_size_mb),
         sandboxes: Mutex::new(HashMap::new()),
         events,
-        tasks: Mutex::new(JoinSet::new()),
         limits: config.workspace_limits,
+        tasks: std::sync::Mutex::new(JoinSet::new()),
     });
     tracing::info!(connection = %node.connection, state_dir = %config.state_dir.display(), "node daemon starting");
     if let Err(err) = node.provider.prepare() {
@@ -91,6 +108,7 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
     if let Some(problem) = node.provider.host_problem() {
         tracing::error!(%problem, "this host cannot run sandboxes: every create will fail until it is fixed");
     }
+    let _tasks = AbortTasks(node.clone());
     let reporter = tokio::spawn(report_loop(node.clone(), inbox));
     let _reporter = AbortOnDrop(reporter);
     heartbeat_once(&node, &config).await;
@@ -100,6 +118,16 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
     let _keep = (heartbeats, deadlines);
     command_loop(node).await;
     Ok(())
+}
+
+/// Aborts the node's tasks (process and init watchers) when the daemon stops: each holds the
+/// node, so without this they would outlive it and act for a daemon that is gone.
+struct AbortTasks(Arc<Node>);
+
+impl Drop for AbortTasks {
+    fn drop(&mut self) {
+        self.0.tasks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).abort_all();
+    }
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -127,7 +155,11 @@ async fn adopt(node: &Arc<Node>) {
         let at = now();
         node.emit(NodeEvent::ObservationResumed { sandbox_id: h.sandbox_id.clone(), at });
         let Some(local) = node.provider.adopt(&h.sandbox_id, h.env_vars.clone()) else {
-            tracing::warn!(sandbox = %h.sandbox_id, connection = %node.connection, state = %h.state, "a hosted sandbox's init is gone; its processes cannot be observed");
+            // Its init ended while no daemon watched (or its record names other processes
+            // now): nothing of it runs. Whatever is left goes, and Core records it killed.
+            tracing::warn!(sandbox = %h.sandbox_id, connection = %node.connection, state = %h.state, "a hosted sandbox's init is gone: it has ended");
+            node.provider.remove_leftovers(&h.sandbox_id).await;
+            node.emit(NodeEvent::InitExited { sandbox_id: h.sandbox_id.clone(), at });
             continue;
         };
         for (pid, argv) in node.provider.live_processes(&local) {
@@ -142,11 +174,37 @@ async fn adopt(node: &Arc<Node>) {
             });
         }
         let paused = h.state == "paused";
+        let local = Arc::new(local);
         node.sandboxes
             .lock()
             .await
-            .insert(h.sandbox_id.clone(), Hosted { sandbox: Arc::new(local), end_at: h.end_at, paused });
+            .insert(h.sandbox_id.clone(), Hosted { sandbox: local.clone(), end_at: h.end_at, paused });
+        node.spawn(watch_init(node.clone(), local)).await;
     }
+}
+
+/// Waits for the sandbox's init to exit. If the node did not end it (a process inside killed
+/// it, or something on the host did), every process of the sandbox ended with it: the node
+/// stops hosting it, removes what is left, and tells Core, which records it killed.
+async fn watch_init(node: Arc<Node>, sandbox: Arc<LocalSandbox>) {
+    sandbox.init_exited().await;
+    if sandbox.ended_by_node() {
+        return;
+    }
+    let ours = {
+        let mut hosted = node.sandboxes.lock().await;
+        let ours = hosted.get(&sandbox.id).is_some_and(|h| Arc::ptr_eq(&h.sandbox, &sandbox));
+        if ours {
+            hosted.remove(&sandbox.id);
+        }
+        ours
+    };
+    if !ours {
+        return;
+    }
+    tracing::warn!(sandbox = %sandbox.id, "the sandbox's init exited: every process of it has ended");
+    node.provider.destroy(&sandbox).await;
+    node.emit(NodeEvent::InitExited { sandbox_id: sandbox.id.clone(), at: now() });
 }
 
 async fn command_loop(node: Arc<Node>) {
@@ -483,10 +541,9 @@ async fn create(
         Ok(local) => {
             let details = node.provider.isolation(&local);
             tracing::info!(sandbox = %id, ?details, "sandbox created");
-            node.sandboxes
-                .lock()
-                .await
-                .insert(id, Hosted { sandbox: Arc::new(local), end_at, paused: false });
+            let local = Arc::new(local);
+            node.sandboxes.lock().await.insert(id, Hosted { sandbox: local.clone(), end_at, paused: false });
+            node.spawn(watch_init(node.clone(), local)).await;
             CommandOutcome::Done { pid: None, details }
         }
         Err(err) => failed(err),
@@ -611,8 +668,9 @@ async fn kill(node: &Arc<Node>, id: &SandboxId) -> CommandOutcome {
         Some(h) => node.provider.destroy(&h.sandbox).await,
         None => {
             // Perhaps adopted state was lost; clean up whatever is on disk.
-            if let Some(local) = node.provider.adopt(id, Default::default()) {
-                node.provider.destroy(&local).await;
+            match node.provider.adopt(id, Default::default()) {
+                Some(local) => node.provider.destroy(&local).await,
+                None => node.provider.remove_leftovers(id).await,
             }
         }
     }

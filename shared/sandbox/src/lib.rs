@@ -6,4 +6,4 @@ pub mod daemon;
 pub mod host;
 pub mod local;
 
-pub use daemon::{NodeConfig, run};
+pub use daemon::{NodeConfig, disk_size_mb_from_env, run};

@@ -425,6 +425,14 @@ pub enum NodeEventWire {
         #[schema(value_type = i64)]
         at: Timestamp,
     },
+    /// The sandbox's init exited though the node did not end it: every process of it ended,
+    /// and Core records it killed.
+    InitExited {
+        #[schema(value_type = String)]
+        sandbox_id: SandboxId,
+        #[schema(value_type = i64)]
+        at: Timestamp,
+    },
     /// How the provider isolates this sandbox (told once, after creation).
     Isolation {
         #[schema(value_type = String)]
@@ -454,6 +462,7 @@ impl From<NodeEventWire> for NodeEvent {
                 Self::LiveSeen { sandbox_id, pid, cmd, args, at }
             }
             W::SandboxExpired { sandbox_id, at } => Self::SandboxExpired { sandbox_id, at },
+            W::InitExited { sandbox_id, at } => Self::InitExited { sandbox_id, at },
             W::Isolation { sandbox_id, isolation } => Self::Isolation { sandbox_id, isolation },
         }
     }
@@ -626,6 +635,7 @@ mod tests {
             NodeEvent::OutputDropped { sandbox_id: sandbox.clone(), process, bytes: 5, chunks: 1 },
             NodeEvent::LiveSeen { sandbox_id: sandbox.clone(), pid: 3, cmd: "x".into(), args: vec![], at },
             NodeEvent::SandboxExpired { sandbox_id: sandbox.clone(), at },
+            NodeEvent::InitExited { sandbox_id: sandbox.clone(), at },
             NodeEvent::Isolation {
                 sandbox_id: sandbox,
                 isolation: BTreeMap::from([("net".into(), "none".into())]),

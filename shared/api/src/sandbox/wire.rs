@@ -267,6 +267,10 @@ pub struct Sandbox {
     pub env_vars: BTreeMap<String, String>,
     /// What the node reports about how the sandbox is isolated.
     pub isolation: BTreeMap<String, String>,
+    /// The size of the sandbox's disk (`/workspace` and `/tmp` together), MiB; absent when
+    /// its node gives it none.
+    #[serde(rename = "diskSizeMB", skip_serializing_if = "Option::is_none")]
+    pub disk_size_mb: Option<u64>,
 }
 
 impl Sandbox {
@@ -280,6 +284,7 @@ impl Sandbox {
             metadata: sandbox.metadata.as_map().clone(),
             env_vars: sandbox.env_vars.clone(),
             isolation: sandbox.isolation.clone(),
+            disk_size_mb: sandbox.isolation.get("disk_size_mb").and_then(|mb| mb.parse().ok()),
         }
     }
 }

@@ -174,6 +174,9 @@ pub enum NodeEvent {
     LiveSeen { sandbox_id: SandboxId, pid: u32, cmd: String, args: Vec<String>, at: Timestamp },
     /// The node enforced the deadline: every process was killed.
     SandboxExpired { sandbox_id: SandboxId, at: Timestamp },
+    /// The sandbox's init exited though the node did not end it (killed from inside, or on
+    /// the host): its PID namespace and every process in it ended. Core records it killed.
+    InitExited { sandbox_id: SandboxId, at: Timestamp },
     /// How the provider isolates this sandbox (told once, after creation).
     Isolation { sandbox_id: SandboxId, isolation: BTreeMap<String, String> },
 }
@@ -188,6 +191,7 @@ impl NodeEvent {
             | Self::ObservationResumed { sandbox_id, .. }
             | Self::LiveSeen { sandbox_id, .. }
             | Self::SandboxExpired { sandbox_id, .. }
+            | Self::InitExited { sandbox_id, .. }
             | Self::Isolation { sandbox_id, .. } => sandbox_id,
         }
     }

@@ -278,3 +278,21 @@ async fn a_new_connection_marks_what_the_old_one_watched_as_a_gap() {
     assert_eq!((record.state, record.observation_gap), (ProcessState::Unknown, true));
     assert_eq!(state.index.applied_connection.as_deref(), Some("conn-2"));
 }
+
+#[tokio::test]
+async fn an_init_that_exited_ends_the_sandbox_killed_and_never_revives_an_ended_one() {
+    let (fake, sandbox) = with_sandbox();
+    let exited = |seq, connection: &str| Report {
+        connection_id: connection.into(),
+        events: vec![SequencedEvent {
+            seq,
+            event: NodeEvent::InitExited { sandbox_id: sandbox.clone(), at: at(7) },
+        }],
+    };
+    apply(&fake, &node(), exited(1, "conn-1"), at(8)).await.unwrap();
+    let killed = fake.state().sandboxes[&sandbox].lifecycle;
+    assert_eq!(killed.state, agentplane_domain::sandbox::SandboxState::Killed);
+    // Told again (a new connection finds it gone): it stays as it was.
+    apply(&fake, &node(), exited(1, "conn-2"), at(9)).await.unwrap();
+    assert_eq!(fake.state().sandboxes[&sandbox].lifecycle, killed);
+}

@@ -5,6 +5,7 @@
 //! - `AGENTPLANE_NODE_HEARTBEAT_S`: seconds between heartbeats (default 5).
 //! - `AGENTPLANE_NODE_WORKSPACE_MAX_{DEPTH,ENTRIES,PATH_BYTES,LISTING_BYTES}`: the caps of a walk
 //!   over a workspace (default 64, 100000, 4084, 32 MiB; see `workspace::Limits`).
+//! - `AGENTPLANE_NODE_DISK_MB`: each sandbox's disk in MiB (default 10240; 0: none).
 
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ async fn main() -> anyhow::Result<()> {
             std::env::var("AGENTPLANE_NODE_HEARTBEAT_S").ok().and_then(|s| s.parse().ok()).unwrap_or(5),
         ),
         workspace_limits: agentplane_sandbox::local::workspace::Limits::from_env(),
+        disk_size_mb: agentplane_sandbox::disk_size_mb_from_env()?,
     };
     tokio::select! {
         result = agentplane_sandbox::run(config) => result,

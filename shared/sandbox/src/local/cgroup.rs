@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::host_process::HostProcess;
+
 const ROOT: &str = "/sys/fs/cgroup";
 const V1_CONTROLLERS: [&str; 5] = ["cpu", "cpuacct", "memory", "freezer", "pids"];
 
@@ -153,6 +155,18 @@ impl Cgroup {
             Mode::None => return vec![],
         };
         read(&file).map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect()).unwrap_or_default()
+    }
+
+    /// SIGKILLs each of `members` that is in this group, through a pidfd opened before the
+    /// membership is checked: a member that left (its pid perhaps reused) is never signalled.
+    pub fn kill_members(&self, members: &[u32]) {
+        for &pid in members {
+            if let Some(held) = HostProcess::open_now(pid)
+                && self.pids().contains(&pid)
+            {
+                held.kill();
+            }
+        }
     }
 
     pub fn can_freeze(&self) -> bool {

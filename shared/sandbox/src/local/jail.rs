@@ -12,7 +12,8 @@
 //! - **Root filesystem.** Built from nothing: `/usr` and the `/bin`, `/lib*`, `/sbin` links
 //!   read-only; a synthesized `/etc` (passwd, group, hosts, resolv.conf, nsswitch.conf) shared
 //!   read-only by the node's sandboxes; the sandbox's own `/workspace` and `/tmp`; a fresh
-//!   `/proc` of its PID namespace; a minimal `/dev`. No `/sys`, so no cgroup hierarchy.
+//!   `/proc` of its PID namespace; a read-only `/dev` with only the device nodes a process needs
+//!   (and a small `/dev/shm` tmpfs). No `/sys`, so no cgroup hierarchy.
 //! - **No host paths on command lines.** bubblewrap reads its arguments from a file descriptor
 //!   (`--args`), so the init visible as PID 1 inside reads `bwrap --args 3 -- sleep infinity`.
 //!
@@ -145,6 +146,9 @@ impl SandboxDirs {
     }
 }
 
+/// The size of each process's `/dev/shm`.
+pub const SHM_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Who every process of a sandbox is inside: the sandbox user, no capabilities.
 const IDENTITY: [&str; 6] = ["--uid", "1000", "--gid", "1000", "--cap-drop", "ALL"];
 
@@ -245,6 +249,16 @@ pub fn process_command(
         "--proc".into(),
         "/proc".into(),
         "--dev".into(),
+        "/dev".into(),
+        // POSIX shared memory: a small tmpfs (memory, charged to the sandbox's cgroup).
+        "--perms".into(),
+        "1777".into(),
+        "--size".into(),
+        SHM_BYTES.to_string(),
+        "--tmpfs".into(),
+        "/dev/shm".into(),
+        // Only the device nodes (and pts, shm) stay writable.
+        "--remount-ro".into(),
         "/dev".into(),
         "--remount-ro".into(),
         "/".into(),

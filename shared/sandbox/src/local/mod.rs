@@ -1,6 +1,7 @@
 //! The local provider: each sandbox is a jailed set of processes on this host — its own user,
 //! PID, network, IPC, UTS, cgroup and mount namespaces, an unprivileged host uid, a minimal
-//! root with only `/workspace` and `/tmp` writable, seccomp — placed in the sandbox's cgroup.
+//! root with only `/workspace` and `/tmp` writable (on the sandbox's own [`disk`]), seccomp —
+//! placed in the sandbox's cgroup.
 //! [`jail`] says exactly what a process sees and may do.
 //!
 //! A sandbox has one long-lived init (`bwrap … sleep infinity`) that owns its namespaces; every
@@ -9,6 +10,8 @@
 //! processes are still there to be found.
 
 pub mod cgroup;
+pub mod disk;
+pub mod host_process;
 pub mod jail;
 pub mod procfs;
 pub mod seccomp;
@@ -25,6 +28,7 @@ use tokio::io::AsyncReadExt;
 use tokio::process::Child;
 
 use self::cgroup::{Cgroup, Limits};
+use self::host_process::HostProcess;
 use self::jail::{NodeFiles, ProcessSpec, SandboxDirs};
 
 /// How long a process may take to reach its first instruction inside the sandbox, and the
@@ -35,8 +39,14 @@ const START_WITHIN: Duration = Duration::from_secs(15);
 pub struct LocalProvider {
     state_dir: PathBuf,
     limits: Limits,
+    /// Each sandbox's disk (`/workspace` and `/tmp` together) in bytes; `None`: no disk of its
+    /// own, they write to the host's filesystem unbounded.
+    disk_bytes: Option<u64>,
     files: Arc<OnceLock<Result<NodeFiles, String>>>,
 }
+
+/// A sandbox's disk unless configured otherwise: 10 GiB.
+pub const DEFAULT_DISK_MB: u64 = 10 * 1024;
 
 /// Why this host cannot run sandboxes, when it cannot.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,9 +69,12 @@ pub struct LocalSandbox {
     pub id: SandboxId,
     dirs: SandboxDirs,
     pub cgroup: Cgroup,
-    /// Host pids of the outer bwrap and of the namespace's init.
-    outer: u32,
-    init: u32,
+    /// The outer bwrap and the namespace's init (PID 1 inside), held through pidfds.
+    outer: HostProcess,
+    init: HostProcess,
+    /// The init's PID and network namespaces (`pid:[…]`, `net:[…]`): every process started in
+    /// the sandbox must be in these, whatever its init's pid names by then.
+    namespaces: Namespaces,
     pub env_vars: BTreeMap<String, String>,
     /// Set once the node has begun killing the sandbox: the exits that follow are its SIGKILL.
     ended_by_node: Arc<AtomicBool>,
@@ -72,10 +85,35 @@ impl LocalSandbox {
         id: &SandboxId,
         dirs: SandboxDirs,
         cgroup: Cgroup,
-        (outer, init): (u32, u32),
+        (outer, init): (HostProcess, HostProcess),
         env_vars: BTreeMap<String, String>,
-    ) -> Self {
-        Self { id: id.clone(), dirs, cgroup, outer, init, env_vars, ended_by_node: Arc::default() }
+    ) -> Option<Self> {
+        let namespaces = Namespaces::of(init.pid())?;
+        // Read through the pid: still the init's only if it has not ended meanwhile.
+        if init.has_exited() {
+            return None;
+        }
+        Some(Self {
+            id: id.clone(),
+            dirs,
+            cgroup,
+            outer,
+            init,
+            namespaces,
+            env_vars,
+            ended_by_node: Arc::default(),
+        })
+    }
+
+    /// Resolves once the sandbox's init has exited: its PID namespace, and every process in
+    /// it, ended with it.
+    pub async fn init_exited(&self) {
+        self.init.exited().await;
+    }
+
+    /// Whether the node itself ended the sandbox (kill, deadline).
+    pub fn ended_by_node(&self) -> bool {
+        self.ended_by_node.load(Ordering::SeqCst)
     }
 
     /// The host directory mounted at the sandbox's `/workspace`, and the uid owning it.
@@ -83,6 +121,24 @@ impl LocalSandbox {
         (self.dirs.workspace(), self.dirs.uid)
     }
 }
+
+/// The namespaces of a process, as `/proc/<pid>/ns/*` names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Namespaces {
+    pid: PathBuf,
+    net: PathBuf,
+}
+
+impl Namespaces {
+    fn of(pid: u32) -> Option<Self> {
+        let ns = |kind: &str| std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).ok();
+        Some(Self { pid: ns("pid")?, net: ns("net")? })
+    }
+}
+
+/// The file recording a sandbox's outer bwrap and init (`pid@start pid@start`), for a
+/// restarted daemon to find them again.
+const INIT_RECORD: &str = "init.id";
 
 /// A process just started, stopped at its first instruction until `release`d, so its pid is
 /// known even when it would exit at once.
@@ -109,7 +165,18 @@ impl Started {
 
 impl LocalProvider {
     pub fn new(state_dir: impl Into<PathBuf>) -> Self {
-        Self { state_dir: state_dir.into(), limits: Limits::default(), files: Arc::new(OnceLock::new()) }
+        Self {
+            state_dir: state_dir.into(),
+            limits: Limits::default(),
+            disk_bytes: Some(DEFAULT_DISK_MB * 1024 * 1024),
+            files: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Gives each sandbox a disk of `mb` MiB (0: none, unbounded on the host's filesystem).
+    pub fn with_disk_mb(mut self, mb: u64) -> Self {
+        self.disk_bytes = (mb > 0).then(|| mb.saturating_mul(1024 * 1024));
+        self
     }
 
     fn sandbox_dirs(&self, id: &SandboxId) -> SandboxDirs {
@@ -128,6 +195,11 @@ impl LocalProvider {
 
     /// What keeps this host from running sandboxes, if anything.
     pub fn host_problem(&self) -> Option<HostProblem> {
+        if self.disk_bytes.is_some()
+            && let Some(tool) = ["mkfs.ext4", "mount", "umount"].into_iter().find(|t| tool_path(t).is_none())
+        {
+            return Some(HostProblem::Missing(tool));
+        }
         host_problem(&self.state_dir)
     }
 
@@ -150,8 +222,29 @@ impl LocalProvider {
         if let Some(problem) = self.host_problem() {
             return Err(problem.to_string());
         }
+        let created = self.try_create(files, id, env_vars).await;
+        if created.is_err() {
+            // Nothing of a sandbox that did not come up may stay: processes, cgroup, disk.
+            self.remove_leftovers(id).await;
+        }
+        created
+    }
+
+    async fn try_create(
+        &self,
+        files: &NodeFiles,
+        id: &SandboxId,
+        env_vars: BTreeMap<String, String>,
+    ) -> Result<LocalSandbox, String> {
         let dirs = self.sandbox_dirs(id);
         dirs.prepare().map_err(|e| format!("preparing the sandbox's directories: {e}"))?;
+        if let Some(bytes) = self.disk_bytes {
+            let (root, uid) = (dirs.root.clone(), dirs.uid);
+            tokio::task::spawn_blocking(move || disk::attach(&root, uid, bytes))
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()))
+                .map_err(|err| format!("making the sandbox's disk: {err}"))?;
+        }
         let cgroup = Cgroup::create(id.as_str(), self.limits);
         let (mut command, _) = jail::init_command(files, &dirs, &cgroup.join_script())
             .map_err(|e| format!("writing the sandbox's arguments: {e}"))?;
@@ -178,32 +271,53 @@ impl LocalProvider {
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         };
-        let Some(init) = init else {
+        let held = init.and_then(|init| Some((HostProcess::open_now(outer)?, HostProcess::open_now(init)?)));
+        let Some((outer, init)) = held else {
             let _ = child.start_kill();
-            cgroup.remove();
+            cgroup.remove_when_empty().await;
             return Err("the sandbox's namespaces did not come up".into());
         };
         // Reaped in the background by tokio once it exits; the sandbox outlives this handle.
         drop(child);
-        std::fs::write(dirs.root.join("init.pid"), format!("{outer} {init}"))
-            .map_err(|e| format!("writing init.pid: {e}"))?;
-        Ok(LocalSandbox::new(id, dirs, cgroup, (outer, init), env_vars))
+        let record = format!("{} {}", outer.record(), init.record());
+        let sandbox = LocalSandbox::new(id, dirs.clone(), cgroup, (outer, init), env_vars);
+        let written = std::fs::write(dirs.root.join(INIT_RECORD), record);
+        match (sandbox, written) {
+            (Some(sandbox), Ok(())) => Ok(sandbox),
+            (sandbox, written) => {
+                if let Some(sandbox) = sandbox {
+                    self.destroy(&sandbox).await;
+                }
+                Err(match written {
+                    Err(e) => format!("recording the sandbox's init: {e}"),
+                    Ok(()) => "the sandbox's init ended as it started".into(),
+                })
+            }
+        }
     }
 
-    /// Finds a sandbox a previous daemon created, if its init still runs.
+    /// Finds a sandbox a previous daemon created, if its init still runs: the recorded pids
+    /// are taken only while they still name the processes that started at the recorded times,
+    /// so a pid reused by another host process is never adopted (nor later signalled).
     pub fn adopt(&self, id: &SandboxId, env_vars: BTreeMap<String, String>) -> Option<LocalSandbox> {
         let dirs = self.sandbox_dirs(id);
-        let text = std::fs::read_to_string(dirs.root.join("init.pid")).ok()?;
-        let mut pids = text.split_whitespace().filter_map(|p| p.parse::<u32>().ok());
-        let (outer, init) = (pids.next()?, pids.next()?);
-        if !procfs::alive(init) {
+        let text = std::fs::read_to_string(dirs.root.join(INIT_RECORD)).ok()?;
+        let mut records = text.split_whitespace();
+        let (outer, init) = (records.next()?, records.next()?);
+        let init = HostProcess::open_record(init)?;
+        if init.has_exited() {
             return None;
         }
+        // The outer bwrap may be gone while the init runs (it is only its parent).
+        let outer = HostProcess::open_record(outer).or_else(|| HostProcess::open_record(&init.record()))?;
         let mode = cgroup::Mode::detect();
         let group = Cgroup::named(id.as_str(), mode);
-        let cgroup =
-            if group.pids().contains(&init) { group } else { Cgroup::named(id.as_str(), cgroup::Mode::None) };
-        Some(LocalSandbox::new(id, dirs, cgroup, (outer, init), env_vars))
+        let cgroup = if group.pids().contains(&init.pid()) {
+            group
+        } else {
+            Cgroup::named(id.as_str(), cgroup::Mode::None)
+        };
+        LocalSandbox::new(id, dirs, cgroup, (outer, init), env_vars)
     }
 
     pub async fn start(&self, sandbox: &LocalSandbox, config: &ProcessConfig) -> Result<Started, String> {
@@ -216,9 +330,14 @@ impl LocalProvider {
             args: &config.args,
             env: &env,
         };
-        let (mut command, args_file) =
-            jail::process_command(files, &sandbox.dirs, &sandbox.cgroup.join_script(), sandbox.init, &spec)
-                .map_err(|e| format!("writing the process's arguments: {e}"))?;
+        let (mut command, args_file) = jail::process_command(
+            files,
+            &sandbox.dirs,
+            &sandbox.cgroup.join_script(),
+            sandbox.init.pid(),
+            &spec,
+        )
+        .map_err(|e| format!("writing the process's arguments: {e}"))?;
         let spawned = command
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
@@ -239,18 +358,32 @@ impl LocalProvider {
         let helper = child.id().ok_or("the process exited at once")?;
         let deadline = Instant::now() + START_WITHIN;
         loop {
-            if let Some(inner) = stopped_in_sandbox(helper) {
-                let pid = procfs::ns_pids(inner).last().copied().unwrap_or(0);
-                if procfs::signal(inner, "CONT").await {
+            if let Some(inner) = stopped_in_sandbox(helper).and_then(HostProcess::open_now) {
+                let pid = procfs::ns_pids(inner.pid()).last().copied().unwrap_or(0);
+                // It entered namespaces through the init's pid: were they still the init's? If
+                // the init had ended and its pid been reused, they are another process's.
+                if Namespaces::of(inner.pid()).as_ref() != Some(&sandbox.namespaces)
+                    || sandbox.init.has_exited()
+                {
+                    inner.kill();
+                    let _ = child.start_kill();
+                    return Err(INIT_ENDED.into());
+                }
+                if inner.resume() {
                     return Ok(Started { child, pid, ended_by_node: sandbox.ended_by_node.clone() });
                 }
             }
             if let Ok(Some(status)) = child.try_wait() {
+                if sandbox.init.has_exited() {
+                    return Err(INIT_ENDED.into());
+                }
                 let mut err = String::new();
                 if let Some(mut stderr) = child.stderr.take() {
                     let _ = stderr.read_to_string(&mut err).await;
                 }
-                return Err(format!("the process could not enter the sandbox ({status}): {}", err.trim()));
+                // The node's own steps name host paths and pids: logged, not answered.
+                tracing::warn!(sandbox = %sandbox.id, %status, stderr = %err.trim(), "a process could not enter its sandbox");
+                return Err(format!("the process could not enter the sandbox ({status})"));
             }
             if Instant::now() > deadline {
                 let _ = child.start_kill();
@@ -262,10 +395,10 @@ impl LocalProvider {
 
     /// Processes running in the sandbox other than its init: (pid in the sandbox, argv).
     pub fn live_processes(&self, sandbox: &LocalSandbox) -> Vec<(u32, Vec<String>)> {
-        let sleeper: Vec<u32> = procfs::children(sandbox.init);
+        let sleeper: Vec<u32> = procfs::children(sandbox.init.pid());
         let mut out = Vec::new();
         for host in sandbox.cgroup.pids() {
-            if host == sandbox.outer || host == sandbox.init || sleeper.contains(&host) {
+            if host == sandbox.outer.pid() || host == sandbox.init.pid() || sleeper.contains(&host) {
                 continue;
             }
             let ns = procfs::ns_pids(host);
@@ -281,24 +414,45 @@ impl LocalProvider {
         out
     }
 
-    /// Kills every process (the PID namespace dies with its init), removes the cgroup and the
-    /// workspace.
+    /// Kills every process (the PID namespace dies with its init; the node's helpers in the
+    /// cgroup are killed too), removes the cgroup and the workspace. Every signal goes through
+    /// a pidfd: a process that already ended is never mistaken for whatever reused its pid.
     pub async fn destroy(&self, sandbox: &LocalSandbox) {
         sandbox.ended_by_node.store(true, Ordering::SeqCst);
         if sandbox.cgroup.can_freeze() {
             let _ = sandbox.cgroup.thaw().await;
         }
-        procfs::signal(sandbox.init, "KILL").await;
-        procfs::signal(sandbox.outer, "KILL").await;
+        sandbox.init.kill();
+        sandbox.outer.kill();
         let deadline = Instant::now() + START_WITHIN;
         while Instant::now() < deadline {
-            if sandbox.cgroup.pids().is_empty() && !procfs::alive(sandbox.init) {
+            let members = sandbox.cgroup.pids();
+            if members.is_empty() && sandbox.init.has_exited() {
                 break;
             }
+            sandbox.cgroup.kill_members(&members);
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         sandbox.cgroup.remove_when_empty().await;
-        let _ = std::fs::remove_dir_all(&sandbox.dirs.root);
+        remove_dirs(&sandbox.dirs.root).await;
+    }
+
+    /// Removes what is left of a sandbox whose init is gone (none of it is adopted): any
+    /// process still in its cgroup (through pidfds, see [`Cgroup::kill_members`]), the cgroup,
+    /// its directories.
+    pub async fn remove_leftovers(&self, id: &SandboxId) {
+        let dirs = self.sandbox_dirs(id);
+        let group = Cgroup::named(id.as_str(), cgroup::Mode::detect());
+        for _ in 0..500 {
+            let members = group.pids();
+            if members.is_empty() {
+                break;
+            }
+            group.kill_members(&members);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        group.remove_when_empty().await;
+        remove_dirs(&dirs.root).await;
     }
 
     pub fn isolation(&self, sandbox: &LocalSandbox) -> BTreeMap<String, String> {
@@ -319,8 +473,28 @@ impl LocalProvider {
             ),
             ("root".to_owned(), "minimal: read-only /usr, synthesized /etc, fresh /proc, no /sys".to_owned()),
             ("writable".to_owned(), "/workspace,/tmp".to_owned()),
+            (
+                "dev".to_owned(),
+                "read-only: null, zero, full, random, urandom, tty, pts; a writable /dev/shm (64 MiB tmpfs)"
+                    .to_owned(),
+            ),
             ("cgroup".to_owned(), sandbox.cgroup.mode.as_str().to_owned()),
         ]);
+        match self.disk_bytes {
+            Some(bytes) => {
+                out.insert("disk_size_mb".into(), (bytes / (1024 * 1024)).to_string());
+                out.insert(
+                    "disk".into(),
+                    "ext4, loop-mounted: /workspace and /tmp share it; full: ENOSPC".into(),
+                );
+            }
+            None => {
+                out.insert(
+                    "disk".into(),
+                    "none: /workspace and /tmp write to the host's filesystem, unbounded".into(),
+                );
+            }
+        }
         if sandbox.cgroup.mode == cgroup::Mode::None {
             out.insert(
                 "limits".into(),
@@ -336,6 +510,41 @@ impl LocalProvider {
         out
     }
 }
+
+/// Ends what is left of sandbox `id` under `state_dir` without a daemon (a test's cleanup):
+/// its recorded init and outer bwrap, through pidfds and only while the records still name
+/// them; then every process left in its cgroup. Returns once nothing of it runs (or after 5 s).
+pub fn end_leftover(state_dir: &Path, id: &str) {
+    let root = state_dir.join("sandboxes").join(id);
+    let text = std::fs::read_to_string(root.join(INIT_RECORD)).unwrap_or_default();
+    for held in text.split_whitespace().filter_map(HostProcess::open_record) {
+        held.kill();
+    }
+    let group = Cgroup::named(id, cgroup::Mode::detect());
+    for _ in 0..500 {
+        let members = group.pids();
+        if members.is_empty() {
+            break;
+        }
+        group.kill_members(&members);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    group.remove();
+    disk::detach(&root);
+}
+
+/// Removes a sandbox's directories, its disk unmounted first.
+async fn remove_dirs(root: &Path) {
+    let root = root.to_owned();
+    let _ = tokio::task::spawn_blocking(move || {
+        disk::detach(&root);
+        let _ = std::fs::remove_dir_all(&root);
+    })
+    .await;
+}
+
+/// Why a process could not start: the sandbox's init has ended (and every process with it).
+pub const INIT_ENDED: &str = "the sandbox has ended: its init process exited";
 
 /// The deepest process under `helper` that has stopped itself inside the sandbox's PID
 /// namespace (the jail's script, just before it becomes the command).
@@ -376,7 +585,13 @@ pub fn host_problem(state_dir: &Path) -> Option<HostProblem> {
 }
 
 fn on_path(tool: &str) -> bool {
+    tool_path(tool).is_some()
+}
+
+/// Where `tool` is among the host's system directories.
+fn tool_path(tool: &str) -> Option<PathBuf> {
     ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
         .iter()
-        .any(|dir| Path::new(dir).join(tool).is_file())
+        .map(|dir| Path::new(dir).join(tool))
+        .find(|path| path.is_file())
 }
