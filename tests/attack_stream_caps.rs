@@ -109,7 +109,8 @@ async fn a_stream_whose_process_died_frees_its_places_within_its_lease() -> R {
     let now = agentplane_api::edge::now();
     let caps = StreamCaps { per_key: 1, per_project: 10 };
     let until = now.plus_millis(i64::try_from(lease.as_millis())?);
-    let held = app.store.stream_slots().open(&key, &project, "vanished", caps, now, until).await?;
+    let slots = app.store.stream_slots();
+    let held = Box::pin(slots.open(&key, &project, "vanished", caps, now, until)).await?;
     assert!(held.is_ok(), "{held:?}");
     assert_refused(open(&app, &tenant.key, &session).await?, "key", 1).await?;
 

@@ -81,11 +81,10 @@ async fn admit(app: &App, auth: &ProjectAuth) -> Result<StreamHold, ClientError>
     let holder: String = edge::random::<12>()?.iter().map(|b| format!("{b:02x}")).collect();
     let limits = app.stream_limits;
     let caps = StreamCaps { per_key: limits.per_key, per_project: limits.per_project };
-    let opened = app
-        .store
-        .stream_slots()
-        .open(&auth.key_id, &auth.project_id, &holder, caps, edge::now(), lease_until(app))
-        .await?;
+    let slots = app.store.stream_slots();
+    let opened =
+        Box::pin(slots.open(&auth.key_id, &auth.project_id, &holder, caps, edge::now(), lease_until(app)))
+            .await?;
     opened.map_err(|full| {
         let (limit, max_streams) = match full {
             StreamsFull::Key => (StreamLimitScope::Key, limits.per_key),
