@@ -72,7 +72,7 @@ fn config() -> anyhow::Result<WebhookConfig> {
     let mut key = [0u8; 32];
     getrandom::fill(&mut key)?;
     let key = SealKey::from_bytes(&key).map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(WebhookConfig::new(Some(Arc::new(key)), true))
+    Ok(WebhookConfig::new(Some(Arc::new(key)), agentplane_tests::loopback_receivers()))
 }
 
 /// Commits one emission the way a turn's step does and sends it on; when the commit returned.

@@ -18,5 +18,6 @@ pub fn targets(list: &str, listen: &str, aws_endpoint: &str) -> anyhow::Result<P
     if let Some(port) = url_port(aws_endpoint) {
         refused.push((port, "the AWS endpoint"));
     }
-    private_targets(list, &refused).context("AGENTPLANE_WEBHOOKS_ALLOWED_PRIVATE")
+    // The error names the variable.
+    Ok(private_targets(list, &refused)?)
 }
