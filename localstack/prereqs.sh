@@ -4,7 +4,10 @@
 #   bwrap  bubblewrap               isolates sandboxes (the node embedded in the local gateway)
 #   javac  openjdk-17-jdk-headless  runs DynamoDB Local inside host-mode LocalStack
 #   curl   curl                     LocalStack's health checks
-# Usage: bash localstack/prereqs.sh [bwrap] [javac] [curl]    (no argument: all three)
+#   mkfs.ext4  e2fsprogs            formats each sandbox's disk image (a loop-mounted ext4 file)
+#   mount  mount                    mounts it (loop devices; umount too)
+# Usage: bash localstack/prereqs.sh [bwrap] [javac] [curl] [mkfs.ext4] [mount]
+#        (no argument: all of them)
 # Exits 0 when every named command is there afterwards; otherwise it says what is missing and
 # why it could not install it (no apt-get, or neither root nor password-less sudo), and exits 1.
 set -euo pipefail
@@ -16,12 +19,14 @@ package_for() {
     bwrap) printf ' bubblewrap' ;;
     javac) printf ' openjdk-17-jdk-headless' ;;
     curl) printf ' curl' ;;
-    *) log "unknown prerequisite '$1' (known: bwrap, javac, curl)"; return 1 ;;
+    mkfs.ext4) printf ' e2fsprogs' ;;
+    mount) printf ' mount' ;;
+    *) log "unknown prerequisite '$1' (known: bwrap, javac, curl, mkfs.ext4, mount)"; return 1 ;;
   esac
 }
 
 wanted=("$@")
-[ ${#wanted[@]} -gt 0 ] || wanted=(bwrap javac curl)
+[ ${#wanted[@]} -gt 0 ] || wanted=(bwrap javac curl mkfs.ext4 mount)
 
 missing() {
   local cmd

@@ -11,7 +11,7 @@ say() { printf '[up] %s\n' "$*" >&2; }
 node=1
 [ "${AGENTPLANE_EMBEDDED_NODE:-}" = 0 ] && node=0
 needs=(curl)
-[ "$node" = 1 ] && needs+=(bwrap)
+[ "$node" = 1 ] && needs+=(bwrap mkfs.ext4 mount)
 bash localstack/prereqs.sh "${needs[@]}" || true
 if [ "$node" = 1 ] && ! command -v bwrap >/dev/null 2>&1; then
   say "bubblewrap is missing and could not be installed: starting WITHOUT the embedded sandbox node."

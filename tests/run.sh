@@ -15,8 +15,9 @@ disk() { say "disk: $(df -h --output=avail,size . | tail -1 | awk '{print $1 " f
 export CARGO_INCREMENTAL=0
 disk
 
-# System packages: bubblewrap (sandboxes), a JDK (DynamoDB Local), curl.
-bash localstack/prereqs.sh bwrap javac curl
+# System packages: bubblewrap (sandboxes), a JDK (DynamoDB Local), curl, e2fsprogs and mount
+# (each sandbox's disk image).
+bash localstack/prereqs.sh bwrap javac curl mkfs.ext4 mount
 
 # pip tools, in a git-ignored venv of their own.
 # cfn-lint checks the template; schemathesis drives each surface's OpenAPI document
