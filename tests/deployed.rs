@@ -373,6 +373,7 @@ fn job_report_keys(job: Job) -> BTreeSet<&'static str> {
             "blobs_deleted",
             "scratch_deleted",
             "manifests_deleted",
+            "sessions_upgraded",
             "failed",
         ],
         Job::WebhookRetry => &["events", "due", "attempted", "skipped", "failed"],
