@@ -162,3 +162,25 @@ async fn a_delete_applied_after_a_restart_never_signals_a_reused_pid() {
     let _ = decoy.kill();
     let _ = decoy.wait();
 }
+
+/// A node that restarts while a create waits for it finds the new sandbox among those Core says
+/// it hosts before it has run the create command: it must create it then, never end it as a
+/// sandbox whose init is gone (seen in CI: the create answered, then every process 409 killed).
+#[tokio::test]
+async fn a_create_that_waits_for_a_restarting_node_is_created_not_ended() {
+    let mut env = env().await;
+    env.node.stop().await;
+    let request = env.app.sandbox(&env.tenant.key, Method::POST, "/sandboxes").json(&json!({"timeout": 300}));
+    let create = tokio::spawn(agentplane_tests::send(request));
+    // Core places the sandbox on the stopped node (its create command waits in the queue).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    env.node.restart(&env.app).await.expect("restart");
+    let (status, created) = create.await.expect("the create call").expect("request");
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let sbx = created["sandboxID"].as_str().expect("sandboxID").to_owned();
+    let ran = env.run(&sbx, "echo alive").await;
+    assert_eq!(ran.stdout, "alive\n", "{ran:?}");
+    let (_, body) = env.call(Method::GET, &format!("/sandboxes/{sbx}"), None).await;
+    assert_eq!(body["state"], "running", "{body}");
+    env.kill(&sbx).await;
+}

@@ -153,6 +153,13 @@ async fn adopt(node: &Arc<Node>) {
     };
     for h in hosted {
         let at = now();
+        if !node.provider.has_local_state(&h.sandbox_id) {
+            // Core placed it here but its create command has not run yet (the node restarted
+            // in between): the command loop creates it next. Ending it now would record a
+            // sandbox killed that the create then starts, unwatched by Core.
+            tracing::info!(sandbox = %h.sandbox_id, "a hosted sandbox not created here yet: its create command comes next");
+            continue;
+        }
         node.emit(NodeEvent::ObservationResumed { sandbox_id: h.sandbox_id.clone(), at });
         let Some(local) = node.provider.adopt(&h.sandbox_id, h.env_vars.clone()) else {
             // Its init ended while no daemon watched (or its record names other processes

@@ -183,6 +183,12 @@ impl LocalProvider {
         SandboxDirs::new(self.state_dir.join("sandboxes").join(id.as_str()), id)
     }
 
+    /// Whether this node holds anything of the sandbox: false for one Core lists as hosted
+    /// whose create command the node has not run yet (it is created when that command comes).
+    pub fn has_local_state(&self, id: &SandboxId) -> bool {
+        self.sandbox_dirs(id).root.exists()
+    }
+
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
     }
