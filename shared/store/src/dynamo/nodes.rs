@@ -195,12 +195,23 @@ impl<'a> Nodes<'a> {
         Ok(items.into_iter().map(|i| i.node).collect())
     }
 
-    /// Keeps the node's last observation on its item and appends it to the history.
+    /// Appends the observation to the node's history, then keeps it on the node's item: in that
+    /// order, so whatever the node item shows is already in its history (a reader that sees the
+    /// second heartbeat on the item finds both in the history).
     pub async fn record_heartbeat(
         &self,
         id: &NodeId,
         observation: &HostObservation,
     ) -> Result<(), StoreError> {
+        let history = history_item(id, &observation.telemetry())?;
+        self.store
+            .dynamo
+            .put_item()
+            .table_name(&self.store.names.telemetry_table)
+            .set_item(Some(serde_dynamo::to_item(history)?))
+            .send()
+            .await
+            .map_err(backend)?;
         self.store
             .dynamo
             .update_item()
@@ -221,15 +232,6 @@ impl<'a> Nodes<'a> {
                 StoreError::Conflict => StoreError::NotFound,
                 other => other,
             })?;
-        let history = history_item(id, &observation.telemetry())?;
-        self.store
-            .dynamo
-            .put_item()
-            .table_name(&self.store.names.telemetry_table)
-            .set_item(Some(serde_dynamo::to_item(history)?))
-            .send()
-            .await
-            .map_err(backend)?;
         Ok(())
     }
 
