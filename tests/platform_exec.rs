@@ -218,8 +218,12 @@ async fn a_run_works_on_the_workspace_with_its_tools_and_records_its_diff_and_ch
     // The same message again does nothing (the Run is no longer queued).
     let project = tenant.project_id.parse()?;
     let message = ExecuteRun { project_id: project, run_id: run.parse()? };
-    let again = agentplane_api::platform::execute::execute(&app.app, &message).await?;
-    assert_eq!(again, agentplane_api::platform::execute::Executed::Stale);
+    let again = agentplane_engine::platform::execute::execute(
+        &agentplane_api::platform::platform(&app.app),
+        &message,
+    )
+    .await?;
+    assert_eq!(again, agentplane_engine::platform::execute::Executed::Stale);
     let (_, after) = send(v1(&app, &tenant.key, Method::GET, &path)).await?;
     assert_eq!(after["data"], done["data"]);
     assert_eq!(model.requests().len(), 7);
@@ -426,7 +430,11 @@ async fn a_checkpoint_of_1000_files_with_one_changed_uploads_one_blob_and_one_ma
     put_file(&app, &tenant.key, &env, "/workspace/first.txt", b"first").await?;
     let project = tenant.project_id.parse()?;
     let environment = app.store.environments().get(&project, &env.parse()?).await?;
-    let sandbox = agentplane_api::platform::workspace::sandbox(&app.app, &environment).await?;
+    let sandbox = agentplane_engine::platform::workspace::sandbox(
+        &agentplane_api::platform::platform(&app.app),
+        &environment,
+    )
+    .await?;
     // 1,000 files (distinct contents) made inside the sandbox.
     let number = app.store.sandboxes().next_process_number(&sandbox.id, agentplane_api::edge::now()).await?;
     let command = agentplane_domain::sandbox::command::Command::StartProcess {
@@ -443,7 +451,7 @@ async fn a_checkpoint_of_1000_files_with_one_changed_uploads_one_blob_and_one_ma
         },
         tag: None,
     };
-    agentplane_api::sandbox::dispatch::run(&app.app, &sandbox.node_id, command).await?;
+    agentplane_engine::dispatch::run(&app.app.store, &sandbox.node_id, command).await?;
     let started = Instant::now();
     loop {
         let (_, list) =
@@ -455,19 +463,20 @@ async fn a_checkpoint_of_1000_files_with_one_changed_uploads_one_blob_and_one_ma
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let bucket = app.store.workspaces()?;
-    let first = agentplane_api::platform::checkpoint::take(&app.app, &sandbox, None).await?;
+    let first = agentplane_engine::platform::checkpoint::take(&app.app.store, &sandbox, None).await?;
     assert_eq!(first.manifest.files.len(), 1000);
     assert_eq!(first.uploaded, 1000);
     assert!(first.manifest_written);
     let (blobs, manifests) = (bucket.keys("blobs/").await?.len(), bucket.keys("manifests/").await?.len());
     assert_eq!((blobs, manifests), (1000, 1));
     // Nothing changed: nothing uploaded, the same manifest.
-    let same = agentplane_api::platform::checkpoint::take(&app.app, &sandbox, None).await?;
+    let same = agentplane_engine::platform::checkpoint::take(&app.app.store, &sandbox, None).await?;
     assert_eq!((same.uploaded, same.manifest_written, same.id.as_str()), (0, false, first.id.as_str()));
     // One file changed: exactly one blob and one manifest.
     put_file(&app, &tenant.key, &env, "/workspace/d/f500", b"changed").await?;
     let changed =
-        agentplane_api::platform::checkpoint::take(&app.app, &sandbox, Some(&first.manifest)).await?;
+        agentplane_engine::platform::checkpoint::take(&app.app.store, &sandbox, Some(&first.manifest))
+            .await?;
     assert_eq!((changed.uploaded, changed.bytes, changed.manifest_written), (1, 7, true));
     assert_eq!(bucket.keys("blobs/").await?.len(), 1001);
     assert_eq!(bucket.keys("manifests/").await?.len(), 2);
@@ -477,12 +486,14 @@ async fn a_checkpoint_of_1000_files_with_one_changed_uploads_one_blob_and_one_ma
     assert_eq!(diff[0].path, "/workspace/d/f500");
     // A restore goes back to the first checkpoint.
     put_file(&app, &tenant.key, &env, "/workspace/extra.txt", b"extra").await?;
-    let restored = agentplane_api::platform::checkpoint::restore(&app.app, &sandbox, &first.id).await?;
+    let restored =
+        agentplane_engine::platform::checkpoint::restore(&app.app.store, &sandbox, &first.id).await?;
     assert_eq!(restored.get("removed").map(String::as_str), Some("1"));
     assert_eq!(restored.get("fetched").map(String::as_str), Some("1"));
     assert_eq!(get_file(&app, &tenant.key, &env, "/workspace/d/f500").await?.1, b"file-500\n".to_vec());
     assert_eq!(get_file(&app, &tenant.key, &env, "/workspace/extra.txt").await?.0, StatusCode::NOT_FOUND);
-    let back = agentplane_api::platform::checkpoint::take(&app.app, &sandbox, Some(&first.manifest)).await?;
+    let back = agentplane_engine::platform::checkpoint::take(&app.app.store, &sandbox, Some(&first.manifest))
+        .await?;
     assert_eq!(back.id, first.id);
     Ok(())
 }
@@ -593,8 +604,12 @@ async fn rolling_back_a_session_a_run_reverts_the_later_session_b_run_but_not_on
         run_id: run_a.parse()?,
     };
     put_file(&app, &tenant.key, &env, "/workspace/after.txt", b"after").await?;
-    let twice = agentplane_api::platform::rollback::restore(&app.app, &message).await?;
-    assert_eq!(twice, agentplane_api::platform::rollback::Restored::Stale);
+    let twice = agentplane_engine::platform::rollback::restore(
+        &agentplane_api::platform::platform(&app.app),
+        &message,
+    )
+    .await?;
+    assert_eq!(twice, agentplane_engine::platform::rollback::Restored::Stale);
     assert_eq!(get_file(&app, &tenant.key, &env, "/workspace/after.txt").await?.1, b"after".to_vec());
     check_shapes(&[("runAction", &accepted), ("runAction", &again), ("getRun", &reverted_a)])?;
     Ok(())
@@ -635,8 +650,12 @@ async fn a_queued_run_is_stopped_or_rolled_back_without_running() -> R {
             .await?;
     assert_eq!(done["data"]["checkpoint"]["status"], "skipped", "{done}");
     let message = ExecuteRun { project_id: tenant.project_id.parse()?, run_id: queued_id.parse()? };
-    let executed = agentplane_api::platform::execute::execute(&app.app, &message).await?;
-    assert_eq!(executed, agentplane_api::platform::execute::Executed::Stale);
+    let executed = agentplane_engine::platform::execute::execute(
+        &agentplane_api::platform::platform(&app.app),
+        &message,
+    )
+    .await?;
+    assert_eq!(executed, agentplane_engine::platform::execute::Executed::Stale);
     // A reverted Run cannot be stopped.
     let (status, body) = send(v1(&app, &tenant.key, Method::POST, &format!("{queued_path}/stop"))).await?;
     assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("run_reverted")));

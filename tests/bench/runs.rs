@@ -17,9 +17,9 @@
 
 use std::time::{Duration, Instant};
 
-use agentplane_api::platform::checkpoint;
 use agentplane_domain::sandbox::ProcessConfig;
 use agentplane_domain::sandbox::command::Command;
+use agentplane_engine::platform::checkpoint;
 use agentplane_tests::model::{Reply, ScriptedModel};
 use agentplane_tests::{TestApp, TestNode, send};
 use reqwest::{Method, StatusCode};
@@ -53,7 +53,7 @@ async fn inside(
         },
         tag: None,
     };
-    agentplane_api::sandbox::dispatch::run(&app.app, &sandbox.node_id, command).await?;
+    agentplane_engine::dispatch::run(&app.app.store, &sandbox.node_id, command).await?;
     let id = agentplane_domain::sandbox::ProcessId::Observed(number);
     let started = Instant::now();
     loop {
@@ -91,7 +91,11 @@ async fn checkpoints(
     .await?;
     anyhow::ensure!(status == StatusCode::OK, "{status}");
     let environment = app.store.environments().get(&project, &env.parse()?).await?;
-    let sandbox = agentplane_api::platform::workspace::sandbox(&app.app, &environment).await?;
+    let sandbox = agentplane_engine::platform::workspace::sandbox(
+        &agentplane_api::platform::platform(&app.app),
+        &environment,
+    )
+    .await?;
     let size = total_mb * 1_048_576 / files;
     let made_at = Instant::now();
     inside(
@@ -105,14 +109,14 @@ async fn checkpoints(
     .await?;
     let made = made_at.elapsed();
     let t = Instant::now();
-    let first = checkpoint::take(&app.app, &sandbox, None).await?;
+    let first = checkpoint::take(&app.app.store, &sandbox, None).await?;
     let full = t.elapsed();
     let t = Instant::now();
-    let same = checkpoint::take(&app.app, &sandbox, Some(&first.manifest)).await?;
+    let same = checkpoint::take(&app.app.store, &sandbox, Some(&first.manifest)).await?;
     let unchanged = t.elapsed();
     inside(app, &sandbox, &format!("echo changed-{files}-{total_mb} > d0/f0")).await?;
     let t = Instant::now();
-    let one = checkpoint::take(&app.app, &sandbox, Some(&first.manifest)).await?;
+    let one = checkpoint::take(&app.app.store, &sandbox, Some(&first.manifest)).await?;
     let one_changed = t.elapsed();
     inside(
         app,
@@ -123,7 +127,7 @@ async fn checkpoints(
     )
     .await?;
     let t = Instant::now();
-    let restored = checkpoint::restore(&app.app, &sandbox, &first.id).await?;
+    let restored = checkpoint::restore(&app.app.store, &sandbox, &first.id).await?;
     let restore = t.elapsed();
     let (_, listed) = send(v1(app, key, Method::GET, &format!("/environments/{env}/files"))).await?;
     let extra = listed["data"].as_array().into_iter().flatten().any(|f| f["path"] == "/workspace/extra.txt");

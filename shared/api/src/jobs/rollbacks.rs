@@ -10,13 +10,13 @@ use agentplane_store::{ReceivedMessage, RunsQueue, StoreError};
 
 use super::runs::{BatchItemFailure, LOCAL_RETRY_AFTER_S, SqsBatchResponse, SqsEvent};
 use crate::App;
-use crate::platform::rollback::{self, Envelope};
+use agentplane_engine::platform::rollback::{self, Envelope};
 
 /// Handles one batch; the response names the messages to deliver again.
 pub async fn handle_rollbacks_batch(app: &App, records: &[ReceivedMessage]) -> SqsBatchResponse {
     let outcomes = futures_util::future::join_all(records.iter().map(|record| async move {
         let retry = match serde_json::from_str::<Envelope>(&record.body) {
-            Ok(Envelope::Rollback(message)) => match rollback::restore(app, &message).await {
+            Ok(Envelope::Rollback(message)) => match rollback::restore(&crate::platform::platform(app), &message).await {
                 Ok(done) => {
                     tracing::info!(run = %message.run_id, ?done, "rollback message handled");
                     false

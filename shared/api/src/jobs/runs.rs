@@ -142,7 +142,7 @@ where
     G: Fn(StartRun) -> Gut,
     Gut: Future<Output = Result<Executed, StoreError>>,
     H: Fn(ExecuteRun) -> Hut,
-    Hut: Future<Output = Result<crate::platform::execute::Executed, StoreError>>,
+    Hut: Future<Output = Result<agentplane_engine::platform::execute::Executed, StoreError>>,
 {
     let outcomes = futures_util::future::join_all(records.iter().map(|record| {
         let parsed = parse(&record.body);
@@ -223,9 +223,11 @@ pub async fn handle_runs_event(app: &App, event: SqsEvent) -> SqsBatchResponse {
 /// The seam that executes platform Runs.
 fn platform_seam<'a>(
     app: &'a App,
-) -> impl Fn(ExecuteRun) -> Seam<'a, crate::platform::execute::Executed> + 'a {
-    move |p| -> Seam<'a, crate::platform::execute::Executed> {
-        Box::pin(async move { crate::platform::execute::execute(app, &p).await })
+) -> impl Fn(ExecuteRun) -> Seam<'a, agentplane_engine::platform::execute::Executed> + 'a {
+    move |p| -> Seam<'a, agentplane_engine::platform::execute::Executed> {
+        Box::pin(async move {
+            agentplane_engine::platform::execute::execute(&crate::platform::platform(app), &p).await
+        })
     }
 }
 

@@ -243,6 +243,20 @@ impl From<ValidationError> for PlatformError {
     }
 }
 
+impl From<agentplane_engine::platform::WorkspaceError> for PlatformError {
+    fn from(err: agentplane_engine::platform::WorkspaceError) -> Self {
+        use agentplane_engine::platform::WorkspaceError;
+        match err {
+            WorkspaceError::RuntimeUnavailable(detail) => Self::RuntimeUnavailable(detail),
+            WorkspaceError::InvalidPath(err) => Self::InvalidPath(err),
+            WorkspaceError::FileNotFound => Self::FileNotFound,
+            WorkspaceError::TooLarge(too_large) => Self::WorkspaceTooLarge(too_large),
+            WorkspaceError::Storage(err) => err.into(),
+            WorkspaceError::Internal(what) => Self::Internal(what),
+        }
+    }
+}
+
 impl From<StoreError> for PlatformError {
     fn from(err: StoreError) -> Self {
         Self::Storage(err)

@@ -18,12 +18,13 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::auth::PlatformAuth;
 use super::error::{PlatformError, PlatformErrorEnvelope};
+use super::platform;
 use super::wire::Data;
-use super::workspace;
 use crate::App;
+use agentplane_engine::platform::workspace;
 
 /// The largest file this route reads or writes (the node's command queue carries it).
-pub const MAX_FILE_BYTES: usize = 256 * 1024;
+pub use agentplane_engine::platform::MAX_FILE_BYTES;
 
 #[derive(Debug, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -113,10 +114,10 @@ pub async fn put(
     if environment.rollback.is_some() {
         return Err(PlatformError::RollbackInProgress);
     }
-    let sandbox = workspace::sandbox(&app, &environment).await?;
+    let sandbox = workspace::sandbox(&platform(&app), &environment).await?;
     let content = base64::engine::general_purpose::STANDARD.encode(&body);
     let command = Command::WorkspaceWrite { sandbox_id: sandbox.id.clone(), path: path.relative(), content };
-    workspace::run(&app, &sandbox, command).await?;
+    workspace::run(&app.store, &sandbox, command).await?;
     let sha256 = hex_sha256(&body);
     Ok(Data::of(FileBody { path: path.absolute(), size: body.len() as u64, sha256 }))
 }
@@ -153,11 +154,11 @@ pub async fn get(
 ) -> Result<Response, PlatformError> {
     let environment = super::environments::load(&app, &auth, &environment).await?;
     let path = path_param(raw.as_deref(), false)?;
-    let sandbox = workspace::sandbox(&app, &environment).await?;
+    let sandbox = workspace::sandbox(&platform(&app), &environment).await?;
     match path {
         Some(path) => {
             let command = Command::WorkspaceRead { sandbox_id: sandbox.id.clone(), path: path.relative() };
-            let details = workspace::run(&app, &sandbox, command).await?;
+            let details = workspace::run(&app.store, &sandbox, command).await?;
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(details.get("content").map_or("", String::as_str))
                 .map_err(|e| PlatformError::internal(format!("the node's file content: {e}")))?;
@@ -166,7 +167,7 @@ pub async fn get(
         }
         None => {
             let command = Command::WorkspaceList { sandbox_id: sandbox.id.clone(), path: String::new() };
-            let details = workspace::run(&app, &sandbox, command).await?;
+            let details = workspace::run(&app.store, &sandbox, command).await?;
             let entries: Vec<FileBody> =
                 serde_json::from_str(details.get("entries").map_or("[]", String::as_str))
                     .map_err(|e| PlatformError::internal(format!("the node's listing: {e}")))?;
@@ -209,9 +210,9 @@ pub async fn delete(
     if environment.rollback.is_some() {
         return Err(PlatformError::RollbackInProgress);
     }
-    let sandbox = workspace::sandbox(&app, &environment).await?;
+    let sandbox = workspace::sandbox(&platform(&app), &environment).await?;
     let command = Command::WorkspaceDelete { sandbox_id: sandbox.id.clone(), path: path.relative() };
-    workspace::run(&app, &sandbox, command).await?;
+    workspace::run(&app.store, &sandbox, command).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

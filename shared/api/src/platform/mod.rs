@@ -3,15 +3,31 @@
 //! times, strict bodies (an unknown field is a 400 naming it), `X-Request-Id` on every answer
 //! and errors `{"error":{"code","message","requestId","details"?}}` (`error.rs`; the edge guard
 //! adds `requestId`).
+//!
+//! What happens to a workspace (its sandbox, checkpoints, a Run's execution, a rollback's
+//! restore) is the engine's ([`agentplane_engine::platform`]); these modules validate, store
+//! what the caller asked for and answer.
 
 pub mod auth;
-pub mod checkpoint;
 pub mod environments;
 pub mod error;
-pub mod execute;
 pub mod files;
 pub mod rollback;
 pub mod runs;
 pub mod sessions;
 pub mod wire;
-pub mod workspace;
+
+use agentplane_engine::platform::Platform;
+
+use crate::App;
+use crate::sandbox::managed::Nodes;
+
+/// The engine's Platform Runs over this deployment: its store, turn engine and nodes.
+pub fn platform(app: &App) -> Platform<'_, Nodes<'_>> {
+    Platform {
+        store: &app.store,
+        engine: &app.engine,
+        compute: Nodes(app),
+        turn_budget: app.background.invocation_budget,
+    }
+}

@@ -548,7 +548,7 @@ pub async fn stop(
             StopEffect::Request => run.stop_requested = true,
         }
         run.version = expected + 1;
-        let events: Vec<_> = super::execute::run_event(&run).into_iter().collect();
+        let events: Vec<_> = agentplane_engine::platform::execute::run_event(&run).into_iter().collect();
         match app.store.runs().replace_emitting(&run, expected, &events).await {
             Ok(()) => {
                 if let Err(err) = app.store.webhooks().dispatch(&events).await {

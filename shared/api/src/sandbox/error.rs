@@ -145,6 +145,15 @@ impl From<StoreError> for SandboxError {
     }
 }
 
+impl From<agentplane_engine::dispatch::DispatchError> for SandboxError {
+    fn from(err: agentplane_engine::dispatch::DispatchError) -> Self {
+        match err {
+            agentplane_engine::dispatch::DispatchError::NodeTimeout => Self::NodeTimeout,
+            agentplane_engine::dispatch::DispatchError::Storage(err) => err.into(),
+        }
+    }
+}
+
 impl From<BodyError> for SandboxError {
     fn from(err: BodyError) -> Self {
         Self::Body(err)

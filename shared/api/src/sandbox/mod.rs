@@ -2,7 +2,6 @@
 //! output. Project key in `X-API-Key` or as a bearer token; E2B error format.
 
 pub mod auth;
-pub mod dispatch;
 pub mod error;
 pub mod managed;
 pub mod processes;

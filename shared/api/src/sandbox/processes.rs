@@ -16,10 +16,11 @@ use axum::extract::{Path, RawQuery, State};
 use super::auth::SandboxAuth;
 use super::error::{E2bError, SandboxError};
 use super::sandboxes::{load, require_running};
-use super::{dispatch, wire};
+use super::wire;
 use crate::body::Wire;
 use crate::{App, edge};
 use agentplane_domain::sandbox::Sandbox;
+use agentplane_engine::dispatch;
 
 /// Start a process in a running sandbox, and wait until it runs.
 #[utoipa::path(
@@ -56,7 +57,7 @@ pub async fn start(
         })?;
     let command =
         Command::StartProcess { sandbox_id: sandbox.id.clone(), number, config: new.config, tag: new.tag };
-    match dispatch::run(&app, &sandbox.node_id, command).await? {
+    match dispatch::run(&app.store, &sandbox.node_id, command).await? {
         CommandOutcome::Done { pid, .. } => {
             Ok(Json(wire::ProcessStarted { process_id: ProcessId::Observed(number).to_string(), pid }))
         }

@@ -14,12 +14,12 @@ use axum::extract::{Path, State};
 use http::StatusCode;
 
 use super::auth::SandboxAuth;
-use super::dispatch;
 use super::error::E2bError;
 use super::error::SandboxError;
 use super::wire;
 use crate::body::Wire;
 use crate::{App, edge};
+use agentplane_engine::dispatch;
 
 /// A malformed id is indistinguishable from a missing sandbox.
 pub fn sandbox_id(text: &str) -> Result<SandboxId, SandboxError> {
@@ -108,7 +108,8 @@ pub async fn launch(app: &App, launch: Launch) -> Result<Sandbox, SandboxError> 
         end_at: sandbox.lifecycle.end_at,
         env_vars: sandbox.env_vars.clone(),
     };
-    let outcome = dispatch::run(app, &node_id, command).await.and_then(failed);
+    let outcome =
+        dispatch::run(&app.store, &node_id, command).await.map_err(SandboxError::from).and_then(failed);
     let isolation = match outcome {
         Ok(isolation) => isolation,
         Err(err) => {
@@ -130,7 +131,8 @@ pub async fn end(app: &App, sandbox: &Sandbox) {
     {
         let _ = app.store.sandboxes().transition(sandbox, &sandbox.lifecycle, &killed).await;
     }
-    let _ = dispatch::enqueue(app, &sandbox.node_id, Command::Kill { sandbox_id: sandbox.id.clone() }).await;
+    let _ = dispatch::enqueue(&app.store, &sandbox.node_id, Command::Kill { sandbox_id: sandbox.id.clone() })
+        .await;
 }
 
 /// The project's sandboxes (at most 100), ended ones included.
@@ -238,8 +240,8 @@ pub async fn kill(
         }
     }
     // Recorded first; the node applies it when it gets it (the command stays queued).
-    let _ =
-        dispatch::enqueue(&app, &sandbox.node_id, Command::Kill { sandbox_id: sandbox.id.clone() }).await?;
+    let _ = dispatch::enqueue(&app.store, &sandbox.node_id, Command::Kill { sandbox_id: sandbox.id.clone() })
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -269,13 +271,14 @@ pub async fn pause(
     let next = sandbox.lifecycle.pause(edge::now())?;
     // Freeze first: a sandbox recorded paused must really be frozen.
     let outcome =
-        dispatch::run(&app, &sandbox.node_id, Command::Pause { sandbox_id: sandbox.id.clone() }).await?;
+        dispatch::run(&app.store, &sandbox.node_id, Command::Pause { sandbox_id: sandbox.id.clone() })
+            .await?;
     failed(outcome)?;
     let stored = app.store.sandboxes().transition(&sandbox, &sandbox.lifecycle, &next).await;
     if let Err(err) = stored {
         // Lost a race (killed, expired or paused meanwhile): undo the freeze where it still runs.
         let _ = dispatch::enqueue(
-            &app,
+            &app.store,
             &sandbox.node_id,
             Command::Resume { sandbox_id: sandbox.id.clone(), end_at: sandbox.lifecycle.end_at },
         )
@@ -310,7 +313,11 @@ pub async fn resume(
     lifecycle_is_ours(&sandbox)?;
     let resumed = change(&app, &sandbox, |l, now| l.resume(now)).await?;
     let command = Command::Resume { sandbox_id: resumed.id.clone(), end_at: resumed.lifecycle.end_at };
-    if let Err(err) = dispatch::run(&app, &resumed.node_id, command).await.and_then(failed) {
+    if let Err(err) = dispatch::run(&app.store, &resumed.node_id, command)
+        .await
+        .map_err(SandboxError::from)
+        .and_then(failed)
+    {
         // Still frozen: record it as paused again, with the time it had left.
         if let Ok(paused) = resumed.lifecycle.pause(edge::now()) {
             let _ = app.store.sandboxes().transition(&resumed, &resumed.lifecycle, &paused).await;
@@ -352,7 +359,7 @@ pub async fn set_timeout(
     let extended = change(&app, &sandbox, |l, now| l.extend(timeout, now)).await?;
     // The node re-reads Core's deadline before it enforces one, so this only speeds it up.
     let command = Command::SetDeadline { sandbox_id: extended.id.clone(), end_at: extended.lifecycle.end_at };
-    let _ = dispatch::enqueue(&app, &extended.node_id, command).await?;
+    let _ = dispatch::enqueue(&app.store, &extended.node_id, command).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -24,13 +24,12 @@ use agentplane_domain::platform::run::{CheckpointStatus, DiffStatus, Run};
 use agentplane_domain::platform::workspace_sweep::{self, CHECKPOINT_WITHIN_SECONDS, REFRESH_SETTLE_SECONDS};
 use agentplane_domain::sandbox::Sandbox;
 use agentplane_domain::sandbox::command::{Command, CommandOutcome};
-use agentplane_store::{Objects, StoreError};
+use agentplane_store::{Objects, Store, StoreError};
 use futures_util::{StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 
-use super::error::PlatformError;
-use crate::sandbox::dispatch;
-use crate::{App, edge};
+use super::WorkspaceError;
+use crate::dispatch;
 
 /// How long a presigned URL of a checkpoint or restore lives.
 const PRESIGN: Duration = Duration::from_secs(15 * 60);
@@ -58,25 +57,24 @@ fn hex_of(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn scratch_key(what: &str) -> Result<String, PlatformError> {
-    let bytes: [u8; 12] = edge::random().map_err(|_| PlatformError::internal("randomness"))?;
-    Ok(format!("scratch/{}/{what}.json", hex_of(&bytes)))
+fn scratch_key(what: &str) -> String {
+    format!("scratch/{}/{what}.json", crate::random_hex::<12>())
 }
 
 /// Runs a long workspace command on the sandbox's node.
 async fn node(
-    app: &App,
+    store: &Store,
     sandbox: &Sandbox,
     command: Command,
-) -> Result<BTreeMap<String, String>, PlatformError> {
-    match dispatch::run_within(app, &sandbox.node_id, command, NODE_WITHIN).await? {
+) -> Result<BTreeMap<String, String>, WorkspaceError> {
+    match dispatch::run_within(store, &sandbox.node_id, command, NODE_WITHIN).await? {
         CommandOutcome::Done { details, .. } => Ok(details),
         CommandOutcome::Failed { message } if message.contains("does not host") => {
-            Err(PlatformError::RuntimeUnavailable("the environment's sandbox is not reachable".into()))
+            Err(WorkspaceError::RuntimeUnavailable("the environment's sandbox is not reachable".into()))
         }
         CommandOutcome::Failed { message } => Err(match refusal::parse(&message) {
-            Refusal::TooLarge(too_large) => PlatformError::WorkspaceTooLarge(too_large),
-            _ => PlatformError::internal(message),
+            Refusal::TooLarge(too_large) => WorkspaceError::TooLarge(too_large),
+            _ => WorkspaceError::internal(message),
         }),
     }
 }
@@ -84,15 +82,15 @@ async fn node(
 /// What a Run records of a failed checkpoint: fixed text for each kind of failure, never the
 /// node's or a provider's own words (they can carry presigned URLs, host paths or names a
 /// sandbox process chose); those go to the log.
-pub fn failure_message(err: &PlatformError) -> String {
+pub fn failure_message(err: &WorkspaceError) -> String {
     match err {
-        PlatformError::WorkspaceTooLarge(too_large) => {
+        WorkspaceError::TooLarge(too_large) => {
             format!("workspace_too_large: {}", too_large.describe())
         }
-        PlatformError::RuntimeUnavailable(_) => {
+        WorkspaceError::RuntimeUnavailable(_) => {
             "platform_runtime_unavailable: the workspace's sandbox could not be reached".into()
         }
-        PlatformError::Storage(_) => "service_unavailable: storage was unavailable".into(),
+        WorkspaceError::Storage(_) => "service_unavailable: storage was unavailable".into(),
         _ => "internal_error: the checkpoint could not be taken".into(),
     }
 }
@@ -105,16 +103,20 @@ fn relative(path: &str) -> String {
 /// environment item references, recorded by a checkpoint that relied on them: the retention
 /// sweep never removes them while referenced) are not looked up again; every other blob is
 /// looked up, and relied on only if recently written or refreshed (the module's note).
-pub async fn take(app: &App, sandbox: &Sandbox, known: Option<&Manifest>) -> Result<Taken, PlatformError> {
-    let bucket = app.store.workspaces()?;
+pub async fn take(
+    store: &Store,
+    sandbox: &Sandbox,
+    known: Option<&Manifest>,
+) -> Result<Taken, WorkspaceError> {
+    let bucket = store.workspaces()?;
     let started = Instant::now();
-    let scan_key = scratch_key("scan")?;
+    let scan_key = scratch_key("scan");
     let upload_url = bucket.presign_put_any(&scan_key, PRESIGN).await?;
-    node(app, sandbox, Command::WorkspaceScan { sandbox_id: sandbox.id.clone(), upload_url }).await?;
+    node(store, sandbox, Command::WorkspaceScan { sandbox_id: sandbox.id.clone(), upload_url }).await?;
     let listing = bucket.get(&scan_key).await?;
     let _ = bucket.delete(&scan_key).await;
     let entries: Vec<ScanEntry> = serde_json::from_slice(&listing)
-        .map_err(|e| PlatformError::internal(format!("the node's scan: {e}")))?;
+        .map_err(|e| WorkspaceError::internal(format!("the node's scan: {e}")))?;
     let manifest = Manifest::of_scan(entries);
 
     // One path (and size) per digest: what the node uploads a missing blob from.
@@ -166,7 +168,7 @@ pub async fn take(app: &App, sandbox: &Sandbox, known: Option<&Manifest>) -> Res
             .await?;
         let plan_url = put_plan(bucket, "upload", &UploadPlan { files }).await?;
         let details = node(
-            app,
+            store,
             sandbox,
             Command::WorkspaceUpload { sandbox_id: sandbox.id.clone(), plan_url: plan_url.0.clone() },
         )
@@ -176,17 +178,17 @@ pub async fn take(app: &App, sandbox: &Sandbox, known: Option<&Manifest>) -> Res
         uploaded = details.get("uploaded").and_then(|n| n.parse().ok()).unwrap_or(0);
         bytes = details.get("bytes").and_then(|n| n.parse().ok()).unwrap_or(0);
     }
-    let body = serde_json::to_vec(&manifest).map_err(|e| PlatformError::internal(e.to_string()))?;
+    let body = serde_json::to_vec(&manifest).map_err(|e| WorkspaceError::internal(e.to_string()))?;
     let id = hex_of(&Sha256::digest(&body));
     let key = Manifest::key(&id);
     // Past this, the settle below and the caller's record of the manifest might end after
     // `CHECKPOINT_WITHIN_SECONDS`, which the retention sweep's grace counts on.
     let write_by = CHECKPOINT_WITHIN_SECONDS - REFRESH_SETTLE_SECONDS - RECORD_WITHIN_SECONDS;
     if started.elapsed() > Duration::from_secs(write_by.unsigned_abs()) {
-        return Err(PlatformError::internal("the checkpoint took too long to rely on the blobs it found"));
+        return Err(WorkspaceError::internal("the checkpoint took too long to rely on the blobs it found"));
     }
     let manifest_written = match bucket.written_at(&key).await? {
-        Some(written) if workspace_sweep::reusable(written, edge::now()) => false,
+        Some(written) if workspace_sweep::reusable(written, crate::now()) => false,
         Some(_) => {
             // The same bytes again: the object reads as written now.
             bucket.put(&key, body).await?;
@@ -216,7 +218,7 @@ enum Found {
 
 async fn look_up(bucket: &Objects, key: &str, content_type: &str) -> Result<Found, StoreError> {
     match bucket.written_at(key).await? {
-        Some(written) if workspace_sweep::reusable(written, edge::now()) => Ok(Found::Fresh),
+        Some(written) if workspace_sweep::reusable(written, crate::now()) => Ok(Found::Fresh),
         Some(_) if bucket.refresh(key, content_type).await? => Ok(Found::Refreshed),
         _ => Ok(Found::Missing),
     }
@@ -225,7 +227,7 @@ async fn look_up(bucket: &Objects, key: &str, content_type: &str) -> Result<Foun
 /// Once a sweep that listed the `refreshed` objects before their refresh (at `at`) can no
 /// longer delete them, checks they are all still there: one that is not was deleted under the
 /// checkpoint, which then fails (taken again, it uploads the blob).
-async fn settle(bucket: &Objects, refreshed: &[String], at: Instant) -> Result<(), PlatformError> {
+async fn settle(bucket: &Objects, refreshed: &[String], at: Instant) -> Result<(), WorkspaceError> {
     if refreshed.is_empty() {
         return Ok(());
     }
@@ -238,7 +240,7 @@ async fn settle(bucket: &Objects, refreshed: &[String], at: Instant) -> Result<(
             .try_collect()
             .await?;
     if gone.iter().any(Option::is_none) {
-        return Err(PlatformError::internal(
+        return Err(WorkspaceError::internal(
             "a blob this checkpoint refreshed was deleted meanwhile; take it again",
         ));
     }
@@ -250,27 +252,27 @@ async fn put_plan<T: serde::Serialize>(
     bucket: &Objects,
     what: &str,
     plan: &T,
-) -> Result<(String, String), PlatformError> {
-    let key = scratch_key(what)?;
-    bucket.put(&key, serde_json::to_vec(plan).map_err(|e| PlatformError::internal(e.to_string()))?).await?;
+) -> Result<(String, String), WorkspaceError> {
+    let key = scratch_key(what);
+    bucket.put(&key, serde_json::to_vec(plan).map_err(|e| WorkspaceError::internal(e.to_string()))?).await?;
     Ok((bucket.presign_get(&key, PRESIGN).await?, key))
 }
 
 /// The manifest `id` from the bucket.
-pub async fn load(app: &App, id: &str) -> Result<Manifest, PlatformError> {
-    let body = app.store.workspaces()?.get(&Manifest::key(id)).await?;
-    serde_json::from_slice(&body).map_err(|e| PlatformError::internal(format!("manifest {id}: {e}")))
+pub async fn load(store: &Store, id: &str) -> Result<Manifest, WorkspaceError> {
+    let body = store.workspaces()?.get(&Manifest::key(id)).await?;
+    serde_json::from_slice(&body).map_err(|e| WorkspaceError::internal(format!("manifest {id}: {e}")))
 }
 
 /// Restores the sandbox's workspace to the manifest `id`: files not in it are removed, the
 /// others fetched where their content differs.
 pub async fn restore(
-    app: &App,
+    store: &Store,
     sandbox: &Sandbox,
     id: &str,
-) -> Result<BTreeMap<String, String>, PlatformError> {
-    let manifest = load(app, id).await?;
-    let bucket = app.store.workspaces()?;
+) -> Result<BTreeMap<String, String>, WorkspaceError> {
+    let manifest = load(store, id).await?;
+    let bucket = store.workspaces()?;
     let files: Vec<(String, String)> =
         manifest.files.iter().map(|(path, entry)| (relative(path), entry.sha256.clone())).collect();
     let fetch: Vec<PlannedFile> =
@@ -283,7 +285,7 @@ pub async fn restore(
         .await?;
     let plan = put_plan(bucket, "restore", &RestorePlan { fetch }).await?;
     let details = node(
-        app,
+        store,
         sandbox,
         Command::WorkspaceRestore { sandbox_id: sandbox.id.clone(), plan_url: plan.0.clone() },
     )
@@ -294,11 +296,11 @@ pub async fn restore(
 
 /// Records the manifest the Run starts from (and the environment's initial checkpoint, the
 /// first time); `None` when the Run is no longer running (a rollback took it).
-pub async fn record_start(app: &App, run: Run, taken: &Taken) -> Result<Option<Run>, StoreError> {
-    app.store.environments().set_initial_checkpoint(&run.project_id, &run.environment_id, &taken.id).await?;
+pub async fn record_start(store: &Store, run: Run, taken: &Taken) -> Result<Option<Run>, StoreError> {
+    store.environments().set_initial_checkpoint(&run.project_id, &run.environment_id, &taken.id).await?;
     let id = taken.id.clone();
     let written =
-        super::execute::update_running(app, &run, |r| r.start_manifest = Some(id.clone()), |_| Vec::new())
+        super::execute::update_running(store, &run, |r| r.start_manifest = Some(id.clone()), |_| Vec::new())
             .await?;
     Ok(written.map(|(run, _)| run))
 }
@@ -306,7 +308,7 @@ pub async fn record_start(app: &App, run: Run, taken: &Taken) -> Result<Option<R
 /// What the Run's end records of its checkpoint and diff: `after` is the checkpoint taken at
 /// its end (`None`: the Run never reached its workspace, so nothing changed and nothing is
 /// checkpointed).
-pub fn record_end(run: &mut Run, before: Option<&Manifest>, after: Option<&Result<Taken, PlatformError>>) {
+pub fn record_end(run: &mut Run, before: Option<&Manifest>, after: Option<&Result<Taken, WorkspaceError>>) {
     match (before, after) {
         (Some(before), Some(Ok(taken))) => {
             run.checkpoint.status = CheckpointStatus::Ready;
@@ -338,16 +340,16 @@ mod tests {
 
     #[test]
     fn a_failed_checkpoint_records_fixed_text_never_the_node_s_or_the_bucket_s_words() {
-        let leaky = PlatformError::internal(
+        let leaky = WorkspaceError::internal(
             "uploading the scan: error sending request for url (http://127.0.0.1:4566/ws/scratch/x.json?X-Amz-Signature=ab) /tmp/agentplane-node/sbx/workspace/evil",
         );
         assert_eq!(failure_message(&leaky), "internal_error: the checkpoint could not be taken");
-        let unreachable = PlatformError::RuntimeUnavailable("node n-1 at 10.0.0.7 is gone".into());
+        let unreachable = WorkspaceError::RuntimeUnavailable("node n-1 at 10.0.0.7 is gone".into());
         assert_eq!(
             failure_message(&unreachable),
             "platform_runtime_unavailable: the workspace's sandbox could not be reached"
         );
-        let deep = PlatformError::WorkspaceTooLarge(TooLarge { cap: Cap::Depth, limit: 64 });
+        let deep = WorkspaceError::TooLarge(TooLarge { cap: Cap::Depth, limit: 64 });
         assert_eq!(
             failure_message(&deep),
             "workspace_too_large: the workspace holds a path of more than 64 components"

@@ -1,0 +1,43 @@
+//! Platform Runs as the engine executes them: an environment's workspace (a sandbox on a node),
+//! its checkpoints, the `run-execution` job's side of a Run and the `rollback-restore` job. The
+//! Platform API (`/v1`) is an adapter over these: it validates, stores what the caller asked
+//! for and answers; what happens to a workspace happens here.
+//!
+//! Everything runs over [`Platform`]: the store, the turn engine, the compute sandboxes run on
+//! (the [`Compute`] port, which the sandbox surface implements) and one invocation's budget.
+
+use std::time::Duration;
+
+use agentplane_store::Store;
+
+use crate::Engine;
+use crate::ports::Compute;
+
+pub mod checkpoint;
+pub mod error;
+pub mod execute;
+pub mod rollback;
+mod tools;
+pub mod workspace;
+
+pub use error::WorkspaceError;
+
+/// The largest workspace file one write takes (through the API or a Run's `write_file`).
+pub const MAX_FILE_BYTES: usize = 256 * 1024;
+
+/// What Platform Runs run over.
+pub struct Platform<'a, C> {
+    pub store: &'a Store,
+    pub engine: &'a Engine,
+    pub compute: C,
+    /// One invocation's budget for a Run's turn (the function's timeout less its margin).
+    pub turn_budget: Duration,
+}
+
+impl<C: Compute> Platform<'_, C> {
+    /// The same, for a task that outlives the borrow (the tools and the stop watcher need only
+    /// the store).
+    pub(crate) fn store(&self) -> Store {
+        self.store.clone()
+    }
+}
