@@ -298,6 +298,22 @@ async fn stop_kills_the_running_command_and_the_run_ends_stopped_without_another
         anyhow::ensure!(started.elapsed() < Duration::from_secs(30), "the command never started");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The command runs as an observed process of the environment's one sandbox.
+    let (status, list) = send(app.sandbox(&tenant.key, Method::GET, "/sandboxes")).await?;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    // (Two first uses at once may each start one; the loser's is killed.)
+    let running: Vec<&Value> =
+        list.as_array().into_iter().flatten().filter(|s| s["state"] == "running").collect();
+    assert_eq!(running.len(), 1, "{list}");
+    let sandbox = running[0]["sandboxID"].as_str().unwrap_or_default().to_owned();
+    assert!(sandbox.starts_with("sbx_"), "{list}");
+    let processes = format!("/sandboxes/{sandbox}/processes");
+    let (status, live) =
+        send(app.sandbox(&tenant.key, Method::GET, &format!("{processes}?state=live"))).await?;
+    assert_eq!(status, StatusCode::OK, "{live}");
+    let shell = live["processes"].as_array().and_then(|ps| ps.iter().find(|p| p["tag"] == "run_command"));
+    let pid = shell.map(|p| p["processId"].clone()).unwrap_or_default();
+    assert!(pid.as_str().is_some_and(|id| id.starts_with("obs-")), "the command's shell runs: {live}");
     let stop_at = Instant::now();
     let (status, stopped) = send(v1(&app, &tenant.key, Method::POST, &format!("{path}/stop"))).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{stopped}");
@@ -306,26 +322,30 @@ async fn stop_kills_the_running_command_and_the_run_ends_stopped_without_another
     assert_eq!(done["data"]["status"], "stopped", "{done}");
     assert!(stop_at.elapsed() < Duration::from_secs(15), "the stop took {:?}", stop_at.elapsed());
     assert_eq!(model.requests().len(), 1, "a model call after the stop");
-    // Files already written remain; the command was killed, its `sleep` with it: nothing of it
-    // runs in the sandbox any more.
-    let (_, list) = send(app.sandbox(&tenant.key, Method::GET, "/sandboxes")).await?;
-    let sandbox = list[0]["sandboxID"].as_str().unwrap_or_default().to_owned();
+    // The command was killed (its `sleep 60` with it): no process of it is live, and its
+    // observation says it ended without a clean exit.
     let started = Instant::now();
     loop {
-        let (_, running) = send(app.sandbox(
-            &tenant.key,
-            Method::GET,
-            &format!("/sandboxes/{sandbox}/processes?state=running"),
-        ))
-        .await?;
-        let live: Vec<&Value> = running["processes"].as_array().into_iter().flatten().collect();
-        if live.is_empty() {
+        let (status, live) =
+            send(app.sandbox(&tenant.key, Method::GET, &format!("{processes}?state=live"))).await?;
+        assert_eq!(status, StatusCode::OK, "{live}");
+        let still = live["processes"].as_array().map_or(usize::MAX, Vec::len);
+        if still == 0 {
             break;
         }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(10), "still running: {running}");
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(10), "still running: {live}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(get_file(&app, &tenant.key, &env, "/workspace/late").await?.0, StatusCode::NOT_FOUND);
+    let (status, all) =
+        send(app.sandbox(&tenant.key, Method::GET, &format!("{processes}?state=all"))).await?;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    let shell = all["processes"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["processId"] == pid))
+        .cloned()
+        .unwrap_or_default();
+    assert_ne!(shell["state"], "running", "{all}");
+    assert_ne!(shell["exitCode"], json!(0), "a killed command does not exit 0: {all}");
     assert_eq!(done["data"]["checkpoint"]["status"], "ready");
     assert_eq!(done["data"]["fileDiff"][0]["path"], "/workspace/marker");
     // Stopping again changes nothing.

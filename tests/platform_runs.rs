@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use agentplane_domain::platform::run::{RunId, RunStatus};
 use agentplane_tests::{TestApp, send};
@@ -297,7 +298,9 @@ async fn stop_racing_completion_produces_one_consistent_outcome() -> R {
     let tenant = app.tenant().await?;
     let project = tenant.project_id.parse()?;
     let (env, sessions) = setup(&app, &tenant.key, 1).await?;
-    for _ in 0..8 {
+    // The completion lands at a different moment of the stop request each time (before it, between
+    // its read and its write, after it), so the stale-write window is hit, not hoped for.
+    for delay_ms in (0..24).map(|i| i * 4) {
         let (_, created) =
             create(&app, &tenant.key, &env, &sessions[0], json!({"model": "m", "input": "x"})).await?;
         let id: RunId = created["data"]["id"].as_str().unwrap_or_default().parse()?;
@@ -309,6 +312,7 @@ async fn stop_racing_completion_produces_one_consistent_outcome() -> R {
         // It completes (conditionally on what it read) while a stop arrives.
         let store = app.store.clone();
         let complete = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             let mut done = run.clone();
             done.status = RunStatus::Completed;
             done.version = 2;
@@ -320,8 +324,15 @@ async fn stop_racing_completion_produces_one_consistent_outcome() -> R {
         assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
         let stored = app.store.runs().get(&project, &id).await?;
         if completed {
-            // The completion won or came after the stop's write: the Run stays completed.
-            assert!(stored.status == RunStatus::Completed || stored.stop_requested, "{stored:?}");
+            // The completion's conditional write (on version 1) succeeded, so it came before any
+            // write of the stop: the stop read it again and changed nothing. A stop that wrote
+            // what it read before (a stale write) would leave it `running` with a stop request.
+            assert_eq!(
+                (stored.status, stored.version, stored.stop_requested),
+                (RunStatus::Completed, 2, false)
+            );
+            assert_eq!(answer["data"]["status"], "completed", "{answer}");
+            assert_eq!(answer["data"]["stopRequested"], false, "{answer}");
         } else {
             // The stop's write came first: the execution must read again (it sees stopRequested).
             assert_eq!((stored.status, stored.stop_requested), (RunStatus::Running, true));
