@@ -38,6 +38,7 @@ mod pauses;
 mod platform;
 mod platform_exec;
 mod platform_files;
+mod platform_order;
 mod platform_runs;
 mod retention;
 mod rewind;

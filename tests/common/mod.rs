@@ -193,6 +193,15 @@ impl TestApp {
         Self::serve_app_with(configure(app), store, core_key, Jobs { runs: true, webhook_retry: false }).await
     }
 
+    /// `spawn_with_model` whose `runs` queue nobody consumes: the test executes Runs itself
+    /// (and can drop an execution mid-way, as a crashed executor would).
+    pub async fn spawn_with_model_without_runs_consumer(
+        model: &model::ScriptedModel,
+    ) -> anyhow::Result<Self> {
+        let (app, store, core_key) = Self::serve_with_model_unstarted(fresh_store().await?, model);
+        Self::serve_app_with(app, store, core_key, Jobs { runs: false, webhook_retry: true }).await
+    }
+
     /// An app on fresh resources whose `runs` queue nobody consumes: what is queued stays
     /// queued (tests of queued platform Runs).
     pub async fn spawn_without_runs_consumer() -> anyhow::Result<Self> {

@@ -29,5 +29,6 @@ pub fn platform(app: &App) -> Platform<'_, Nodes<'_>> {
         engine: &app.engine,
         compute: Nodes(app),
         turn_budget: app.background.invocation_budget,
+        lease: agentplane_engine::platform::lease::LEASE,
     }
 }

@@ -33,7 +33,36 @@ pub struct Environment {
     /// The rollback under way, if any: new Runs wait and workspace writes are refused meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<ActiveRollback>,
+    /// The Run executing on the workspace now, under a lease (one Run at a time per
+    /// environment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executing: Option<ExecutionLease>,
+    /// The fencing counter: every claim of the execution lease takes the next value, so a writer
+    /// holding an older one can tell (and is told) it lost the lease.
+    #[serde(default)]
+    pub fence: u64,
+    /// Every Run up to this `environmentSequence` has ended (completed, failed, stopped or
+    /// reverted): the order check reads only the Runs after it.
+    #[serde(default)]
+    pub settled_through: u64,
     pub created_at: Timestamp,
+}
+
+/// The lease of the Run executing on an environment's workspace: its `token` is the
+/// environment's `fence` when it was claimed; it is good until `until` unless renewed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionLease {
+    pub run_id: run::RunId,
+    pub sequence: u64,
+    pub token: u64,
+    pub until: Timestamp,
+}
+
+impl ExecutionLease {
+    /// Whether it still holds the workspace at `now`.
+    pub fn live(&self, now: Timestamp) -> bool {
+        self.until > now
+    }
 }
 
 /// A rollback accepted and not finished: the Run selected, the affected set (every Run of the
@@ -60,6 +89,9 @@ impl Environment {
             sandbox_id: None,
             initial_checkpoint: None,
             rollback: None,
+            executing: None,
+            fence: 0,
+            settled_through: 0,
             created_at: now,
         }
     }

@@ -333,30 +333,37 @@ pub enum RestorePoint {
     Unavailable { run_id: RunId, status: CheckpointStatus },
 }
 
-/// The restore point of a rollback: `earlier` are the Runs before the selected one, nearest
-/// first; `initial` the environment's initial checkpoint. Runs that never touched the
-/// workspace (queued, or a checkpoint `skipped`) and Runs already reverted are passed over; a
-/// running Run's checkpoint is still pending.
-pub fn restore_point<'a>(earlier: impl IntoIterator<Item = &'a Run>, initial: Option<&str>) -> RestorePoint {
+/// The restore point of a rollback of `selected`: the checkpoint immediately before it. That is
+/// its own start checkpoint when it has one (so files written through the API between the Run
+/// before it and it survive). Otherwise (it never reached its workspace) the nearest earlier
+/// ready checkpoint: `earlier` are the Runs before it, nearest first. Runs that never touched
+/// the workspace (queued, or a checkpoint `skipped`) and Runs already reverted are passed over;
+/// an earlier Run whose end checkpoint is pending or failed is skipped for its start checkpoint
+/// (as the spec says, "pending or failed checkpoints are skipped"); `initial` is the
+/// environment's initial checkpoint. Only a Run still running refuses it: the state before the
+/// selected Run is not known until that Run ends.
+pub fn restore_point<'a>(
+    selected: &Run,
+    earlier: impl IntoIterator<Item = &'a Run>,
+    initial: Option<&str>,
+) -> RestorePoint {
+    if let Some(start) = &selected.start_manifest {
+        return RestorePoint::Manifest(start.clone());
+    }
     for run in earlier {
         match run.status {
             RunStatus::Queued | RunStatus::Reverting | RunStatus::Reverted => continue,
             RunStatus::Running => {
                 return RestorePoint::Unavailable { run_id: run.id, status: CheckpointStatus::Pending };
             }
-            RunStatus::Completed | RunStatus::Failed | RunStatus::Stopped => match run.checkpoint.status {
-                CheckpointStatus::Skipped => continue,
-                CheckpointStatus::Ready => match &run.checkpoint.snapshot_id {
-                    Some(id) => return RestorePoint::Manifest(id.clone()),
-                    None => {
-                        return RestorePoint::Unavailable {
-                            run_id: run.id,
-                            status: CheckpointStatus::Failed,
-                        };
-                    }
-                },
-                status => return RestorePoint::Unavailable { run_id: run.id, status },
-            },
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Stopped => {
+                match (run.checkpoint.status, &run.checkpoint.snapshot_id, &run.start_manifest) {
+                    (CheckpointStatus::Skipped, _, _) => continue,
+                    (CheckpointStatus::Ready, Some(id), _) => return RestorePoint::Manifest(id.clone()),
+                    (_, _, Some(start)) => return RestorePoint::Manifest(start.clone()),
+                    _ => continue,
+                }
+            }
         }
     }
     match initial {
@@ -496,20 +503,32 @@ mod tests {
         let reverted = with(RunStatus::Reverted, CheckpointStatus::Ready, Some("old"));
         let failed = with(RunStatus::Completed, CheckpointStatus::Failed, None);
         let running = with(RunStatus::Running, CheckpointStatus::Pending, None);
+        let selected = queued.clone();
         assert_eq!(
-            restore_point([&queued, &skipped, &reverted, &ready], Some("init")),
+            restore_point(&selected, [&queued, &skipped, &reverted, &ready], Some("init")),
             RestorePoint::Manifest("m1".into())
         );
-        assert_eq!(restore_point([&queued], Some("init")), RestorePoint::Manifest("init".into()));
-        assert_eq!(restore_point([], None), RestorePoint::Nothing);
+        assert_eq!(restore_point(&selected, [&queued], Some("init")), RestorePoint::Manifest("init".into()));
+        assert_eq!(restore_point(&selected, [], None), RestorePoint::Nothing);
+        // A failed end checkpoint is skipped: its start, else an earlier ready one.
+        assert_eq!(restore_point(&selected, [&failed, &ready], None), RestorePoint::Manifest("m1".into()));
+        let mut failed_with_start = failed.clone();
+        failed_with_start.start_manifest = Some("s0".into());
+        assert_eq!(
+            restore_point(&selected, [&failed_with_start, &ready], None),
+            RestorePoint::Manifest("s0".into())
+        );
         assert!(matches!(
-            restore_point([&failed, &ready], None),
-            RestorePoint::Unavailable { status: CheckpointStatus::Failed, .. }
-        ));
-        assert!(matches!(
-            restore_point([&running], Some("init")),
+            restore_point(&selected, [&running], Some("init")),
             RestorePoint::Unavailable { status: CheckpointStatus::Pending, .. }
         ));
+        // A selected Run that reached its workspace restores its own start, whatever came before.
+        let mut started = with(RunStatus::Completed, CheckpointStatus::Ready, Some("after"));
+        started.start_manifest = Some("before".into());
+        assert_eq!(
+            restore_point(&started, [&running, &ready], Some("init")),
+            RestorePoint::Manifest("before".into())
+        );
         let mut run = with(RunStatus::Reverting, CheckpointStatus::Failed, None);
         revert(&mut run);
         assert_eq!((run.status, run.checkpoint.status), (RunStatus::Reverted, CheckpointStatus::Skipped));

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use agentplane_domain::agent::{Channel, VersionedConfig};
 use agentplane_domain::ids::AgentId;
+use agentplane_domain::platform::Environment;
 use agentplane_domain::platform::manifest::Manifest;
 use agentplane_domain::platform::run::{
     self as run_rules, ExecuteRun, FILE_INVALID, RUNTIME_UNAVAILABLE, Run, RunError, RunStatus,
@@ -29,6 +30,7 @@ use agentplane_store::{OutboxEvent, RunsMessage, Store, StoreError};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::lease::{self, Line};
 use super::tools::{Kind, ToolContext, WorkspaceTool};
 use super::{Platform, WorkspaceError, checkpoint, workspace};
 use crate::ports::{Compute, TurnStore};
@@ -56,8 +58,12 @@ write, list and delete its files and to run shell commands in it. Answer with a 
 const MAX_STEPS: u32 = 50;
 /// How often the watcher reads the Run for a stop.
 const STOP_POLL: Duration = Duration::from_millis(200);
-/// How long a Run whose sandbox cannot be reached (or whose session is busy) waits.
+/// How long a Run whose sandbox cannot be reached (or whose session is busy, or whose
+/// environment a rollback holds) waits.
 const RETRY_AFTER_S: i32 = 2;
+/// How long a Run waiting for an earlier Run of its environment waits before it looks again
+/// itself (the earlier Run's end sends it at once; this is the net under that).
+const WAIT_AFTER_S: i32 = 30;
 
 /// Executes the Run the message names; see the module's notes.
 pub async fn execute<C: Compute>(
@@ -70,35 +76,123 @@ pub async fn execute<C: Compute>(
         Err(StoreError::NotFound) => return Ok(Executed::Stale),
         Err(err) => return Err(err),
     };
-    if super::rollback::in_progress(store, &run.project_id, &run.environment_id).await? {
-        if run.status == RunStatus::Queued {
-            resend(store, message).await?;
-            return Ok(Executed::Waiting);
+    let environment = match store.environments().get(&run.project_id, &run.environment_id).await {
+        Ok(environment) => environment,
+        Err(StoreError::NotFound) => {
+            let Some(run) = claim(store, run).await? else { return Ok(Executed::Stale) };
+            let error =
+                RunError { code: "environment_not_found".into(), message: "the environment is gone".into() };
+            return finish(store, run, End::failed(error), Instant::now(), None).await;
         }
+        Err(err) => return Err(err),
+    };
+    if run.status == RunStatus::Running && !waits_for_sandbox(&run) {
+        return Box::pin(take_over(platform, &environment, run)).await;
+    }
+    if !claimable(&run) {
         return Ok(Executed::Stale);
     }
+    let held = match lease::acquire(store, &environment, &run, platform.lease).await? {
+        Line::Go(held) => held,
+        Line::Wait => {
+            // A rollback ends soon; an earlier Run's end sends this one (the retry is a net).
+            let after = if environment.rollback.is_some() { RETRY_AFTER_S } else { WAIT_AFTER_S };
+            resend_after(store, message, after).await?;
+            return Ok(Executed::Waiting);
+        }
+    };
+    let (lost, lost_seen) = watch::channel(false);
+    // Renewed while this execution lives: a crashed executor's lease lapses.
+    let keeper = AbortOnDrop(tokio::spawn(lease::keep(
+        store.clone(),
+        held.clone(),
+        run.project_id,
+        run.environment_id,
+        platform.lease,
+        lost,
+    )));
+    let environment_id = environment.id;
+    let executed = Box::pin(execute_held(platform, message, run, environment, lost_seen)).await;
+    drop(keeper);
+    lease::release(store, &message.project_id, &environment_id, &held).await;
+    executed
+}
+
+/// A Run left `running` by a delivery that will not come back: the sandbox could not be
+/// reached (its retry), as opposed to an executor that died.
+fn waits_for_sandbox(run: &Run) -> bool {
+    run.status == RunStatus::Running && run.error.as_ref().is_some_and(|e| e.code == RUNTIME_UNAVAILABLE)
+}
+
+fn claimable(run: &Run) -> bool {
+    run.status == RunStatus::Queued || waits_for_sandbox(run)
+}
+
+/// Settles a Run whose executor died once its lease has expired: the workspace as it was left
+/// is checkpointed (so the diff is known) and the Run fails with [`lease::EXECUTOR_LOST`] (or
+/// ends `stopped` when a stop was asked for). It is not run again: that would repeat model
+/// spend and external side effects.
+async fn take_over<C: Compute>(
+    platform: &Platform<'_, C>,
+    environment: &Environment,
+    run: Run,
+) -> Result<Executed, StoreError> {
+    let store = platform.store;
+    let Some(held) = lease::take_over(store, environment, &run, platform.lease).await? else {
+        return Ok(Executed::Stale);
+    };
+    tracing::warn!(run = %run.id, "taking over a Run whose executor stopped renewing its lease");
+    let before = match &run.start_manifest {
+        Some(id) => checkpoint::load(store, id).await.ok(),
+        None => None,
+    };
+    let sandbox = match &before {
+        Some(_) => workspace::sandbox(platform, environment).await.ok(),
+        None => None,
+    };
+    let end = if run.stop_requested {
+        End::stopped()
+    } else {
+        End::failed(RunError {
+            code: lease::EXECUTOR_LOST.into(),
+            message: "the Run's executor stopped while it ran; the Run was not resumed".into(),
+        })
+    };
+    let ran_for = run
+        .started_at
+        .map(|at| {
+            Duration::from_millis(u64::try_from(crate::now().unix_millis() - at.unix_millis()).unwrap_or(0))
+        })
+        .unwrap_or_default();
+    let started = Instant::now().checked_sub(ran_for).unwrap_or_else(Instant::now);
+    // Its turn died with it: the session's next turn need not wait for that turn's hold.
+    store
+        .sessions()
+        .settle_turn_of(&run.project_id, &run.session_id, run.turn_id().as_str(), crate::now())
+        .await?;
+    let workspace = sandbox.as_ref().zip(before.as_ref());
+    let executed = finish(store, run, end, started, workspace).await;
+    lease::release(store, &environment.project_id, &environment.id, &held).await;
+    executed
+}
+
+/// The Run's execution under its lease: `lost` turns true when the lease is lost, and then
+/// nothing more is done or written.
+async fn execute_held<C: Compute>(
+    platform: &Platform<'_, C>,
+    message: &ExecuteRun,
+    run: Run,
+    environment: Environment,
+    mut lost: watch::Receiver<bool>,
+) -> Result<Executed, StoreError> {
+    let store = platform.store;
     let Some(run) = claim(store, run).await? else { return Ok(Executed::Stale) };
     // A stop that came while the Run waited for its sandbox ends it here: nothing ran since
     // the last delivery, so there is nothing to checkpoint.
     if run.stop_requested {
         return finish(store, run, End::stopped(), Instant::now(), None).await;
     }
-    // A rollback accepted between the check and the claim: wait for it, queued.
-    if super::rollback::in_progress(store, &run.project_id, &run.environment_id).await? {
-        requeue(store, &run, StoreError::Conflict).await;
-        resend(store, message).await?;
-        return Ok(Executed::Waiting);
-    }
     let started = Instant::now();
-    let environment = match store.environments().get(&run.project_id, &run.environment_id).await {
-        Ok(environment) => environment,
-        Err(StoreError::NotFound) => {
-            let error =
-                RunError { code: "environment_not_found".into(), message: "the environment is gone".into() };
-            return finish(store, run, End::failed(error), started, None).await;
-        }
-        Err(err) => return Err(requeue(store, &run, err).await),
-    };
     let sandbox = match workspace::sandbox(platform, &environment).await {
         Ok(sandbox) => sandbox,
         Err(WorkspaceError::RuntimeUnavailable(detail)) => {
@@ -197,7 +291,16 @@ pub async fn execute<C: Compute>(
         images: Vec::new(),
         supersede: None,
     };
-    let result = Box::pin(engine.run_turn(request)).await;
+    let result = tokio::select! {
+        result = Box::pin(engine.run_turn(request)) => result,
+        _ = lost.wait_for(|lost| *lost) => {
+            // Another delivery may own the workspace now: nothing more is touched or written.
+            return Ok(Executed::Stale);
+        }
+    };
+    if *lost.borrow() {
+        return Ok(Executed::Stale);
+    }
     let end = match result {
         Ok(outcome) => {
             let (status, error) = run_rules::ending(outcome.stop_reason, outcome.error);
@@ -255,7 +358,7 @@ fn platform_agent() -> AgentId {
     AgentId::from_random([0; 16])
 }
 
-pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<()>);
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
@@ -264,7 +367,11 @@ impl Drop for AbortOnDrop {
 }
 
 async fn resend(store: &Store, message: &ExecuteRun) -> Result<(), StoreError> {
-    store.runs_queue()?.send_delayed(&RunsMessage::PlatformRun(message.clone()), RETRY_AFTER_S).await
+    resend_after(store, message, RETRY_AFTER_S).await
+}
+
+async fn resend_after(store: &Store, message: &ExecuteRun, after_s: i32) -> Result<(), StoreError> {
+    store.runs_queue()?.send_delayed(&RunsMessage::PlatformRun(message.clone()), after_s).await
 }
 
 /// `queued → running`, or `running` with the unavailability diagnostic (a retry): the Run this

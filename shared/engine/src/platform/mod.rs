@@ -16,6 +16,7 @@ use crate::ports::Compute;
 pub mod checkpoint;
 pub mod error;
 pub mod execute;
+pub mod lease;
 pub mod rollback;
 mod tools;
 pub mod workspace;
@@ -32,6 +33,8 @@ pub struct Platform<'a, C> {
     pub compute: C,
     /// One invocation's budget for a Run's turn (the function's timeout less its margin).
     pub turn_budget: Duration,
+    /// How long an execution lease holds unrenewed ([`lease::LEASE`]).
+    pub lease: Duration,
 }
 
 impl<C: Compute> Platform<'_, C> {

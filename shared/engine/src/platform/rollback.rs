@@ -31,9 +31,6 @@ use serde::{Deserialize, Serialize};
 use super::{Platform, WorkspaceError, checkpoint, workspace};
 use crate::ports::Compute;
 
-/// How long the job waits for an affected Run's execution to stop before it restores anyway.
-const STOP_WAIT: Duration = Duration::from_secs(60);
-
 /// Whether a rollback holds the environment (new Runs wait, workspace writes are refused).
 pub async fn in_progress(
     store: &Store,
@@ -64,6 +61,9 @@ async fn restore_point(
     selected: &Run,
     initial: Option<&str>,
 ) -> Result<RestorePoint, StoreError> {
+    if selected.start_manifest.is_some() {
+        return Ok(run::restore_point(selected, [], initial));
+    }
     let mut sequence = selected.environment_sequence;
     let mut earlier = Vec::new();
     while sequence > 1 {
@@ -72,13 +72,13 @@ async fn restore_point(
         for id in ids.iter().rev() {
             earlier.push(store.runs().get(&selected.project_id, id).await?);
         }
-        let point = run::restore_point(earlier.iter(), None);
+        let point = run::restore_point(selected, earlier.iter(), None);
         if point != RestorePoint::Nothing {
             return Ok(point);
         }
         sequence = from;
     }
-    Ok(run::restore_point(earlier.iter(), initial))
+    Ok(run::restore_point(selected, earlier.iter(), initial))
 }
 
 /// Moves `run` to `reverting` (asking a running one to stop, and cancelling its turn).
@@ -228,17 +228,18 @@ pub async fn restore<C: Compute>(
     for id in &ids {
         affected.push(mark_reverting(store, store.runs().get(&message.project_id, id).await?).await?);
     }
-    // Active work stops first: each affected execution's turn ends (its ending is not written).
-    let started = tokio::time::Instant::now();
-    for run in affected.iter().filter(|r| r.stop_requested && r.started_at.is_some()) {
-        loop {
-            let holder = store.sessions().turn_holder(&run.project_id, &run.session_id).await?;
-            if holder.turn_id.as_deref() != Some(run.turn_id().as_str()) || started.elapsed() > STOP_WAIT {
-                break;
-            }
+    // Active work stops first: each affected execution's turn ends (its ending is not written),
+    // and the restore waits until no execution holds the workspace (its lease given back, or
+    // lapsed: an executor that died holds it no longer than a lease).
+    loop {
+        for run in affected.iter().filter(|r| r.stop_requested && r.started_at.is_some()) {
             cancel_turn(store, run).await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        let now = store.environments().get(&message.project_id, &message.environment_id).await?;
+        if !now.executing.as_ref().is_some_and(|lease| lease.live(crate::now())) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     if let Some(manifest) = &active.manifest {
         let sandbox = workspace::sandbox(platform, &env).await?;
@@ -288,5 +289,7 @@ pub async fn restore<C: Compute>(
         }
     }
     store.environments().end_rollback(&message.project_id, &env.id, &message.run_id).await?;
+    // Runs created meanwhile waited for it: the first of them starts now.
+    super::lease::send_next(store, &message.project_id, &env.id, active.through_sequence).await;
     Ok(Restored::Reverted(reverted))
 }

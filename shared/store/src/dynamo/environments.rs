@@ -11,7 +11,7 @@
 //! holds `run_count`, the last `environmentSequence` handed out.
 
 use agentplane_domain::page::{Page, PageRequest, created_sort_key};
-use agentplane_domain::platform::Environment;
+use agentplane_domain::platform::{Environment, ExecutionLease};
 use agentplane_domain::sandbox::SandboxId;
 use agentplane_domain::session::Session;
 use agentplane_domain::telemetry::EnvironmentId;
@@ -230,6 +230,103 @@ impl<'a> Environments<'a> {
         }
     }
 
+    /// Claims the environment's execution lease for `run` (sequence `sequence`), as `read` (the
+    /// environment as the caller read it) allows: no rollback under way, no live lease of another
+    /// Run, and no claim since `read` (its `fence` unchanged). The lease's token is the next
+    /// fence; `settled_through` becomes `settled` (every earlier Run has ended). `Conflict`: read
+    /// again.
+    pub async fn claim_execution(
+        &self,
+        read: &Environment,
+        run: &agentplane_domain::platform::run::RunId,
+        sequence: u64,
+        settled: u64,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<ExecutionLease, StoreError> {
+        let lease = ExecutionLease { run_id: *run, sequence, token: read.fence + 1, until };
+        self.store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(&read.project_id)))
+            .key("SK", s(environment_sk(&read.id)))
+            .update_expression("SET #ex = :lease, fence = :token, settled_through = :settled")
+            .condition_expression(
+                "attribute_exists(PK) AND attribute_not_exists(#rb) \
+                 AND (attribute_not_exists(fence) OR fence = :fence) \
+                 AND (attribute_not_exists(#ex) OR #ex.#until < :now OR #ex.run_id = :run)",
+            )
+            .expression_attribute_names("#rb", "rollback")
+            .expression_attribute_names("#ex", "executing")
+            .expression_attribute_names("#until", "until")
+            .expression_attribute_values(":lease", serde_dynamo::to_attribute_value(&lease)?)
+            .expression_attribute_values(":token", n(lease.token))
+            .expression_attribute_values(":fence", n(read.fence))
+            .expression_attribute_values(":settled", n(settled.max(read.settled_through)))
+            .expression_attribute_values(":now", n(now.unix_millis()))
+            .expression_attribute_values(":run", s(run.to_string()))
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(lease)
+    }
+
+    /// Extends the lease to `until` while it is still `lease` (no later claim): `Conflict` when
+    /// it was lost (taken over, or released by a rollback's end).
+    pub async fn renew_execution(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+        lease: &ExecutionLease,
+        until: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(environment_sk(id)))
+            .update_expression("SET #ex.#until = :until")
+            .condition_expression("attribute_exists(#ex) AND fence = :token AND #ex.run_id = :run")
+            .expression_attribute_names("#ex", "executing")
+            .expression_attribute_names("#until", "until")
+            .expression_attribute_values(":until", n(until.unix_millis()))
+            .expression_attribute_values(":token", n(lease.token))
+            .expression_attribute_values(":run", s(lease.run_id.to_string()))
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    /// Gives the lease back (if it is still `lease`; a lost one is left as it is).
+    pub async fn release_execution(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+        lease: &ExecutionLease,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(environment_sk(id)))
+            .update_expression("REMOVE #ex")
+            .condition_expression("attribute_exists(#ex) AND fence = :token")
+            .expression_attribute_names("#ex", "executing")
+            .expression_attribute_values(":token", n(lease.token))
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
+        match result {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Creates `session` in its environment (`session.environment_id`): the session, its
     /// locator and its link in one transaction, under the condition that the environment
     /// exists in the session's project (`NotFound` otherwise).
@@ -295,4 +392,8 @@ impl<'a> Environments<'a> {
         let items = links.items.iter().filter_map(|l| found.remove(&l.session_id)).collect();
         Ok(Page { items, has_more: links.has_more })
     }
+}
+
+fn n(value: impl std::fmt::Display) -> aws_sdk_dynamodb::types::AttributeValue {
+    aws_sdk_dynamodb::types::AttributeValue::N(value.to_string())
 }

@@ -206,15 +206,15 @@ impl<'a> Runs<'a> {
         Ok(Page { items: page.items.into_iter().map(|i| i.run).collect(), has_more: page.has_more })
     }
 
-    /// The ids of the environment's Runs from `from` through `through` (`environmentSequence`,
-    /// ascending), from the index (eventually consistent: read each Run for its state).
-    pub async fn sequence_range(
+    /// The Runs of `environment` with a sequence in `[from, through]`, in order, as the index
+    /// holds them (eventually consistent: a status may lag, a new Run may be missing).
+    pub async fn sequence_runs(
         &self,
         environment: &EnvironmentId,
         from: u64,
         through: u64,
-    ) -> Result<Vec<RunId>, StoreError> {
-        let mut ids = Vec::new();
+    ) -> Result<Vec<Run>, StoreError> {
+        let mut runs = Vec::new();
         let mut start = None;
         loop {
             let out = self
@@ -232,14 +232,25 @@ impl<'a> Runs<'a> {
                 .await
                 .map_err(StoreError::unavailable)?;
             for item in out.items() {
-                let run: RunItem = serde_dynamo::from_item(item.clone())?;
-                ids.push(run.run.id);
+                let item: RunItem = serde_dynamo::from_item(item.clone())?;
+                runs.push(item.run);
             }
             match out.last_evaluated_key() {
                 Some(key) if !key.is_empty() => start = Some(key.clone()),
-                _ => return Ok(ids),
+                _ => return Ok(runs),
             }
         }
+    }
+
+    /// The ids of the environment's Runs from `from` through `through` (`environmentSequence`,
+    /// ascending), from the index (eventually consistent: read each Run for its state).
+    pub async fn sequence_range(
+        &self,
+        environment: &EnvironmentId,
+        from: u64,
+        through: u64,
+    ) -> Result<Vec<RunId>, StoreError> {
+        Ok(self.sequence_runs(environment, from, through).await?.into_iter().map(|r| r.id).collect())
     }
 
     /// The environment's Runs in `environmentSequence` order (at most `limit`).

@@ -419,6 +419,48 @@ impl Sessions<'_> {
         }
     }
 
+    /// Records that the turn `turn_id` died, whatever its hold says: idle again, stopped by
+    /// `error`. For a turn whose executor is known dead by a lease of its own (a Platform Run
+    /// taken over), so the session's next turn need not wait for the dead one's hold to lapse.
+    /// `false` when that turn no longer holds the session.
+    pub async fn settle_turn_of(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+        turn_id: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(session_sk(id)))
+            .condition_expression(format!("{LIVE} AND runtime_status = :running AND current_turn_id = :turn"))
+            .update_expression(
+                "SET runtime_status = :idle, stop_reason = :reason, updated_at = :now \
+                 REMOVE current_turn_id, turn_held_until, cancelled_turn_id",
+            )
+            .expression_attribute_values(":running", s("running"))
+            .expression_attribute_values(":turn", s(turn_id))
+            .expression_attribute_values(":idle", s("idle"))
+            .expression_attribute_values(
+                ":reason",
+                serde_dynamo::to_attribute_value(agentplane_domain::session::StopReason::Error)?,
+            )
+            .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
+                Ok(false)
+            }
+            Err(err) => Err(backend(err)),
+        }
+    }
+
     /// Adds one model call's tokens and cost to the session's measured totals (atomic `ADD`,
     /// so concurrent writers never lose an update). A call without a price (`cost_usd: None`)
     /// adds its tokens to the unpriced counts as well, and nothing to the cost. A deleted session is `NotFound`.
