@@ -100,10 +100,9 @@ pub fn platform_run(run: &crate::platform::run::Run) -> Value {
     data.insert("environmentId".into(), json!(run.environment_id.to_string()));
     data.insert("environmentSequence".into(), json!(run.environment_sequence));
     data.insert("status".into(), json!(run.status.as_str()));
-    data.insert(
-        "error".into(),
-        run.error.as_ref().map_or(Value::Null, |e| json!({"code": e.code, "message": e.message})),
-    );
+    // As the API shows it: a fixed message by code, never the text the executor recorded.
+    let error = run.error.as_ref().map(crate::platform::public_error::run_error);
+    data.insert("error".into(), error.map_or(Value::Null, |e| json!({"code": e.code, "message": e.message})));
     data.insert("fileDiffStatus".into(), snake(run.file_diff_status));
     data.insert("stopRequested".into(), json!(run.stop_requested));
     Value::Object(data)
