@@ -95,3 +95,25 @@ async fn a_completed_runs_sandbox_amount_is_its_seconds_times_the_configured_pri
     assert_eq!(list["data"][0]["usage"], *usage, "{list}");
     Ok(())
 }
+
+/// The stack passes its `SandboxUsdPerSecond` parameter (default 0) to every function as
+/// `AGENTPLANE_SANDBOX_USD_PER_SECOND`, and CloudFormation refuses exactly the values the
+/// functions would refuse to start with (the same digit bounds).
+#[test]
+fn the_template_sets_the_price_from_a_parameter_of_default_zero() -> R {
+    use agentplane_domain::platform::sandbox_price::{PRICE_FRACTION_DIGITS, PRICE_WHOLE_DIGITS};
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../infra/template.yaml");
+    let template: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(path)?)?;
+    let parameter = &template["Parameters"]["SandboxUsdPerSecond"];
+    let default = parameter["Default"].as_str().unwrap_or("missing");
+    assert_eq!(SandboxPrice::parse(default)?, SandboxPrice::ZERO, "{parameter:?}");
+    assert_eq!(
+        parameter["AllowedPattern"].as_str(),
+        Some(format!("^[0-9]{{1,{PRICE_WHOLE_DIGITS}}}(\\.[0-9]{{1,{PRICE_FRACTION_DIGITS}}})?$").as_str())
+    );
+    let variable =
+        &template["Globals"]["Function"]["Environment"]["Variables"]["AGENTPLANE_SANDBOX_USD_PER_SECOND"];
+    let serde_yaml::Value::Tagged(tagged) = variable else { anyhow::bail!("not a !Ref: {variable:?}") };
+    assert_eq!((tagged.tag.to_string(), tagged.value.as_str()), ("!Ref".into(), Some("SandboxUsdPerSecond")));
+    Ok(())
+}

@@ -19,7 +19,6 @@ fn run_message(code: &str) -> Option<&'static str> {
             "the environment's sandbox cannot be reached now; the Run waits for it (reuse this Run, do not submit it again)"
         }
         FILE_INVALID => "a file the Run names is not a regular workspace file, or not of the sha256 given",
-        CHECKPOINT_FAILED => "the workspace checkpoint before the Run could not be taken",
         "environment_not_found" => "the environment is gone",
         "session_not_found" => "the session is gone",
         "run_limit_reached" => "the Run reached its time or step limit",
@@ -54,6 +53,12 @@ const DIFF_CHECKPOINT_FAILED: &str = "the checkpoint after the Run failed, so it
 
 /// A Run's error as a client reads it.
 pub fn run_error(recorded: &RunError) -> RunError {
+    if recorded.code == CHECKPOINT_FAILED {
+        // `<cause>: <message>`, the checkpoint's own rule (a failed start checkpoint).
+        let shown = checkpoint_error(&format!("{CHECKPOINT_FAILED}: {}", recorded.message));
+        let message = shown.strip_prefix(CHECKPOINT_FAILED).unwrap_or(&shown).trim_start_matches(": ");
+        return RunError { code: CHECKPOINT_FAILED.to_owned(), message: message.to_owned() };
+    }
     let (code, message) = match run_message(&recorded.code) {
         Some(message) => (recorded.code.as_str(), message),
         None => (RUN_FAILED, run_message(RUN_FAILED).unwrap_or_default()),
@@ -65,9 +70,26 @@ pub fn run_error(recorded: &RunError) -> RunError {
 /// the cause kept when it is one the checkpoint names.
 pub fn checkpoint_error(recorded: &str) -> String {
     let rest = recorded.strip_prefix(CHECKPOINT_FAILED).and_then(|r| r.strip_prefix(": ")).unwrap_or("");
-    let cause = rest.split_once(": ").map_or(rest, |(cause, _)| cause);
+    let (cause, detail) = rest.split_once(": ").unwrap_or((rest, ""));
+    if cause == "workspace_too_large"
+        && let Some(described) = described_cap(detail)
+    {
+        return format!("{CHECKPOINT_FAILED}: {cause}: {described}");
+    }
     let cause = if checkpoint_cause(cause).is_some() { cause } else { "internal_error" };
     format!("{CHECKPOINT_FAILED}: {cause}: {}", checkpoint_cause(cause).unwrap_or_default())
+}
+
+/// `detail` when it is exactly a cap's own fixed description (`TooLarge::describe`: the cap
+/// and its limit, nothing from the sandbox), rebuilt from the cap and the number.
+fn described_cap(detail: &str) -> Option<String> {
+    use super::path::refusal::{Cap, TooLarge};
+    let digits: String = detail.chars().filter(char::is_ascii_digit).collect();
+    let limit = digits.parse::<u64>().ok()?;
+    [Cap::Depth, Cap::Entries, Cap::PathBytes, Cap::ListingBytes, Cap::FileBytes]
+        .into_iter()
+        .map(|cap| TooLarge { cap, limit }.describe())
+        .find(|described| described == detail)
 }
 
 /// A Run's `fileDiffError` as a client reads it.
@@ -143,6 +165,13 @@ mod tests {
     fn checkpoint_errors_keep_their_cause_and_lose_their_detail() {
         assert_eq!(
             checkpoint_error(
+                "checkpoint_failed: workspace_too_large: the workspace holds a path of more than 64 components"
+            ),
+            "checkpoint_failed: workspace_too_large: the workspace holds a path of more than 64 components",
+            "a cap's own description is kept"
+        );
+        assert_eq!(
+            checkpoint_error(
                 "checkpoint_failed: workspace_too_large: more than 100000 entries under /var/lib/agentplane-node/w"
             ),
             "checkpoint_failed: workspace_too_large: the workspace is past one of the node's caps (depth, entries, path length, size)"
@@ -160,6 +189,22 @@ mod tests {
             assert_eq!(shown, "checkpoint_failed: internal_error: the checkpoint could not be taken");
             assert!(!leaks(&shown));
         }
+    }
+
+    #[test]
+    fn a_failed_start_checkpoint_names_its_cause_by_the_same_rule() {
+        let shown =
+            |message: &str| run_error(&RunError { code: CHECKPOINT_FAILED.into(), message: message.into() });
+        let kept = "workspace_too_large: the workspace holds a path of more than 64 components";
+        assert_eq!(shown(kept), RunError { code: CHECKPOINT_FAILED.into(), message: kept.into() });
+        assert_eq!(
+            shown("platform_runtime_unavailable: node n-1 at 10.0.0.7 is gone").message,
+            "platform_runtime_unavailable: the workspace's sandbox could not be reached"
+        );
+        assert_eq!(
+            shown("https://b/?X-Amz-Signature=f").message,
+            "internal_error: the checkpoint could not be taken"
+        );
     }
 
     #[test]
