@@ -115,7 +115,7 @@ async fn runs_are_created_queued_and_read_in_the_specs_shapes() -> R {
         &tenant.key,
         &env,
         &sessions[0],
-        json!({"model": "gpt-test", "input": "Fix the failing test", "files": [{"path": "/workspace/src/lib.rs"}, {"path": "/workspace/README.md", "sha256": "a".repeat(64)}], "steeringEnabled": true}),
+        json!({"model": "gpt-test", "input": "Fix the failing test", "files": [{"path": "/workspace/src/lib.rs"}, {"path": "/workspace/README.md", "sha256": "a".repeat(64)}], "steeringEnabled": false}),
     )
     .await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{created}");
@@ -123,7 +123,7 @@ async fn runs_are_created_queued_and_read_in_the_specs_shapes() -> R {
     let data = &created["data"];
     assert_eq!(data["status"], "queued");
     assert_eq!(data["environmentSequence"], 1);
-    assert_eq!(data["steeringEnabled"], true);
+    assert_eq!(data["steeringEnabled"], false);
     assert_eq!(data["stopRequested"], false);
     assert_eq!(data["fileDiff"], json!([]));
     assert_eq!(data["fileDiffStatus"], "pending");

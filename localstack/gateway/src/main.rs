@@ -57,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
     let core_key = core_key()?;
     let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
     let mut app = App::new(store, Some(core_key.clone()))
+        .with_sandbox_price(agentplane_api::app::sandbox_price_from_env()?)
         .with_prices(prices)
         .with_webhooks(webhooks(&listen, &endpoint)?);
     if app.public_url.is_none() {

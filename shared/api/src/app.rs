@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_domain::api_key::CoreKey;
+use agentplane_domain::platform::sandbox_price::SandboxPrice;
 use agentplane_domain::pricing::PriceTable;
 use agentplane_engine::bus::retention_days_from_env;
 use agentplane_engine::runtime::RuntimeTelemetry;
@@ -138,6 +139,9 @@ pub struct App {
     /// The deployment's public base URL (`AGENTPLANE_PUBLIC_URL`, no trailing slash), for the
     /// links it hands out (the A2A card); `None`: see `client::a2a`'s fallbacks.
     pub public_url: Option<String>,
+    /// USD per sandbox-second a Platform Run is charged (`AGENTPLANE_SANDBOX_USD_PER_SECOND`,
+    /// default 0), captured by each Run when it is created.
+    pub sandbox_price: SandboxPrice,
 }
 
 impl App {
@@ -174,7 +178,14 @@ impl App {
                 .map(agentplane_domain::bucket::BucketPattern::new)
                 .unwrap_or_default(),
             public_url: std::env::var("AGENTPLANE_PUBLIC_URL").ok().and_then(|url| public_url(&url)),
+            sandbox_price: SandboxPrice::ZERO,
         }
+    }
+
+    /// Charges Platform Runs created from now on `price` per sandbox-second.
+    pub fn with_sandbox_price(mut self, price: SandboxPrice) -> Self {
+        self.sandbox_price = price;
+        self
     }
 
     /// Hands out `url` as the deployment's public base (the local gateway: its listen address,
@@ -273,6 +284,7 @@ impl App {
                 Some(Arc::new(SealKey::from_secret_text(&text).context("the webhook secret key")?));
         }
         Ok(Self::new(store, core_key)
+            .with_sandbox_price(sandbox_price_from_env()?)
             .with_prices(prices)
             .with_model(model)
             .with_webhooks(webhooks)
@@ -282,6 +294,17 @@ impl App {
     /// `None` when the deployment configured no Core key: every Core request is then refused.
     pub fn core_key(&self) -> Option<&CoreKey> {
         self.core_key.as_deref()
+    }
+}
+
+/// `AGENTPLANE_SANDBOX_USD_PER_SECOND` (unset or empty: 0); a value that is not a plain decimal
+/// stops the process from starting rather than charging a price nobody meant.
+pub fn sandbox_price_from_env() -> anyhow::Result<SandboxPrice> {
+    match std::env::var("AGENTPLANE_SANDBOX_USD_PER_SECOND") {
+        Ok(text) if !text.trim().is_empty() => {
+            SandboxPrice::parse(text.trim()).context("AGENTPLANE_SANDBOX_USD_PER_SECOND")
+        }
+        _ => Ok(SandboxPrice::ZERO),
     }
 }
 

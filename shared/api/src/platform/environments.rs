@@ -2,7 +2,6 @@
 
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::platform::{Environment, environment_name};
-use agentplane_domain::query::Query;
 use agentplane_domain::telemetry::EnvironmentId;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -10,7 +9,7 @@ use http::StatusCode;
 
 use super::auth::PlatformAuth;
 use super::error::{Found, PlatformError, PlatformErrorEnvelope};
-use super::wire::{CreateEnvironment, Data, EnvironmentBody, ListPage, Strict};
+use super::wire::{CreateEnvironment, Data, EnvironmentBody, ListPage, PAGE_PARAMS, Strict, only_query};
 use crate::list::PageParams;
 use crate::{App, edge};
 
@@ -65,7 +64,7 @@ pub async fn create(
     params(PageParams),
     responses(
         (status = 200, description = "A page of environments.", body = ListPage<EnvironmentBody>),
-        (status = 400, description = "A page parameter is invalid.", body = PlatformErrorEnvelope),
+        (status = 400, description = "A page parameter is invalid, or the query names another (`details.param` names it).", body = PlatformErrorEnvelope),
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "`after` names no environment of this project (`cursor_not_found`).", body = PlatformErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
@@ -76,7 +75,7 @@ pub async fn list(
     auth: PlatformAuth,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListPage<EnvironmentBody>>, PlatformError> {
-    let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
+    let page = PageRequest::from_query(&only_query(raw.as_deref(), PAGE_PARAMS)?)?;
     let after = match &page.after {
         Some(text) => Some(text.parse::<EnvironmentId>().map_err(|_| PlatformError::CursorNotFound)?),
         None => None,
@@ -99,6 +98,7 @@ pub async fn list(
     params(("environmentId" = String, Path, min_length = 1, description = "The environment's id.")),
     responses(
         (status = 200, description = "The environment.", body = Data<EnvironmentBody>),
+        (status = 400, description = "Invalid request: a query parameter (this route takes none; `details.param` names it).", body = PlatformErrorEnvelope),
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment in this project (`environment_not_found`).", body = PlatformErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
@@ -108,7 +108,9 @@ pub async fn get(
     State(app): State<App>,
     auth: PlatformAuth,
     Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
 ) -> Result<Json<Data<EnvironmentBody>>, PlatformError> {
+    only_query(raw.as_deref(), &[])?;
     let environment = load(&app, &auth, &id).await?;
     Ok(Data::of(EnvironmentBody::from(&environment)))
 }

@@ -175,8 +175,15 @@ impl PlatformError {
                 format!("a workspace file may be at most {} bytes", super::files::MAX_FILE_BYTES),
                 None,
             ),
-            Self::RuntimeUnavailable(message) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "platform_runtime_unavailable", message, None)
+            Self::RuntimeUnavailable(detail) => {
+                // The detail can name a node or its address: the log has it, the client a fixed text.
+                tracing::warn!(detail, "the workspace's sandbox cannot be reached");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "platform_runtime_unavailable",
+                    "the environment's sandbox cannot be reached now; try again".into(),
+                    None,
+                )
             }
             Self::Body(BodyError::TooLarge) => (
                 StatusCode::PAYLOAD_TOO_LARGE,

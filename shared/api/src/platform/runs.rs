@@ -5,11 +5,11 @@
 //! (it has what the caller sent, `steeringEnabled` included); lists answer the GET shape.
 
 use agentplane_domain::page::PageRequest;
+use agentplane_domain::platform::public_error;
 use agentplane_domain::platform::run::ExecuteRun;
 use agentplane_domain::platform::run::{
     self, ChangeKind, CheckpointStatus, DiffStatus, NewRun, Run, RunId, RunStatus, StopEffect,
 };
-use agentplane_domain::query::Query;
 use agentplane_store::{RunsMessage, StoreError};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 
 use super::auth::PlatformAuth;
 use super::error::{Found, PlatformError, PlatformErrorEnvelope};
-use super::wire::{Data, ListPage, Strict, StrictBody};
+use super::wire::{Data, ListPage, PAGE_PARAMS, Strict, StrictBody, only_query};
 use crate::list::PageParams;
 use crate::{App, edge};
 
@@ -38,6 +38,8 @@ pub struct CreateRun {
     /// Existing regular workspace files, checked before execution.
     #[serde(default)]
     pub files: Option<Vec<RunFileBody>>,
+    /// Native steering is not built yet: `true` is refused (400 `invalid_request`,
+    /// `details.param` `steeringEnabled`); `false` or absent runs without it.
     #[serde(default)]
     pub steering_enabled: Option<bool>,
 }
@@ -53,7 +55,7 @@ pub struct RunFileBody {
     /// Canonical absolute path inside /workspace.
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(pattern = "^[a-f0-9]{64}$")]
+    #[schema(nullable = false, pattern = "^[a-f0-9]{64}$")]
     pub sha256: Option<String>,
 }
 
@@ -101,10 +103,10 @@ pub struct FileChangeBody {
     pub path: String,
     pub kind: ChangeKindBody,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(pattern = "^[a-f0-9]{64}$")]
+    #[schema(nullable = false, pattern = "^[a-f0-9]{64}$")]
     pub before_sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(pattern = "^[a-f0-9]{64}$")]
+    #[schema(nullable = false, pattern = "^[a-f0-9]{64}$")]
     pub after_sha256: Option<String>,
 }
 
@@ -114,19 +116,97 @@ pub struct FileChangeBody {
 pub struct CheckpointBody {
     pub status: CheckpointStatusBody,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub snapshot_id: Option<String>,
+    /// `checkpoint_failed: <cause>: <message>`, fixed by cause (the detail is in the log).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub error: Option<String>,
 }
 
-/// Execution failure or transient runtime availability diagnostic.
+/// Execution failure or transient runtime availability diagnostic: a stable code and the
+/// fixed message of that code (never an internal error's text).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunErrorBody {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub code: String,
+    pub message: String,
+}
+
+/// Native model family associated with a historical rated call.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderBody {
+    Openai,
+    Anthropic,
+    Kimi,
+    Zai,
+    Deepseek,
+}
+
+/// A service fee tier: 0, 5, 10 or 15 percent (a number on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceFeePercent {
+    Zero,
+    Five,
+    Ten,
+    Fifteen,
+}
+
+impl ServiceFeePercent {
+    pub const ALL: [Self; 4] = [Self::Zero, Self::Five, Self::Ten, Self::Fifteen];
+
+    pub fn percent(self) -> u8 {
+        match self {
+            Self::Zero => 0,
+            Self::Five => 5,
+            Self::Ten => 10,
+            Self::Fifteen => 15,
+        }
+    }
+}
+
+impl Serialize for ServiceFeePercent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u8(self.percent())
+    }
+}
+
+impl utoipa::PartialSchema for ServiceFeePercent {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Type(Type::Integer))
+            .enum_values(Some(Self::ALL.map(|p| p.percent())))
+            .description(Some("A service fee tier in percent: 0, 5, 10 or 15."))
+            .into()
+    }
+}
+
+impl ToSchema for ServiceFeePercent {}
+
+/// One historical rated managed-model call (never present for BYOK Runs).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UsageCallBody {
+    pub id: String,
+    pub provider: ProviderBody,
+    pub model: String,
+    /// Immutable version of the published price captured for rating.
+    pub price_version: String,
+    #[schema(format = "uri")]
+    pub price_source_url: String,
+    /// Provider-reported usage by category (uncached input, cached input, output tokens…).
+    pub usage_categories: std::collections::BTreeMap<String, f64>,
+    /// Rated accounting line items for the provider call.
+    #[schema(value_type = Vec<serde_json::Value>)]
+    pub rated_lines: Vec<serde_json::Value>,
+    pub upstream_amount_usd: String,
+    pub service_fee_usd: String,
+    pub total_amount_usd: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    pub service_fee_percent: ServiceFeePercent,
 }
 
 /// Posted Sandbox runtime usage; BYOK Runs have no rated model-call ledger.
@@ -134,17 +214,21 @@ pub struct RunErrorBody {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UsageBody {
     /// Historical rated managed-model calls only: empty for BYOK Runs.
-    #[schema(value_type = Vec<Object>)]
-    pub calls: Vec<serde_json::Value>,
-    /// Zero for BYOK Runs.
-    #[schema(value_type = Option<u8>)]
-    pub service_fee_percent: Option<u8>,
+    pub calls: Vec<UsageCallBody>,
+    /// The fee shared by all calls, `null` for mixed historical tiers; 0 for BYOK Runs.
+    #[schema(required = true)]
+    pub service_fee_percent: Option<ServiceFeePercent>,
+    /// Managed-model base charges: `"0"` for BYOK Runs (the provider bills them).
     pub upstream_amount_usd: String,
+    /// Managed-model service fees: `"0"` for BYOK Runs.
     pub service_fee_usd: String,
+    /// `sandboxAmountUsd` + `upstreamAmountUsd` + `serviceFeeUsd`.
     pub total_amount_usd: String,
+    /// `sandboxRuntimeSeconds` × the deployment's price per sandbox-second
+    /// (`AGENTPLANE_SANDBOX_USD_PER_SECOND` when the Run was created), exact.
     pub sandbox_amount_usd: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 0)]
+    #[schema(nullable = false, minimum = 0)]
     pub sandbox_runtime_seconds: Option<f64>,
 }
 
@@ -188,19 +272,21 @@ macro_rules! run_shape {
             pub status: RunStatusBody,
             pub stop_requested: bool,
             #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(nullable = false)]
             pub output: Option<String>,
             pub file_diff: Vec<FileChangeBody>,
             pub file_diff_status: FileDiffStatusBody,
             #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(nullable = false)]
             pub file_diff_error: Option<String>,
             pub checkpoint: CheckpointBody,
             #[schema(format = DateTime)]
             pub created_at: String,
             #[serde(skip_serializing_if = "Option::is_none")]
-            #[schema(format = DateTime)]
+            #[schema(nullable = false, format = DateTime)]
             pub started_at: Option<String>,
             #[serde(skip_serializing_if = "Option::is_none")]
-            #[schema(format = DateTime)]
+            #[schema(nullable = false, format = DateTime)]
             pub finished_at: Option<String>,
             $($(#[$fdoc])* pub $field: $ty,)*
         }
@@ -243,10 +329,11 @@ run_shape!(
     /// Native task execution, output, file diff and checkpoint state (the stop and rollback shape).
     RunState {
         #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
         error: Option<RunErrorBody>,
         steering_enabled: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
-        #[schema(format = DateTime)]
+        #[schema(nullable = false, format = DateTime)]
         content_deleted_at: Option<String>,
     }
 );
@@ -294,7 +381,7 @@ fn common(r: &Run) -> Common {
             DiffStatus::Ready => FileDiffStatusBody::Ready,
             DiffStatus::Failed => FileDiffStatusBody::Failed,
         },
-        file_diff_error: r.file_diff_error.clone(),
+        file_diff_error: r.file_diff_error.as_deref().map(|e| public_error::diff_error(e).to_owned()),
         checkpoint: CheckpointBody {
             status: match r.checkpoint.status {
                 CheckpointStatus::Pending => CheckpointStatusBody::Pending,
@@ -303,7 +390,7 @@ fn common(r: &Run) -> Common {
                 CheckpointStatus::Skipped => CheckpointStatusBody::Skipped,
             },
             snapshot_id: r.checkpoint.snapshot_id.clone(),
-            error: r.checkpoint.error.clone(),
+            error: r.checkpoint.error.as_deref().map(public_error::checkpoint_error),
         },
         created_at: r.created_at.rfc3339(),
         started_at: r.started_at.map(|t| t.rfc3339()),
@@ -311,16 +398,17 @@ fn common(r: &Run) -> Common {
     }
 }
 
-/// The GET shape. BYOK: no model-call ledger, no fee; the sandbox time as measured (priced at
-/// 0 until a Sandbox price is configured).
+/// The GET shape. BYOK: no model-call ledger, no fee; the sandbox time as measured, priced at
+/// the price per sandbox-second the Run was created with (0 unless one is configured).
 pub fn details(r: &Run) -> RunDetails {
-    let sandbox = run::usd_string(0);
+    let sandbox = r.sandbox_usd_per_second.unwrap_or_default().amount_usd(r.sandbox_runtime_ms);
     let seconds = (r.started_at.is_some()).then(|| r.sandbox_runtime_ms as f64 / 1000.0);
     let usage = UsageBody {
         calls: Vec::new(),
-        service_fee_percent: Some(0),
+        service_fee_percent: Some(ServiceFeePercent::Zero),
         upstream_amount_usd: "0".into(),
         service_fee_usd: "0".into(),
+        // Sandbox + upstream + fee, the last two 0 for a BYOK Run.
         total_amount_usd: sandbox.clone(),
         sandbox_amount_usd: sandbox,
         sandbox_runtime_seconds: seconds,
@@ -330,10 +418,10 @@ pub fn details(r: &Run) -> RunDetails {
 
 /// The stop and rollback shape.
 pub fn state(r: &Run) -> RunState {
-    let error = r
-        .error
-        .as_ref()
-        .map(|e| RunErrorBody { code: Some(e.code.clone()), message: Some(e.message.clone()) });
+    let error = r.error.as_ref().map(|e| {
+        let shown = public_error::run_error(e);
+        RunErrorBody { code: shown.code, message: shown.message }
+    });
     RunState::with_common(common(r), error, r.steering_enabled, r.content_deleted_at.map(|t| t.rfc3339()))
 }
 
@@ -390,8 +478,15 @@ pub async fn create(
     Strict(body): Strict<CreateRun>,
 ) -> Result<(StatusCode, Json<Data<RunState>>), PlatformError> {
     let session = super::sessions::load(&app, &auth, &environment, &session).await?;
+    if body.steering_enabled == Some(true) {
+        // Recording `true` would promise steering that nothing honours.
+        return Err(PlatformError::invalid(
+            "steeringEnabled",
+            "native steering is not available on this deployment yet: send `steeringEnabled: false` or leave it out",
+        ));
+    }
     let files = body.files.unwrap_or_default().into_iter().map(|f| (f.path, f.sha256)).collect();
-    let new = NewRun::new(&body.model, &body.input, files, body.steering_enabled.unwrap_or(false))?;
+    let new = NewRun::new(&body.model, &body.input, files, false)?;
     let environment_id = session.environment_id.ok_or(PlatformError::SessionNotFound)?;
     let id = RunId::from_random(edge::random()?);
     for attempt in 0..16u64 {
@@ -402,7 +497,7 @@ pub async fn create(
             .await
             .or_not_found(PlatformError::EnvironmentNotFound)?;
         let previous = environment.run_count;
-        let run = new.clone().into_run(
+        let mut run = new.clone().into_run(
             id,
             auth.0.project_id,
             environment_id,
@@ -410,6 +505,8 @@ pub async fn create(
             previous + 1,
             edge::now(),
         );
+        // The price its sandbox time is charged at, whatever the price is later.
+        run.sandbox_usd_per_second = Some(app.sandbox_price);
         match app.store.runs().create(&run, previous).await {
             Ok(()) => {
                 // Executed by the `run-execution` job; a Run whose message was lost stays queued
@@ -447,7 +544,7 @@ pub async fn create(
     ),
     responses(
         (status = 200, description = "A page of Runs.", body = ListPage<RunDetails>),
-        (status = 400, description = "A page parameter is invalid.", body = PlatformErrorEnvelope),
+        (status = 400, description = "A page parameter is invalid, or the query names another (`details.param` names it).", body = PlatformErrorEnvelope),
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment or session, or `after` names no Run of it (`cursor_not_found`).", body = PlatformErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
@@ -459,7 +556,7 @@ pub async fn list(
     Path((environment, session)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListPage<RunDetails>>, PlatformError> {
-    let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
+    let page = PageRequest::from_query(&only_query(raw.as_deref(), PAGE_PARAMS)?)?;
     let session = super::sessions::load(&app, &auth, &environment, &session).await?;
     let environment_id = session.environment_id.ok_or(PlatformError::SessionNotFound)?;
     let after = match &page.after {
@@ -488,6 +585,7 @@ pub async fn list(
     ),
     responses(
         (status = 200, description = "Successful response.", body = Data<RunDetails>),
+        (status = 400, description = "Invalid request: a query parameter (this route takes none; `details.param` names it).", body = PlatformErrorEnvelope),
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "Resource not found or outside token scope.", body = PlatformErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
@@ -497,7 +595,9 @@ pub async fn get(
     State(app): State<App>,
     auth: PlatformAuth,
     Path((environment, session, id)): Path<(String, String, String)>,
+    RawQuery(raw): RawQuery,
 ) -> Result<Json<Data<RunDetails>>, PlatformError> {
+    only_query(raw.as_deref(), &[])?;
     let run = load(&app, &auth, &environment, &session, &id).await?;
     Ok(Data::of(details(&run)))
 }
@@ -518,7 +618,7 @@ pub async fn get(
     ),
     responses(
         (status = 202, description = "Accepted.", body = Data<RunState>),
-        (status = 400, description = "Invalid request.", body = PlatformErrorEnvelope),
+        (status = 400, description = "Invalid request: a query parameter (this route takes none; `details.param` names it).", body = PlatformErrorEnvelope),
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "Resource not found or outside token scope.", body = PlatformErrorEnvelope),
         (status = 409, description = "The Run is reverting or reverted (`run_reverted`).", body = PlatformErrorEnvelope),
@@ -529,7 +629,9 @@ pub async fn stop(
     State(app): State<App>,
     auth: PlatformAuth,
     Path((environment, session, id)): Path<(String, String, String)>,
+    RawQuery(raw): RawQuery,
 ) -> Result<(StatusCode, Json<Data<RunState>>), PlatformError> {
+    only_query(raw.as_deref(), &[])?;
     let mut run = load(&app, &auth, &environment, &session, &id).await?;
     for _ in 0..8 {
         let expected = run.version;

@@ -4,7 +4,6 @@
 use agentplane_domain::SessionId;
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::page::PageRequest;
-use agentplane_domain::query::Query;
 use agentplane_domain::session::{EnvironmentMode, NewSession, Session, Title};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -14,7 +13,7 @@ use serde_json::Value;
 use super::auth::PlatformAuth;
 use super::environments::environment_id;
 use super::error::{Found, PlatformError, PlatformErrorEnvelope};
-use super::wire::{CreateSession, Data, ListPage, SessionBody, Strict};
+use super::wire::{CreateSession, Data, ListPage, PAGE_PARAMS, SessionBody, Strict, only_query};
 use crate::list::PageParams;
 use crate::{App, edge};
 
@@ -97,7 +96,7 @@ pub async fn create(
     params(("environmentId" = String, Path, min_length = 1, description = "The environment's id."), PageParams),
     responses(
         (status = 200, description = "A page of sessions.", body = ListPage<SessionBody>),
-        (status = 400, description = "A page parameter is invalid.", body = PlatformErrorEnvelope),
+        (status = 400, description = "A page parameter is invalid, or the query names another (`details.param` names it).", body = PlatformErrorEnvelope),
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment (`environment_not_found`), or `after` names no session of it (`cursor_not_found`).", body = PlatformErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
@@ -109,7 +108,7 @@ pub async fn list(
     Path(environment): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListPage<SessionBody>>, PlatformError> {
-    let page = PageRequest::from_query(&Query::parse(raw.as_deref()))?;
+    let page = PageRequest::from_query(&only_query(raw.as_deref(), PAGE_PARAMS)?)?;
     let environment = super::environments::load(&app, &auth, &environment).await?;
     let after = match &page.after {
         Some(text) => Some(text.parse::<SessionId>().map_err(|_| PlatformError::CursorNotFound)?),
@@ -137,6 +136,7 @@ pub async fn list(
     ),
     responses(
         (status = 200, description = "The session.", body = Data<SessionBody>),
+        (status = 400, description = "Invalid request: a query parameter (this route takes none; `details.param` names it).", body = PlatformErrorEnvelope),
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment or session (`environment_not_found`, `session_not_found`).", body = PlatformErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
@@ -146,7 +146,9 @@ pub async fn get(
     State(app): State<App>,
     auth: PlatformAuth,
     Path((environment, session)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
 ) -> Result<Json<Data<SessionBody>>, PlatformError> {
+    only_query(raw.as_deref(), &[])?;
     let session = load(&app, &auth, &environment, &session).await?;
     Ok(Data::of(SessionBody::from(&session)))
 }

@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 
 use agentplane_domain::page::Page;
 use agentplane_domain::platform::{Environment, unknown_field};
+use agentplane_domain::query::Query;
 use agentplane_domain::session::{RuntimeStatus, Session};
 use axum::extract::{FromRequest, Request};
 use serde::de::DeserializeOwned;
@@ -34,8 +35,10 @@ pub struct ListPage<T> {
     pub data: Vec<T>,
     pub has_more: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub first_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub last_id: Option<String>,
 }
 
@@ -48,6 +51,20 @@ impl<T> ListPage<T> {
             last_id: page.items.last().map(&id),
         })
     }
+}
+
+/// The keyset page parameters every `/v1` list takes.
+pub const PAGE_PARAMS: &[&str] = &["after", "limit", "order"];
+
+/// The query of a `/v1` route that takes the parameters `allowed` (none for a single object's
+/// GET): any other is 400 `invalid_request` naming it, never silently ignored.
+pub fn only_query(raw: Option<&str>, allowed: &[&str]) -> Result<Query, PlatformError> {
+    let query = Query::parse(raw);
+    if let Some(other) = query.names().find(|n| !allowed.contains(n)) {
+        let other = crate::edge::quote::quote(other);
+        return Err(PlatformError::invalid(other.clone(), format!("unknown query parameter `{other}`")));
+    }
+    Ok(query)
 }
 
 /// A request body whose fields are exactly these (an unknown one is refused, named).
@@ -90,6 +107,7 @@ impl StrictBody for CreateEnvironment {
 pub struct EnvironmentBody {
     pub id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub name: Option<String>,
     /// How many Runs were created in it (the last `environmentSequence` handed out).
     #[schema(minimum = 0)]
@@ -142,6 +160,7 @@ pub struct SessionBody {
     pub id: String,
     pub environment_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub title: Option<String>,
     pub metadata: std::collections::BTreeMap<String, String>,
     pub status: SessionStatus,

@@ -4,7 +4,9 @@
 
 pub mod manifest;
 pub mod path;
+pub mod public_error;
 pub mod run;
+pub mod sandbox_price;
 pub mod workspace_sweep;
 
 use serde::{Deserialize, Serialize};

@@ -158,6 +158,10 @@ pub struct Run {
     /// Sandbox time the execution measured (milliseconds).
     #[serde(default)]
     pub sandbox_runtime_ms: u64,
+    /// USD per sandbox-second when the Run was created: its `sandboxAmountUsd` is priced at
+    /// it, so a later price change never rewrites a posted charge (absent: created at price 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_usd_per_second: Option<super::sandbox_price::SandboxPrice>,
     /// Bumped by every write: each change is conditional on the version it read.
     #[serde(default)]
     pub version: u64,
@@ -250,6 +254,7 @@ impl NewRun {
             content_deleted_at: None,
             start_manifest: None,
             sandbox_runtime_ms: 0,
+            sandbox_usd_per_second: None,
             version: 0,
         }
     }

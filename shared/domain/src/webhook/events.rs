@@ -100,10 +100,9 @@ pub fn platform_run(run: &crate::platform::run::Run) -> Value {
     data.insert("environmentId".into(), json!(run.environment_id.to_string()));
     data.insert("environmentSequence".into(), json!(run.environment_sequence));
     data.insert("status".into(), json!(run.status.as_str()));
-    data.insert(
-        "error".into(),
-        run.error.as_ref().map_or(Value::Null, |e| json!({"code": e.code, "message": e.message})),
-    );
+    // As the API shows it: a fixed message by code, never the text the executor recorded.
+    let error = run.error.as_ref().map(crate::platform::public_error::run_error);
+    data.insert("error".into(), error.map_or(Value::Null, |e| json!({"code": e.code, "message": e.message})));
     data.insert("fileDiffStatus".into(), snake(run.file_diff_status));
     data.insert("stopRequested".into(), json!(run.stop_requested));
     Value::Object(data)
@@ -149,5 +148,30 @@ mod tests {
         let paused = action_required(&p, &s, "turn_1", &[]);
         assert_eq!(paused["runtimeStatus"], "requires_action");
         assert_eq!(paused["actions"], json!([]));
+    }
+
+    /// A `run.failed` payload says what the API says: the code and its fixed message, never the
+    /// text the executor recorded.
+    #[test]
+    fn a_platform_run_payload_carries_the_fixed_error_text() {
+        use crate::platform::run::{NewRun, RunError, RunId, RunStatus};
+        let mut run = NewRun::new("m", "x", Vec::new(), false).unwrap_or_else(|e| panic!("{e}")).into_run(
+            RunId::from_random([1; 16]),
+            ProjectId::from_random([2; 16]),
+            crate::telemetry::EnvironmentId::from_random([3; 16]),
+            SessionId::from_random([4; 16]),
+            1,
+            crate::Timestamp::from_unix_millis(0),
+        );
+        run.status = RunStatus::Failed;
+        run.error = Some(RunError {
+            code: "storage_unavailable".into(),
+            message: "storage failed: http://10.0.0.7:4566/?X-Amz-Signature=f".into(),
+        });
+        let data = platform_run(&run);
+        assert_eq!(
+            data["error"],
+            json!({"code": "storage_unavailable", "message": "storage was unavailable during the Run"})
+        );
     }
 }
