@@ -374,6 +374,7 @@ fn job_report_keys(job: Job) -> BTreeSet<&'static str> {
             "scratch_deleted",
             "manifests_deleted",
             "sessions_upgraded",
+            "environments_purged",
             "failed",
         ],
         Job::WebhookRetry => &["events", "due", "attempted", "skipped", "failed"],

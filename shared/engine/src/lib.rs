@@ -5,6 +5,7 @@ pub mod background;
 pub mod bus;
 pub mod compute;
 pub mod continuation;
+pub mod environment_purge;
 pub mod images;
 pub mod model;
 pub mod node_report;

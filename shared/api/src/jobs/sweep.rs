@@ -28,10 +28,16 @@ pub async fn sweep_forever(app: App, interval: Duration) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
-        match sweep_once(&app.store, edge::now()).await {
+        let now = edge::now();
+        match sweep_once(&app.store, now).await {
             Ok(report) if report == SweepReport::default() => {}
             Ok(report) => tracing::info!(?report, "retention sweep pass"),
             Err(err) => tracing::warn!(error = %err, "retention sweep pass failed"),
+        }
+        match super::purge_environments_once(&app, now).await {
+            Ok(report) if report == super::PurgeReport::default() => {}
+            Ok(report) => tracing::info!(?report, "environment purge pass"),
+            Err(err) => tracing::warn!(error = %err, "environment purge pass failed"),
         }
     }
 }

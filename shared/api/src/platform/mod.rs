@@ -10,6 +10,7 @@ pub mod environments;
 pub mod error;
 pub mod execute;
 pub mod files;
+pub mod fork;
 pub mod rollback;
 pub mod runs;
 pub mod sessions;

@@ -16,7 +16,7 @@ use crate::{App, edge};
 pub use agentplane_engine::compute::{PLACE_AFTER, PLACER_BUDGET, PlacerReport};
 
 /// Sandboxes on Core's nodes, as this surface launches and ends them.
-struct Nodes<'a>(&'a App);
+pub(crate) struct Nodes<'a>(pub(crate) &'a App);
 
 impl agentplane_engine::ports::Compute for Nodes<'_> {
     type Error = SandboxError;

@@ -34,6 +34,14 @@ pub struct Environment {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<ActiveRollback>,
     pub created_at: Timestamp,
+    /// When `DELETE /v1/environments/{id}` was accepted: from then on the environment and
+    /// everything in it read as gone, and the retention sweep purges it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<Timestamp>,
+    /// The manifests the environment and its Runs referenced, collected by the purge before it
+    /// deletes the items that named them (`None`: not collected yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purge_manifests: Option<Vec<String>>,
 }
 
 /// A rollback accepted and not finished: the Run selected, the affected set (every Run of the
@@ -61,6 +69,8 @@ impl Environment {
             initial_checkpoint: None,
             rollback: None,
             created_at: now,
+            deleted_at: None,
+            purge_manifests: None,
         }
     }
 }
