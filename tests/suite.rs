@@ -38,6 +38,7 @@ mod pauses;
 mod platform;
 mod platform_env_delete;
 mod platform_env_fork;
+mod platform_env_retention;
 mod platform_env_sandbox;
 mod platform_exec;
 mod platform_files;

@@ -3,11 +3,15 @@
 
 mod environment_purge;
 mod rollbacks;
+mod run_content;
 mod runs;
 mod sweep;
 mod webhooks;
 
 pub use environment_purge::{PurgeReport, purge_environments_once};
+pub use run_content::{
+    ContentReport, RUN_CONTENT_RETENTION_ENV, erase_run_content_once, run_content_retention_from_env,
+};
 pub use rollbacks::{
     consume_rollbacks_forever, consume_rollbacks_once, handle_rollbacks_batch, handle_rollbacks_event,
 };
@@ -172,6 +176,8 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                 tracing::info!(?report, "retention sweep pass");
                 let purged = purge_environments_once(&app, now).await?;
                 tracing::info!(?purged, "environment purge pass");
+                let content = erase_run_content_once(&app, run_content_retention_from_env(), now).await?;
+                tracing::info!(?content, "run content retention pass");
                 Ok(json!({
                     "due": report.due,
                     "expired": report.expired,
@@ -185,7 +191,8 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "manifests_deleted": report.manifests_deleted,
                     "sessions_upgraded": report.sessions_upgraded,
                     "environments_purged": purged.environments,
-                    "failed": report.failed + purged.failed,
+                    "run_contents_erased": content.erased,
+                    "failed": report.failed + purged.failed + content.failed,
                 }))
             }))
             .await

@@ -11,6 +11,7 @@ pub mod model;
 pub mod node_report;
 pub mod ports;
 pub mod retention_sweep;
+pub mod run_content_retention;
 pub mod runtime;
 pub mod store_adapter;
 pub mod tools;

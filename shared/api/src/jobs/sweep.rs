@@ -39,6 +39,11 @@ pub async fn sweep_forever(app: App, interval: Duration) {
             Ok(report) => tracing::info!(?report, "environment purge pass"),
             Err(err) => tracing::warn!(error = %err, "environment purge pass failed"),
         }
+        match super::erase_run_content_once(&app, super::run_content_retention_from_env(), now).await {
+            Ok(report) if report == super::ContentReport::default() => {}
+            Ok(report) => tracing::info!(?report, "run content retention pass"),
+            Err(err) => tracing::warn!(error = %err, "run content retention pass failed"),
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! An environment is one workspace shared by its sessions; its Runs are ordered across all of
 //! them by `environmentSequence` (a counter on the environment item).
 
+pub mod content_retention;
 pub mod manifest;
 pub mod path;
 pub mod run;

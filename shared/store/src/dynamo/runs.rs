@@ -8,6 +8,7 @@
 //! (conditional on the count it read, so two creates never get one sequence number and a failed
 //! create leaves no gap) and a check that its session belongs to the environment. GSI2 orders an
 //! environment's Runs by `environmentSequence` across all its sessions (what a rollback walks).
+//! The same transaction writes the Run's content-retention item (`run_content.rs`).
 //! Every later change is conditional on the Run's `version`.
 
 use agentplane_domain::page::{Order, Page, PageLimit, PageRequest, created_sort_key};
@@ -121,6 +122,7 @@ impl<'a> Runs<'a> {
             .transact_items(TransactWriteItem::builder().update(bump).build())
             .transact_items(TransactWriteItem::builder().condition_check(session).build())
             .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(TransactWriteItem::builder().put(self.store.run_content().put_for(run)?).build())
             .send()
             .await
             .map_err(transaction_conflict)?;
