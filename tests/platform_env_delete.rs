@@ -100,32 +100,41 @@ async fn deleting_an_environment_purges_its_sandbox_runs_links_and_unshared_chec
 
     let stored = app.store.environments().get(&project, &env.parse()?).await?;
     let sandbox = stored.sandbox_id.clone().ok_or_else(|| anyhow::anyhow!("no sandbox"))?;
-    let initial = stored.initial_checkpoint.clone().ok_or_else(|| anyhow::anyhow!("no initial checkpoint"))?;
-    let a_manifests =
-        [Manifest::key(&initial), Manifest::key(run["checkpoint"]["snapshotId"].as_str().unwrap_or_default())];
+    let initial =
+        stored.initial_checkpoint.clone().ok_or_else(|| anyhow::anyhow!("no initial checkpoint"))?;
+    let a_manifests = [
+        Manifest::key(&initial),
+        Manifest::key(run["checkpoint"]["snapshotId"].as_str().unwrap_or_default()),
+    ];
     let a_blobs = [blob_key(&sha(&own)), blob_key(&sha(written.as_bytes()))];
     let transcript = format!("runs/{run_id}/transcript.json");
-    for key in a_manifests.iter().chain(&a_blobs).chain([&transcript, &other_manifest, &blob_key(&sha(shared))]) {
+    for key in
+        a_manifests.iter().chain(&a_blobs).chain([&transcript, &other_manifest, &blob_key(&sha(shared))])
+    {
         assert!(bucket.written_at(key).await?.is_some(), "{key} is not in the bucket before the delete");
     }
 
     // Another project's key cannot delete it (nor learn it exists).
     let stranger = app.tenant().await?;
-    let (status, body) = send(v1(&app, &stranger.key, Method::DELETE, &format!("/environments/{env}"))).await?;
+    let (status, body) =
+        send(v1(&app, &stranger.key, Method::DELETE, &format!("/environments/{env}"))).await?;
     assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "environment_not_found"), "{body}");
     let (status, _) = send(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
     assert_eq!(status, StatusCode::OK);
 
     // Accepted, and a retry answers the same.
-    let (status, deleted) = send(v1(&app, &tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
+    let (status, deleted) =
+        send(v1(&app, &tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{deleted}");
     assert_eq!(deleted["data"]["id"], env.as_str());
     assert!(deleted["data"]["deletedAt"].is_string(), "{deleted}");
-    let (status, again) = send(v1(&app, &tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
+    let (status, again) =
+        send(v1(&app, &tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
     assert_eq!((status, &again), (StatusCode::ACCEPTED, &deleted));
 
     // From now on it reads as gone, with everything in it.
-    for path in [format!("/environments/{env}"), format!("/environments/{env}/sessions/{session}"), run_path.clone()]
+    for path in
+        [format!("/environments/{env}"), format!("/environments/{env}/sessions/{session}"), run_path.clone()]
     {
         let (status, body) = send(v1(&app, &tenant.key, Method::GET, &path)).await?;
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
@@ -136,13 +145,17 @@ async fn deleting_an_environment_purges_its_sandbox_runs_links_and_unshared_chec
     )
     .await?;
     assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "environment_not_found"), "{body}");
-    let (status, body) = send(
-        v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}/files?path=/workspace/own.txt")),
-    )
+    let (status, body) = send(v1(
+        &app,
+        &tenant.key,
+        Method::GET,
+        &format!("/environments/{env}/files?path=/workspace/own.txt"),
+    ))
     .await?;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     let (_, listed) = send(v1(&app, &tenant.key, Method::GET, "/environments")).await?;
-    let ids: Vec<&str> = listed["data"].as_array().into_iter().flatten().filter_map(|e| e["id"].as_str()).collect();
+    let ids: Vec<&str> =
+        listed["data"].as_array().into_iter().flatten().filter_map(|e| e["id"].as_str()).collect();
     assert_eq!(ids, [other.as_str()], "{listed}");
 
     // The purge, as the retention sweep runs it, two hours on (past the bucket's grace for
@@ -156,7 +169,8 @@ async fn deleting_an_environment_purges_its_sandbox_runs_links_and_unshared_chec
     let env_id = env.parse()?;
     assert!(matches!(app.store.environments().get_any(&project, &env_id).await, Err(StoreError::NotFound)));
     assert!(matches!(app.store.runs().get(&project, &run_id.parse()?).await, Err(StoreError::NotFound)));
-    let page = agentplane_domain::page::PageRequest::from_query(&agentplane_domain::query::Query::parse(None))?;
+    let page =
+        agentplane_domain::page::PageRequest::from_query(&agentplane_domain::query::Query::parse(None))?;
     let links = app.store.environments().list_sessions(&project, &env_id, &page, None).await?;
     assert!(links.items.is_empty(), "links left: {:?}", links.items.len());
     let ended = app.store.sandboxes().get_any(&sandbox).await?;
@@ -169,10 +183,14 @@ async fn deleting_an_environment_purges_its_sandbox_runs_links_and_unshared_chec
     for key in [&other_manifest, &blob_key(&sha(shared))] {
         assert!(bucket.written_at(key).await?.is_some(), "{key} of the other environment was deleted");
     }
-    let response =
-        v1(&app, &tenant.key, Method::GET, &format!("/environments/{other}/files?path=/workspace/shared.txt"))
-            .send()
-            .await?;
+    let response = v1(
+        &app,
+        &tenant.key,
+        Method::GET,
+        &format!("/environments/{other}/files?path=/workspace/shared.txt"),
+    )
+    .send()
+    .await?;
     assert_eq!(response.status(), StatusCode::OK);
 
     // Purged: a retried purge finds nothing, a retried DELETE names nothing.

@@ -36,14 +36,20 @@ async fn put_file(app: &TestApp, key: &str, env: &str, path: &str, bytes: &[u8])
 }
 
 async fn read(app: &TestApp, key: &str, env: &str, path: &str) -> anyhow::Result<(StatusCode, Vec<u8>)> {
-    let response = v1(app, key, Method::GET, &format!("/environments/{env}/files?path={path}")).send().await?;
+    let response =
+        v1(app, key, Method::GET, &format!("/environments/{env}/files?path={path}")).send().await?;
     Ok((response.status(), response.bytes().await?.to_vec()))
 }
 
 async fn listing(app: &TestApp, key: &str, env: &str) -> anyhow::Result<Vec<String>> {
     let (status, body) = send(v1(app, key, Method::GET, &format!("/environments/{env}/files"))).await?;
     anyhow::ensure!(status == StatusCode::OK, "{body}");
-    Ok(body["data"].as_array().into_iter().flatten().filter_map(|f| f["path"].as_str().map(str::to_owned)).collect())
+    Ok(body["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["path"].as_str().map(str::to_owned))
+        .collect())
 }
 
 async fn finished(app: &TestApp, key: &str, path: &str) -> anyhow::Result<Value> {
@@ -76,7 +82,8 @@ async fn a_fork_starts_as_an_initial_or_run_checkpoint_of_its_project() -> R {
     model.push(Reply::tool("w", "write_file", &json!({"path": "/workspace/b.txt", "content": "two"})));
     model.push(Reply::text("done"));
     let runs = format!("/environments/{source}/sessions/{session}/runs");
-    let (status, created) = send(v1(&app, key, Method::POST, &runs).json(&json!({"model": "m", "input": "go"}))).await?;
+    let (status, created) =
+        send(v1(&app, key, Method::POST, &runs).json(&json!({"model": "m", "input": "go"}))).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{created}");
     let run = finished(&app, key, &format!("{runs}/{}", id(&created["data"]))).await?;
     let after_run = run["checkpoint"]["snapshotId"].as_str().unwrap_or_default().to_owned();
@@ -119,15 +126,17 @@ async fn a_fork_starts_as_an_initial_or_run_checkpoint_of_its_project() -> R {
     // Another project cannot fork this project's checkpoints; unknown and malformed ids fail.
     let stranger = app.tenant().await?;
     for snapshot in [&after_run, &initial] {
-        let (status, body) =
-            send(v1(&app, &stranger.key, Method::POST, "/environments").json(&json!({"snapshotId": snapshot})))
-                .await?;
+        let (status, body) = send(
+            v1(&app, &stranger.key, Method::POST, "/environments").json(&json!({"snapshotId": snapshot})),
+        )
+        .await?;
         assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "snapshot_not_found"), "{body}");
     }
     let (_, theirs) = send(v1(&app, &stranger.key, Method::GET, "/environments")).await?;
     assert_eq!(theirs["data"], json!([]), "a refused fork made no environment: {theirs}");
     let (status, body) =
-        send(v1(&app, key, Method::POST, "/environments").json(&json!({"snapshotId": "f".repeat(64)}))).await?;
+        send(v1(&app, key, Method::POST, "/environments").json(&json!({"snapshotId": "f".repeat(64)})))
+            .await?;
     assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "snapshot_not_found"), "{body}");
     let (status, body) =
         send(v1(&app, key, Method::POST, "/environments").json(&json!({"snapshotId": "../etc"}))).await?;

@@ -47,7 +47,8 @@ async fn a_runs_content_is_erased_after_the_retention_and_its_usage_and_audit_st
     model.push(Reply::text("SECRET-OUTPUT"));
     let runs = format!("/environments/{env}/sessions/{session}/runs");
     let (status, created) =
-        send(v1(&app, key, Method::POST, &runs).json(&json!({"model": "m", "input": "SECRET-INPUT"}))).await?;
+        send(v1(&app, key, Method::POST, &runs).json(&json!({"model": "m", "input": "SECRET-INPUT"})))
+            .await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{created}");
     let run_id = created["data"]["id"].as_str().unwrap_or_default().to_owned();
     let path = format!("{runs}/{run_id}");
@@ -60,7 +61,10 @@ async fn a_runs_content_is_erased_after_the_retention_and_its_usage_and_audit_st
         assert!(started.elapsed() < Duration::from_secs(60), "the Run never completed: {run}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert_eq!((before["input"].as_str(), before["output"].as_str()), (Some("SECRET-INPUT"), Some("SECRET-OUTPUT")));
+    assert_eq!(
+        (before["input"].as_str(), before["output"].as_str()),
+        (Some("SECRET-INPUT"), Some("SECRET-OUTPUT"))
+    );
     let session_id = session.parse()?;
     let secret = |events: &[agentplane_domain::event::Event]| {
         events.iter().filter(|e| e.data.to_string().contains("SECRET-")).count()
@@ -81,14 +85,23 @@ async fn a_runs_content_is_erased_after_the_retention_and_its_usage_and_audit_st
     assert_eq!(get(&app, key, &path).await?["input"], "SECRET-INPUT");
 
     // A tiny retention, a few seconds on: erased.
-    let report = agentplane_api::jobs::erase_run_content_once(&app.app, Some(1), now.plus_seconds(10)).await?;
+    let report =
+        agentplane_api::jobs::erase_run_content_once(&app.app, Some(1), now.plus_seconds(10)).await?;
     assert_eq!((report.erased, report.failed), (1, 0), "{report:?}");
     assert!(report.events_erased >= 4, "{report:?}");
     let after = get(&app, key, &path).await?;
     assert_eq!(after["input"], "", "{after}");
     assert!(after.get("output").is_none(), "{after}");
     // What the Run did and cost stays.
-    for field in ["status", "fileDiff", "fileDiffStatus", "checkpoint", "environmentSequence", "createdAt", "finishedAt"] {
+    for field in [
+        "status",
+        "fileDiff",
+        "fileDiffStatus",
+        "checkpoint",
+        "environmentSequence",
+        "createdAt",
+        "finishedAt",
+    ] {
         assert_eq!(after[field], before[field], "{field}");
     }
     assert_eq!(after["usage"], before["usage"]);

@@ -17,7 +17,8 @@ async fn the_sandbox_api_cannot_end_or_freeze_an_environments_workspace() -> R {
     let app = TestApp::spawn().await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let (status, created) = send(v1(&app, &tenant.key, Method::POST, "/environments").json(&json!({}))).await?;
+    let (status, created) =
+        send(v1(&app, &tenant.key, Method::POST, "/environments").json(&json!({}))).await?;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let env = created["data"]["id"].as_str().unwrap_or_default().to_owned();
     let file = format!("/environments/{env}/files?path=/workspace/kept.txt");
@@ -46,7 +47,8 @@ async fn the_sandbox_api_cannot_end_or_freeze_an_environments_workspace() -> R {
         );
     }
     // Still running, its workspace intact.
-    let (status, read) = send(app.sandbox(&tenant.key, Method::GET, &format!("/sandboxes/{sandbox}"))).await?;
+    let (status, read) =
+        send(app.sandbox(&tenant.key, Method::GET, &format!("/sandboxes/{sandbox}"))).await?;
     assert_eq!(status, StatusCode::OK, "{read}");
     assert_eq!(read["state"], "running", "{read}");
     let response = v1(&app, &tenant.key, Method::GET, &file).send().await?;

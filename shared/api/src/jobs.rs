@@ -9,11 +9,11 @@ mod sweep;
 mod webhooks;
 
 pub use environment_purge::{PurgeReport, purge_environments_once};
-pub use run_content::{
-    ContentReport, RUN_CONTENT_RETENTION_ENV, erase_run_content_once, run_content_retention_from_env,
-};
 pub use rollbacks::{
     consume_rollbacks_forever, consume_rollbacks_once, handle_rollbacks_batch, handle_rollbacks_event,
+};
+pub use run_content::{
+    ContentReport, RUN_CONTENT_RETENTION_ENV, erase_run_content_once, run_content_retention_from_env,
 };
 pub use runs::{
     BatchItemFailure, LOCAL_RETRY_AFTER_S, SqsBatchResponse, SqsEvent, SqsRecord, consume_batch,

@@ -226,13 +226,15 @@ async fn delete_old(
     let mut deleted = 0;
     for chunk in keys.chunks(agentplane_store::objects::DELETE_BATCH) {
         let looked = Instant::now();
-        let written: Vec<(String, Option<Timestamp>)> =
-            futures_util::stream::iter(chunk.iter().map(|key| async move {
-                bucket.written_at(key).await.map(|w| (key.clone(), w))
-            }))
-            .buffer_unordered(IN_FLIGHT)
-            .try_collect()
-            .await?;
+        let written: Vec<(String, Option<Timestamp>)> = futures_util::stream::iter(
+            chunk
+                .iter()
+                .cloned()
+                .map(|key: String| async move { bucket.written_at(&key).await.map(|w| (key, w)) }),
+        )
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect()
+        .await?;
         let mut old = Vec::new();
         for (key, written) in written {
             match written {

@@ -83,8 +83,10 @@ async fn erase_one(
             Due::Erase => {}
         }
         // The content outside the Run item first: a failure leaves the Run due, to be done again.
-        report.events_erased +=
-            store.events().erase_turn(&run.session_id, &run.turn_id(), content_retention::erased_event_data).await?;
+        report.events_erased += store
+            .events()
+            .erase_turn(&run.session_id, &run.turn_id(), content_retention::erased_event_data)
+            .await?;
         if let Ok(bucket) = store.workspaces() {
             bucket.delete(&run_transcript_key(&run.id)).await?;
         }

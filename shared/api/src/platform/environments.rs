@@ -148,8 +148,13 @@ pub async fn delete(
 ) -> Result<(StatusCode, Json<Data<EnvironmentBody>>), PlatformError> {
     let id = environment_id(&id)?;
     let environments = app.store.environments();
-    environments.mark_deleted(&auth.0.project_id, &id, edge::now()).await.or_not_found(PlatformError::EnvironmentNotFound)?;
-    let environment =
-        environments.get_any(&auth.0.project_id, &id).await.or_not_found(PlatformError::EnvironmentNotFound)?;
+    environments
+        .mark_deleted(&auth.0.project_id, &id, edge::now())
+        .await
+        .or_not_found(PlatformError::EnvironmentNotFound)?;
+    let environment = environments
+        .get_any(&auth.0.project_id, &id)
+        .await
+        .or_not_found(PlatformError::EnvironmentNotFound)?;
     Ok((StatusCode::ACCEPTED, Data::of(EnvironmentBody::from(&environment))))
 }

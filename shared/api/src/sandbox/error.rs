@@ -51,7 +51,9 @@ pub enum SandboxError {
     Stopped(SandboxState),
     #[error("this sandbox is the managed compute of session {0}; it ends when the session is deleted")]
     ManagedCompute(SessionId),
-    #[error("this sandbox holds the workspace of Platform environment {0}; it ends when the environment is deleted")]
+    #[error(
+        "this sandbox holds the workspace of Platform environment {0}; it ends when the environment is deleted"
+    )]
     EnvironmentWorkspace(String),
     #[error("no sandbox node is online")]
     NoNodeOnline,

@@ -391,7 +391,11 @@ impl<'a> Environments<'a> {
 
     /// Deletes the session links of the environment (its sessions stay: they are the client
     /// API's sessions too). Answers how many.
-    pub async fn delete_links(&self, project: &ProjectId, environment: &EnvironmentId) -> Result<usize, StoreError> {
+    pub async fn delete_links(
+        &self,
+        project: &ProjectId,
+        environment: &EnvironmentId,
+    ) -> Result<usize, StoreError> {
         let table = &self.store.names.main_table;
         let query = self
             .store

@@ -286,10 +286,7 @@ impl<'a> Runs<'a> {
             .send()
             .await
             .map_err(StoreError::unavailable)?;
-        out.items()
-            .iter()
-            .map(|item| Ok(serde_dynamo::from_item::<_, RunItem>(item.clone())?.run))
-            .collect()
+        out.items().iter().map(|item| Ok(serde_dynamo::from_item::<_, RunItem>(item.clone())?.run)).collect()
     }
 
     /// Deletes a Run's item (its environment's purge).
