@@ -374,6 +374,8 @@ fn job_report_keys(job: Job) -> BTreeSet<&'static str> {
             "scratch_deleted",
             "manifests_deleted",
             "sessions_upgraded",
+            "environments_purged",
+            "run_contents_erased",
             "failed",
         ],
         Job::WebhookRetry => &["events", "due", "attempted", "skipped", "failed"],

@@ -1,13 +1,19 @@
 //! Every job (a function run by a schedule or a queue, not by a route), named once, with its
 //! least-privilege grant. The local gateway runs the same job code in-process.
 
+mod environment_purge;
 mod rollbacks;
+mod run_content;
 mod runs;
 mod sweep;
 mod webhooks;
 
+pub use environment_purge::{PurgeReport, purge_environments_once};
 pub use rollbacks::{
     consume_rollbacks_forever, consume_rollbacks_once, handle_rollbacks_batch, handle_rollbacks_event,
+};
+pub use run_content::{
+    ContentReport, RUN_CONTENT_RETENTION_ENV, erase_run_content_once, run_content_retention_from_env,
 };
 pub use runs::{
     BatchItemFailure, LOCAL_RETRY_AFTER_S, SqsBatchResponse, SqsEvent, SqsRecord, consume_batch,
@@ -165,8 +171,13 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
         Job::RetentionSweep => {
             let app = crate::App::from_env(crate::grants::job(job)).await?;
             Box::pin(every_tick(|| async {
-                let report = sweep_once(&app.store, edge::now()).await?;
+                let now = edge::now();
+                let report = sweep_once(&app.store, now).await?;
                 tracing::info!(?report, "retention sweep pass");
+                let purged = purge_environments_once(&app, now).await?;
+                tracing::info!(?purged, "environment purge pass");
+                let content = erase_run_content_once(&app, run_content_retention_from_env(), now).await?;
+                tracing::info!(?content, "run content retention pass");
                 Ok(json!({
                     "due": report.due,
                     "expired": report.expired,
@@ -179,7 +190,9 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "scratch_deleted": report.scratch_deleted,
                     "manifests_deleted": report.manifests_deleted,
                     "sessions_upgraded": report.sessions_upgraded,
-                    "failed": report.failed,
+                    "environments_purged": purged.environments,
+                    "run_contents_erased": content.erased,
+                    "failed": report.failed + purged.failed + content.failed,
                 }))
             }))
             .await

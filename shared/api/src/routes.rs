@@ -129,6 +129,7 @@ pub enum Route {
     PlatformEnvironmentsCreate,
     PlatformEnvironmentsList,
     PlatformEnvironmentsGet,
+    PlatformEnvironmentsDelete,
     PlatformSessionsCreate,
     PlatformSessionsList,
     PlatformSessionsGet,
@@ -231,6 +232,7 @@ impl Route {
         Route::PlatformEnvironmentsCreate,
         Route::PlatformEnvironmentsList,
         Route::PlatformEnvironmentsGet,
+        Route::PlatformEnvironmentsDelete,
         Route::PlatformSessionsCreate,
         Route::PlatformSessionsList,
         Route::PlatformSessionsGet,
@@ -582,6 +584,10 @@ impl Route {
             }),
             PlatformEnvironmentsGet => decl("platform-environments-get", &[MAIN_R], Buffered, || {
                 routes!(platform::environments::get)
+            }),
+            // Marks it deleted; the retention sweep purges it.
+            PlatformEnvironmentsDelete => decl("platform-environments-delete", &[MAIN_W], Buffered, || {
+                routes!(platform::environments::delete)
             }),
             PlatformSessionsCreate => {
                 decl("platform-sessions-create", &[MAIN_W], Buffered, || routes!(platform::sessions::create))

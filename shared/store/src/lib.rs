@@ -239,6 +239,10 @@ impl Store {
         Runs::new(self)
     }
 
+    pub fn run_content(&self) -> dynamo::run_content::RunContent<'_> {
+        dynamo::run_content::RunContent::new(self)
+    }
+
     pub fn environments(&self) -> Environments<'_> {
         Environments::new(self)
     }

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+
 use crate::{App, edge};
 
 pub use agentplane_engine::retention_sweep::{SweepReport, sweep_once};
@@ -28,10 +30,27 @@ pub async fn sweep_forever(app: App, interval: Duration) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
-        match sweep_once(&app.store, edge::now()).await {
+        let now = edge::now();
+        // Each step boxed as a `Send` future where its borrows are concrete (the spawned loop
+        // would otherwise ask for `Send` over every lifetime of the borrows inside).
+        let sweep: BoxFuture<'_, _> = Box::pin(sweep_once(&app.store, now));
+        match sweep.await {
             Ok(report) if report == SweepReport::default() => {}
             Ok(report) => tracing::info!(?report, "retention sweep pass"),
             Err(err) => tracing::warn!(error = %err, "retention sweep pass failed"),
+        }
+        let purge: BoxFuture<'_, _> = Box::pin(super::purge_environments_once(&app, now));
+        match purge.await {
+            Ok(report) if report == super::PurgeReport::default() => {}
+            Ok(report) => tracing::info!(?report, "environment purge pass"),
+            Err(err) => tracing::warn!(error = %err, "environment purge pass failed"),
+        }
+        let erase: BoxFuture<'_, _> =
+            Box::pin(super::erase_run_content_once(&app, super::run_content_retention_from_env(), now));
+        match erase.await {
+            Ok(report) if report == super::ContentReport::default() => {}
+            Ok(report) => tracing::info!(?report, "run content retention pass"),
+            Err(err) => tracing::warn!(error = %err, "run content retention pass failed"),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `/v1/environments`: create, list, get.
+//! `/v1/environments`: create (or fork), list, get, delete.
 
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::platform::{Environment, environment_name};
@@ -28,7 +28,8 @@ pub async fn load(app: &App, auth: &PlatformAuth, id: &str) -> Result<Environmen
         .or_not_found(PlatformError::EnvironmentNotFound)
 }
 
-/// Create an environment.
+/// Create an environment, empty or (with `snapshotId`) a fork whose workspace starts as that
+/// checkpoint of another environment of the project.
 #[utoipa::path(
     post,
     path = "/v1/environments",
@@ -39,8 +40,9 @@ pub async fn load(app: &App, auth: &PlatformAuth, id: &str) -> Result<Environmen
         (status = 201, description = "The new environment.", body = Data<EnvironmentBody>),
         (status = 400, description = "Invalid request (`details.param` names the field).", body = PlatformErrorEnvelope),
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
+        (status = 404, description = "`snapshotId` names no checkpoint an environment or Run of this project returned (`snapshot_not_found`).", body = PlatformErrorEnvelope),
         (status = 413, description = "The body is too large.", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
+        (status = 503, description = "Storage is unavailable, or no sandbox node can hold the fork's workspace now (`platform_runtime_unavailable`); try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn create(
@@ -49,9 +51,15 @@ pub async fn create(
     Strict(body): Strict<CreateEnvironment>,
 ) -> Result<(StatusCode, Json<Data<EnvironmentBody>>), PlatformError> {
     let name = environment_name("name", body.name.as_deref())?;
-    let id = EnvironmentId::from_random(edge::random()?);
-    let environment = Environment::new(id, auth.0.project_id, name, edge::now());
-    app.store.environments().create(&environment).await?;
+    let environment = match &body.snapshot_id {
+        Some(snapshot) => super::fork::fork(&app, auth.0.project_id, name, snapshot).await?,
+        None => {
+            let id = EnvironmentId::from_random(edge::random()?);
+            let environment = Environment::new(id, auth.0.project_id, name, edge::now());
+            app.store.environments().create(&environment).await?;
+            environment
+        }
+    };
     Ok((StatusCode::CREATED, Data::of(EnvironmentBody::from(&environment))))
 }
 
@@ -113,4 +121,42 @@ pub async fn get(
     only_query(raw.as_deref(), &[])?;
     let environment = load(&app, &auth, &id).await?;
     Ok(Data::of(EnvironmentBody::from(&environment)))
+}
+
+/// Delete an environment.
+///
+/// Accepted at once: from then on the environment, its sessions and its Runs read 404 and no
+/// Run can be created in it; the retention sweep then ends its sandbox and deletes its Runs,
+/// its sessions' links and the checkpoints no other environment shares
+/// (`agentplane_engine::environment_purge`). A retry while the purge has not finished answers
+/// the same 202; once it has, the environment is unknown (404).
+#[utoipa::path(
+    delete,
+    path = "/v1/environments/{environmentId}",
+    tag = "platform",
+    operation_id = "platform-environments-delete",
+    params(("environmentId" = String, Path, min_length = 1, description = "The environment's id.")),
+    responses(
+        (status = 202, description = "Deletion accepted (`deletedAt` set); the purge follows.", body = Data<EnvironmentBody>),
+        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
+        (status = 404, description = "No such environment in this project (`environment_not_found`).", body = PlatformErrorEnvelope),
+        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
+    ),
+)]
+pub async fn delete(
+    State(app): State<App>,
+    auth: PlatformAuth,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Data<EnvironmentBody>>), PlatformError> {
+    let id = environment_id(&id)?;
+    let environments = app.store.environments();
+    environments
+        .mark_deleted(&auth.0.project_id, &id, edge::now())
+        .await
+        .or_not_found(PlatformError::EnvironmentNotFound)?;
+    let environment = environments
+        .get_any(&auth.0.project_id, &id)
+        .await
+        .or_not_found(PlatformError::EnvironmentNotFound)?;
+    Ok((StatusCode::ACCEPTED, Data::of(EnvironmentBody::from(&environment))))
 }

@@ -48,6 +48,10 @@ pub enum PlatformError {
     /// 404 `run_not_found`.
     #[error("run not found")]
     RunNotFound,
+    /// 404 `snapshot_not_found`: no live environment or Run of the project returned that
+    /// checkpoint (a fork's `snapshotId`).
+    #[error("snapshot not found")]
+    SnapshotNotFound,
     /// 409 `run_reverted`: the Run is reverting or reverted.
     #[error("the run is reverting or reverted")]
     RunReverted,
@@ -118,6 +122,12 @@ impl PlatformError {
             Self::SessionNotFound => {
                 (StatusCode::NOT_FOUND, "session_not_found", "session not found".into(), None)
             }
+            Self::SnapshotNotFound => (
+                StatusCode::NOT_FOUND,
+                "snapshot_not_found",
+                "no environment or Run of this project returned that checkpoint".into(),
+                Some(json!({"param": "snapshotId"})),
+            ),
             Self::RunNotFound => (StatusCode::NOT_FOUND, "run_not_found", "run not found".into(), None),
             Self::RunReverted => (
                 StatusCode::CONFLICT,

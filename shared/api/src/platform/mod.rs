@@ -12,6 +12,7 @@ pub mod auth;
 pub mod environments;
 pub mod error;
 pub mod files;
+pub mod fork;
 pub mod rollback;
 pub mod runs;
 pub mod sessions;

@@ -90,15 +90,29 @@ impl<S: Send + Sync, T: StrictBody> FromRequest<S> for Strict<T> {
 
 /// `POST /v1/environments`.
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateEnvironment {
     /// A name for people, 1 to 256 characters.
     #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
+    /// Fork: a checkpoint an environment of this project returned (its
+    /// `initialCheckpoint.snapshotId`, or a Run's `checkpoint.snapshotId`); the new
+    /// environment's workspace starts as it.
+    #[schema(pattern = "^[a-f0-9]{64}$")]
+    pub snapshot_id: Option<String>,
 }
 
 impl StrictBody for CreateEnvironment {
-    const FIELDS: &'static [&'static str] = &["name"];
+    const FIELDS: &'static [&'static str] = &["name", "snapshotId"];
+}
+
+/// The checkpoint of an environment's workspace before its first Run (for a fork, the
+/// checkpoint it was forked from).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InitialCheckpointBody {
+    /// Use it as `snapshotId` to fork the environment as it was then.
+    pub snapshot_id: String,
 }
 
 /// An environment: one workspace (`/workspace`) its sessions' Runs act on, in order.
@@ -112,8 +126,16 @@ pub struct EnvironmentBody {
     /// How many Runs were created in it (the last `environmentSequence` handed out).
     #[schema(minimum = 0)]
     pub run_count: u64,
+    /// Absent until its first Run started (or, for a fork, the checkpoint it started from).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_checkpoint: Option<InitialCheckpointBody>,
     #[schema(format = DateTime)]
     pub created_at: String,
+    /// When its deletion was accepted (only on the answer to `DELETE`: a deleted environment
+    /// reads 404).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    pub deleted_at: Option<String>,
 }
 
 impl From<&Environment> for EnvironmentBody {
@@ -122,7 +144,12 @@ impl From<&Environment> for EnvironmentBody {
             id: e.id.to_string(),
             name: e.name.clone(),
             run_count: e.run_count,
+            initial_checkpoint: e
+                .initial_checkpoint
+                .as_ref()
+                .map(|id| InitialCheckpointBody { snapshot_id: id.clone() }),
             created_at: e.created_at.rfc3339(),
+            deleted_at: e.deleted_at.map(|t| t.rfc3339()),
         }
     }
 }

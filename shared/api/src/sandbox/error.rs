@@ -51,6 +51,10 @@ pub enum SandboxError {
     Stopped(SandboxState),
     #[error("this sandbox is the managed compute of session {0}; it ends when the session is deleted")]
     ManagedCompute(SessionId),
+    #[error(
+        "this sandbox holds the workspace of Platform environment {0}; it ends when the environment is deleted"
+    )]
+    EnvironmentWorkspace(String),
     #[error("no sandbox node is online")]
     NoNodeOnline,
     #[error("the sandbox's node did not answer in time; try again")]
@@ -101,7 +105,8 @@ impl SandboxError {
             | Self::ChangedConcurrently
             | Self::NotRunning
             | Self::Stopped(_)
-            | Self::ManagedCompute(_) => StatusCode::CONFLICT,
+            | Self::ManagedCompute(_)
+            | Self::EnvironmentWorkspace(_) => StatusCode::CONFLICT,
             Self::NoNodeOnline
             | Self::NodeTimeout
             | Self::NodeRefused(_)
@@ -246,6 +251,11 @@ mod tests {
                 format!(
                     "this sandbox is the managed compute of session {session}; it ends when the session is deleted"
                 ),
+            ),
+            (
+                SandboxError::EnvironmentWorkspace("e-1".into()),
+                409,
+                "this sandbox holds the workspace of Platform environment e-1; it ends when the environment is deleted".into(),
             ),
             (SandboxError::NoNodeOnline, 503, "no sandbox node is online".into()),
             (SandboxError::NodeTimeout, 503, "the sandbox's node did not answer in time; try again".into()),

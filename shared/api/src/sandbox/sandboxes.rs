@@ -5,7 +5,7 @@ use agentplane_domain::page::PageLimit;
 use agentplane_domain::sandbox::command::{Command, CommandOutcome};
 use agentplane_domain::sandbox::request::CreateSandbox;
 use agentplane_domain::sandbox::{
-    Lifecycle, LifecycleError, Sandbox, SandboxId, SandboxState, TimeoutSeconds,
+    ENVIRONMENT_METADATA_KEY, Lifecycle, LifecycleError, Sandbox, SandboxId, SandboxState, TimeoutSeconds,
 };
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use agentplane_store::StoreError;
@@ -209,7 +209,7 @@ const KILL_ATTEMPTS: u32 = 5;
         (status = 204, description = "Killed; the node removes it."),
         (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox, or it already ended.", body = E2bError),
-        (status = 409, description = "A session's managed compute, or it kept changing concurrently.", body = E2bError),
+        (status = 409, description = "A session's managed compute or an environment's workspace, or it kept changing concurrently.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
         (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
     ),
@@ -256,7 +256,7 @@ pub async fn kill(
         (status = 204, description = "Frozen."),
         (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox in the project.", body = E2bError),
-        (status = 409, description = "Not running (already paused, expired or killed), a session's managed compute, or changed concurrently.", body = E2bError),
+        (status = 409, description = "Not running (already paused, expired or killed), a session's managed compute or an environment's workspace, or changed concurrently.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
         (status = 503, description = "The node did not answer in time or refused, or storage is unavailable.", body = E2bError),
     ),
@@ -299,7 +299,7 @@ pub async fn pause(
         (status = 201, description = "It runs again.", body = wire::Sandbox),
         (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox in the project.", body = E2bError),
-        (status = 409, description = "Not paused, a session's managed compute, or changed concurrently.", body = E2bError),
+        (status = 409, description = "Not paused, a session's managed compute or an environment's workspace, or changed concurrently.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
         (status = 503, description = "The node did not answer in time or refused, or storage is unavailable.", body = E2bError),
     ),
@@ -341,7 +341,7 @@ pub async fn resume(
         (status = 400, description = "The body is not a valid request.", body = E2bError),
         (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox in the project.", body = E2bError),
-        (status = 409, description = "Paused, expired or killed, it would shorten the deadline, a session's managed compute, or changed concurrently.", body = E2bError),
+        (status = 409, description = "Paused, expired or killed, it would shorten the deadline, a session's managed compute or an environment's workspace, or changed concurrently.", body = E2bError),
         (status = 413, description = "The body is too large.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
         (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
@@ -363,11 +363,15 @@ pub async fn set_timeout(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// A Session's managed compute lives and ends with its Session: the sandbox API may run
-/// processes in it but not change its lifecycle.
+/// A Session's managed compute lives and ends with its Session, and an environment's workspace
+/// sandbox with its environment (the platform's: it holds files a Run or a restore relies on):
+/// the sandbox API may run processes in them but not change their lifecycle.
 fn lifecycle_is_ours(sandbox: &Sandbox) -> Result<(), SandboxError> {
-    match sandbox.session_id {
-        Some(session) => Err(SandboxError::ManagedCompute(session)),
+    if let Some(session) = sandbox.session_id {
+        return Err(SandboxError::ManagedCompute(session));
+    }
+    match sandbox.metadata.as_map().get(ENVIRONMENT_METADATA_KEY) {
+        Some(environment) => Err(SandboxError::EnvironmentWorkspace(environment.clone())),
         None => Ok(()),
     }
 }

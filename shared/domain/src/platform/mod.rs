@@ -2,6 +2,7 @@
 //! An environment is one workspace shared by its sessions; its Runs are ordered across all of
 //! them by `environmentSequence` (a counter on the environment item).
 
+pub mod content_retention;
 pub mod manifest;
 pub mod path;
 pub mod public_error;
@@ -48,6 +49,14 @@ pub struct Environment {
     #[serde(default)]
     pub settled_through: u64,
     pub created_at: Timestamp,
+    /// When `DELETE /v1/environments/{id}` was accepted: from then on the environment and
+    /// everything in it read as gone, and the retention sweep purges it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<Timestamp>,
+    /// The manifests the environment and its Runs referenced, collected by the purge before it
+    /// deletes the items that named them (`None`: not collected yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purge_manifests: Option<Vec<String>>,
 }
 
 /// The lease of the Run executing on an environment's workspace: its `token` is the
@@ -95,6 +104,8 @@ impl Environment {
             fence: 0,
             settled_through: 0,
             created_at: now,
+            deleted_at: None,
+            purge_manifests: None,
         }
     }
 }

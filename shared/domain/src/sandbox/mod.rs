@@ -29,6 +29,10 @@ pub const MANAGED_COMPUTE_LIFETIME_S: i64 = 30 * 24 * 3600;
 /// The metadata key that names the Session whose managed compute a sandbox is.
 pub const SESSION_METADATA_KEY: &str = "agentplane.session_id";
 
+/// The metadata key that names the Platform environment whose workspace a sandbox holds (a
+/// reserved key: clients cannot set it, so only the platform's sandboxes carry it).
+pub const ENVIRONMENT_METADATA_KEY: &str = "agentplane.environment_id";
+
 /// A sandbox: a workspace and the processes started in it, on one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sandbox {

@@ -9,6 +9,12 @@
 //! link, written in the same transaction as the session under the condition that the
 //! environment exists, makes the environment's sessions one keyset list. The environment item
 //! holds `run_count`, the last `environmentSequence` handed out.
+//!
+//! A deleted environment keeps its item until the retention sweep has purged it: `deleted_at`
+//! set, out of the project's list (its GSI1 keys removed) and in the due-work index instead
+//! (GSI2PK `ENVIRONMENTS_PURGE`, GSI2SK `{deleted ms:015}#{pid}#{eid}`). [`Environments::get`]
+//! answers `NotFound` for it, and nothing new (a session, a Run, a sandbox binding) is written
+//! under it.
 
 use agentplane_domain::page::{Page, PageRequest, created_sort_key};
 use agentplane_domain::platform::{Environment, ExecutionLease};
@@ -30,6 +36,11 @@ pub(crate) fn environment_sk(id: &EnvironmentId) -> String {
 fn environments_list(project: &ProjectId) -> String {
     format!("PROJECT#{project}#ENVS")
 }
+/// The due-work partition of deleted environments waiting for their purge.
+const PURGE_PARTITION: &str = "ENVIRONMENTS_PURGE";
+fn purge_key(at: Timestamp, project: &ProjectId, id: &EnvironmentId) -> String {
+    format!("{:015}#{project}#{id}", at.unix_millis().max(0))
+}
 fn link_sk(environment: &EnvironmentId, session: &SessionId) -> String {
     format!("ENV#{environment}#SESSION#{session}")
 }
@@ -43,9 +54,9 @@ pub(crate) struct EnvironmentItem {
     pk: String,
     #[serde(rename = "SK")]
     sk: String,
-    #[serde(rename = "GSI1PK")]
+    #[serde(rename = "GSI1PK", default)]
     gsi1pk: String,
-    #[serde(rename = "GSI1SK")]
+    #[serde(rename = "GSI1SK", default)]
     gsi1sk: String,
     #[serde(flatten)]
     pub(crate) environment: Environment,
@@ -85,8 +96,17 @@ impl<'a> Environments<'a> {
         put_new(self.store, &self.store.names.main_table, item).await
     }
 
-    /// An environment of `project`; another project's is `NotFound`.
+    /// An environment of `project`; another project's, or a deleted one, is `NotFound`.
     pub async fn get(&self, project: &ProjectId, id: &EnvironmentId) -> Result<Environment, StoreError> {
+        let environment = self.get_any(project, id).await?;
+        if environment.deleted_at.is_some() {
+            return Err(StoreError::NotFound);
+        }
+        Ok(environment)
+    }
+
+    /// An environment of `project`, a deleted one (waiting for its purge) included.
+    pub async fn get_any(&self, project: &ProjectId, id: &EnvironmentId) -> Result<Environment, StoreError> {
         let item: EnvironmentItem =
             get_as(self.store, &self.store.names.main_table, project_pk(project), environment_sk(id))
                 .await?
@@ -140,9 +160,13 @@ impl<'a> Environments<'a> {
             .expression_attribute_values(":new", s(sandbox.as_str()));
         let update = match previous {
             Some(old) => update
-                .condition_expression("attribute_exists(PK) AND sandbox_id = :old")
+                .condition_expression(
+                    "attribute_exists(PK) AND attribute_not_exists(deleted_at) AND sandbox_id = :old",
+                )
                 .expression_attribute_values(":old", s(old.as_str())),
-            None => update.condition_expression("attribute_exists(PK) AND attribute_not_exists(sandbox_id)"),
+            None => update.condition_expression(
+                "attribute_exists(PK) AND attribute_not_exists(deleted_at) AND attribute_not_exists(sandbox_id)",
+            ),
         };
         update.send().await.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
         Ok(())
@@ -337,7 +361,7 @@ impl<'a> Environments<'a> {
             .table_name(table)
             .key("PK", s(project_pk(&session.project_id)))
             .key("SK", s(environment_sk(&environment)))
-            .condition_expression("attribute_exists(PK)")
+            .condition_expression("attribute_exists(PK) AND attribute_not_exists(deleted_at)")
             .build()
             .map_err(StoreError::unavailable)?;
         let link = LinkItem {
@@ -392,6 +416,190 @@ impl<'a> Environments<'a> {
         let items = links.items.iter().filter_map(|l| found.remove(&l.session_id)).collect();
         Ok(Page { items, has_more: links.has_more })
     }
+
+    /// Marks the environment deleted at `now` (out of the project's list, into the purge's
+    /// due-work index). `Ok(false)` when it already was (a retried delete changes nothing);
+    /// `NotFound` when there is no such environment.
+    pub async fn mark_deleted(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        if self.get_any(project, id).await?.deleted_at.is_some() {
+            return Ok(false);
+        }
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(environment_sk(id)))
+            .update_expression("SET deleted_at = :at, GSI2PK = :due, GSI2SK = :key REMOVE GSI1PK, GSI1SK")
+            .condition_expression("attribute_exists(PK) AND attribute_not_exists(deleted_at)")
+            .expression_attribute_values(":at", serde_dynamo::to_attribute_value(now)?)
+            .expression_attribute_values(":due", s(PURGE_PARTITION))
+            .expression_attribute_values(":key", s(purge_key(now, project, id)))
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
+        match result {
+            Ok(_) => Ok(true),
+            // Deleted concurrently (or gone meanwhile: read again to say which).
+            Err(StoreError::Conflict) => self.get_any(project, id).await.map(|_| false),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Up to `limit` deleted environments waiting for their purge, deleted at or before `now`,
+    /// the oldest first.
+    pub async fn deleted(&self, now: Timestamp, limit: usize) -> Result<Vec<Environment>, StoreError> {
+        let until = format!("{:015}$", now.unix_millis().max(0));
+        let items: Vec<EnvironmentItem> =
+            super::due_page(self.store, &self.store.names.main_table, PURGE_PARTITION, until, limit).await?;
+        Ok(items.into_iter().map(|i| i.environment).collect())
+    }
+
+    /// Records the manifests a purge collected and removes the environment's own references
+    /// (`initial_checkpoint`, `rollback`), so that a scan for live references no longer sees
+    /// them.
+    pub async fn set_purge_manifests(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+        manifests: &[String],
+    ) -> Result<(), StoreError> {
+        self.store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(environment_sk(id)))
+            .update_expression("SET purge_manifests = :m REMOVE initial_checkpoint, #rb")
+            .condition_expression("attribute_exists(PK) AND attribute_exists(deleted_at)")
+            .expression_attribute_names("#rb", "rollback")
+            .expression_attribute_values(":m", serde_dynamo::to_attribute_value(manifests)?)
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+        Ok(())
+    }
+
+    /// Deletes the session links of the environment (its sessions stay: they are the client
+    /// API's sessions too). Answers how many.
+    pub async fn delete_links(
+        &self,
+        project: &ProjectId,
+        environment: &EnvironmentId,
+    ) -> Result<usize, StoreError> {
+        let table = &self.store.names.main_table;
+        let query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(table)
+            .index_name(crate::resources::BY_CREATED)
+            .key_condition_expression("GSI1PK = :p")
+            .expression_attribute_values(":p", s(links_list(project, environment)));
+        let links: Vec<LinkItem> = super::query_all(query).await?;
+        let requests = links
+            .iter()
+            .map(|l| {
+                let key = aws_sdk_dynamodb::types::DeleteRequest::builder()
+                    .key("PK", s(l.pk.as_str()))
+                    .key("SK", s(l.sk.as_str()))
+                    .build()
+                    .map_err(StoreError::unavailable)?;
+                Ok(aws_sdk_dynamodb::types::WriteRequest::builder().delete_request(key).build())
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let count = requests.len();
+        super::batch_write(self.store, table, requests).await?;
+        Ok(count)
+    }
+
+    /// Deletes the item of a deleted environment (the purge's last step); one not marked
+    /// deleted is kept.
+    pub async fn delete_purged(&self, project: &ProjectId, id: &EnvironmentId) -> Result<(), StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .delete_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(environment_sk(id)))
+            .condition_expression("attribute_exists(deleted_at)")
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
+        match result {
+            Ok(_) => Ok(()),
+            // Gone already (a retried purge) or never deleted: either way nothing to do here.
+            Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The live environment of `project` whose checkpoint `snapshot` is: its initial checkpoint,
+    /// or the end checkpoint of one of its Runs (what a fork may start from). `None`: no live
+    /// environment or Run of the project returned it.
+    ///
+    /// Two filtered Queries of the project's partition (its environments, then its Runs): the
+    /// read cost grows with the project's Runs, paid once per fork.
+    pub async fn snapshot_source(
+        &self,
+        project: &ProjectId,
+        snapshot: &str,
+    ) -> Result<Option<EnvironmentId>, StoreError> {
+        let table = &self.store.names.main_table;
+        let environments = self
+            .store
+            .dynamo
+            .query()
+            .table_name(table)
+            .key_condition_expression("PK = :pk AND begins_with(SK, :env)")
+            .filter_expression("initial_checkpoint = :s AND attribute_not_exists(deleted_at)")
+            .expression_attribute_values(":pk", s(project_pk(project)))
+            .expression_attribute_values(":env", s("ENV#"))
+            .expression_attribute_values(":s", s(snapshot))
+            .projection_expression("id");
+        let found: Vec<IdOnly> = super::query_all(environments).await?;
+        if let Some(found) = found.into_iter().next() {
+            return Ok(Some(found.id));
+        }
+        let runs = self
+            .store
+            .dynamo
+            .query()
+            .table_name(table)
+            .key_condition_expression("PK = :pk AND begins_with(SK, :run)")
+            .filter_expression("#cp.snapshot_id = :s")
+            .expression_attribute_names("#cp", "checkpoint")
+            .expression_attribute_values(":pk", s(project_pk(project)))
+            .expression_attribute_values(":run", s("RUN#"))
+            .expression_attribute_values(":s", s(snapshot))
+            .projection_expression("environment_id");
+        let runs: Vec<RunEnvironment> = super::query_all(runs).await?;
+        for run in runs {
+            match self.get(project, &run.environment_id).await {
+                Ok(environment) => return Ok(Some(environment.id)),
+                Err(StoreError::NotFound) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[derive(Deserialize)]
+struct IdOnly {
+    id: EnvironmentId,
+}
+
+#[derive(Deserialize)]
+struct RunEnvironment {
+    environment_id: EnvironmentId,
 }
 
 fn n(value: impl std::fmt::Display) -> aws_sdk_dynamodb::types::AttributeValue {

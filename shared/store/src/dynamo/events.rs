@@ -211,6 +211,60 @@ impl<'a> EventLog<'a> {
     }
 }
 
+impl EventLog<'_> {
+    /// Rewrites the `data` of the session's events of turn `turn` that `erase` gives new data
+    /// for (the content retention of a Platform Run); answers how many. Type, time and turn of
+    /// every event stay.
+    pub async fn erase_turn(
+        &self,
+        session: &SessionId,
+        turn: &str,
+        erase: impl Fn(&EventType, &serde_json::Value) -> Option<serde_json::Value>,
+    ) -> Result<usize, StoreError> {
+        let query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(&self.store.names.events_table)
+            .key_condition_expression("PK = :pk")
+            .filter_expression("turn_id = :turn")
+            .expression_attribute_values(":pk", s(session_pk(session)))
+            .expression_attribute_values(":turn", s(turn))
+            .consistent_read(true);
+        let items: Vec<EventItem> = super::query_all(query).await?;
+        let mut erased = 0;
+        for item in items {
+            let data: serde_json::Value = serde_json::from_str(&item.data).unwrap_or(serde_json::Value::Null);
+            let Some(new) = erase(&item.kind, &data) else { continue };
+            if new == data {
+                continue;
+            }
+            let text = serde_json::to_string(&new).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let result = self
+                .store
+                .dynamo
+                .update_item()
+                .table_name(&self.store.names.events_table)
+                .key("PK", s(item.pk.as_str()))
+                .key("SK", AttributeValue::N(item.sk.to_string()))
+                .update_expression("SET #d = :d")
+                .condition_expression("attribute_exists(PK)")
+                .expression_attribute_names("#d", "data")
+                .expression_attribute_values(":d", s(text))
+                .send()
+                .await
+                .map_err(|e| super::conditional(e, |e| e.is_conditional_check_failed_exception()));
+            match result {
+                Ok(_) => erased += 1,
+                // Expired meanwhile (its TTL): nothing left to erase.
+                Err(StoreError::Conflict) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(erased)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ pub mod nodes;
 pub mod observations;
 pub mod page;
 pub mod projects;
+pub mod run_content;
 pub mod runs;
 pub mod sandboxes;
 pub mod session_placement;

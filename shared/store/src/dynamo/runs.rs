@@ -8,6 +8,7 @@
 //! (conditional on the count it read, so two creates never get one sequence number and a failed
 //! create leaves no gap) and a check that its session belongs to the environment. GSI2 orders an
 //! environment's Runs by `environmentSequence` across all its sessions (what a rollback walks).
+//! The same transaction writes the Run's content-retention item (`run_content.rs`).
 //! Every later change is conditional on the Run's `version`.
 
 use agentplane_domain::page::{Order, Page, PageLimit, PageRequest, created_sort_key};
@@ -95,7 +96,9 @@ impl<'a> Runs<'a> {
             .key("PK", s(project_pk(&run.project_id)))
             .key("SK", s(environment_sk(&run.environment_id)))
             .update_expression("SET run_count = :next")
-            .condition_expression("attribute_exists(PK) AND run_count = :previous")
+            .condition_expression(
+                "attribute_exists(PK) AND attribute_not_exists(deleted_at) AND run_count = :previous",
+            )
             .expression_attribute_values(":next", AttributeValue::N(run.environment_sequence.to_string()))
             .expression_attribute_values(":previous", AttributeValue::N(previous.to_string()))
             .build()
@@ -119,6 +122,7 @@ impl<'a> Runs<'a> {
             .transact_items(TransactWriteItem::builder().update(bump).build())
             .transact_items(TransactWriteItem::builder().condition_check(session).build())
             .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(TransactWriteItem::builder().put(self.store.run_content().put_for(run)?).build())
             .send()
             .await
             .map_err(transaction_conflict)?;
@@ -270,5 +274,43 @@ impl<'a> Runs<'a> {
         )
         .await?;
         Ok(Page { items: page.items.into_iter().map(|i| i.run).collect(), has_more: page.has_more })
+    }
+
+    /// Up to `limit` of the environment's Runs after `environmentSequence` `after`, in order
+    /// (from the index: eventually consistent).
+    pub async fn environment_page(
+        &self,
+        environment: &EnvironmentId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Run>, StoreError> {
+        let out = self
+            .store
+            .dynamo
+            .query()
+            .table_name(self.table())
+            .index_name(BY_DUE)
+            .key_condition_expression("GSI2PK = :p AND GSI2SK > :after")
+            .expression_attribute_values(":p", s(environment_runs(environment)))
+            .expression_attribute_values(":after", s(sequence_key(after)))
+            .limit(i32::try_from(limit).unwrap_or(100).max(1))
+            .send()
+            .await
+            .map_err(StoreError::unavailable)?;
+        out.items().iter().map(|item| Ok(serde_dynamo::from_item::<_, RunItem>(item.clone())?.run)).collect()
+    }
+
+    /// Deletes a Run's item (its environment's purge).
+    pub async fn delete(&self, project: &ProjectId, id: &RunId) -> Result<(), StoreError> {
+        self.store
+            .dynamo
+            .delete_item()
+            .table_name(self.table())
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(run_sk(id)))
+            .send()
+            .await
+            .map_err(StoreError::unavailable)?;
+        Ok(())
     }
 }
