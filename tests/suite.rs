@@ -45,6 +45,7 @@ mod round_trips;
 mod sandbox_escape;
 mod sandbox_surface;
 mod sandboxes;
+mod seed_tenant_resume;
 mod sessions;
 mod telemetry;
 mod tenants;

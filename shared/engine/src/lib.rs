@@ -12,6 +12,7 @@ pub mod ports;
 pub mod retention_sweep;
 pub mod runtime;
 pub mod store_adapter;
+pub mod tenant_resume;
 pub mod tools;
 pub mod transcript;
 pub mod turn;

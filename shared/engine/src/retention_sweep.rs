@@ -60,6 +60,8 @@ pub struct SweepReport {
     pub scratch_deleted: usize,
     /// Sessions rewritten from an older stored shape (`session_placement`).
     pub sessions_upgraded: usize,
+    /// Turns a tenant's spend limit paused, carried on now that it has room (a new month).
+    pub tenant_pauses_continued: usize,
 }
 
 /// What the sweep needs of storage (a port, so the pass's rules are tested in memory; the
@@ -127,6 +129,13 @@ pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, St
         Ok(backfilled) => report.sessions_upgraded = backfilled.rewritten,
         Err(err) => {
             tracing::warn!(error = %err, "rewriting old-shape sessions failed; its cursor stays");
+            report.failed += 1;
+        }
+    }
+    match crate::tenant_resume::carry_on_tenant_pauses(store, now).await {
+        Ok(resumed) => report.tenant_pauses_continued = resumed.continued,
+        Err(err) => {
+            tracing::warn!(error = %err, "carrying on turns paused by a tenant's limit failed");
             report.failed += 1;
         }
     }

@@ -211,6 +211,10 @@ impl Store {
         dynamo::tenants::Tenants::new(self)
     }
 
+    pub fn tenant_pauses(&self) -> dynamo::tenant_pauses::TenantPauses<'_> {
+        dynamo::tenant_pauses::TenantPauses::new(self)
+    }
+
     pub fn actions(&self) -> Actions<'_> {
         Actions::new(self)
     }

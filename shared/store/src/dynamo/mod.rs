@@ -23,6 +23,7 @@ pub mod sessions;
 pub mod slots;
 pub mod stream_slots;
 pub mod telemetry;
+pub mod tenant_pauses;
 pub mod tenants;
 pub mod transcripts;
 pub mod turns;
