@@ -46,6 +46,7 @@ mod sandbox_escape;
 mod sandbox_surface;
 mod sandboxes;
 mod seed_tenant_resume;
+mod seed_title_spend;
 mod sessions;
 mod telemetry;
 mod tenants;

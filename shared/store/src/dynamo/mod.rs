@@ -20,6 +20,7 @@ pub mod runs;
 pub mod sandboxes;
 pub mod session_placement;
 pub mod sessions;
+pub mod side_calls;
 pub mod slots;
 pub mod stream_slots;
 pub mod telemetry;
