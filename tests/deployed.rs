@@ -374,6 +374,8 @@ fn job_report_keys(job: Job) -> BTreeSet<&'static str> {
             "scratch_deleted",
             "manifests_deleted",
             "sessions_upgraded",
+            "sessions_purged",
+            "tenant_pauses_continued",
             "failed",
         ],
         Job::WebhookRetry => &["events", "due", "attempted", "skipped", "failed"],

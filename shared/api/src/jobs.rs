@@ -179,6 +179,8 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "scratch_deleted": report.scratch_deleted,
                     "manifests_deleted": report.manifests_deleted,
                     "sessions_upgraded": report.sessions_upgraded,
+                    "sessions_purged": report.sessions_purged,
+                    "tenant_pauses_continued": report.tenant_pauses_continued,
                     "failed": report.failed,
                 }))
             }))

@@ -11,6 +11,7 @@ pub mod node_report;
 pub mod ports;
 pub mod retention_sweep;
 pub mod runtime;
+pub mod session_purge;
 pub mod side_call;
 pub mod store_adapter;
 pub mod tenant_resume;

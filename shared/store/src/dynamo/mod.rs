@@ -19,6 +19,7 @@ pub mod projects;
 pub mod runs;
 pub mod sandboxes;
 pub mod session_placement;
+pub mod session_purge;
 pub mod sessions;
 pub mod side_calls;
 pub mod slots;
