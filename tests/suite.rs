@@ -48,6 +48,7 @@ mod sandboxes;
 mod seed_session_purge;
 mod seed_tenant_resume;
 mod seed_title_spend;
+mod seed_webhook_ids;
 mod sessions;
 mod telemetry;
 mod tenants;
