@@ -45,6 +45,7 @@ mod round_trips;
 mod sandbox_escape;
 mod sandbox_surface;
 mod sandboxes;
+mod seed_callback_secret;
 mod seed_session_purge;
 mod seed_tenant_resume;
 mod seed_title_spend;
