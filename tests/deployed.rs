@@ -376,6 +376,8 @@ fn job_report_keys(job: Job) -> BTreeSet<&'static str> {
             "sessions_upgraded",
             "environments_purged",
             "run_contents_erased",
+            "sessions_purged",
+            "tenant_pauses_continued",
             "failed",
         ],
         Job::WebhookRetry => &["events", "due", "attempted", "skipped", "failed"],

@@ -192,6 +192,8 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "sessions_upgraded": report.sessions_upgraded,
                     "environments_purged": purged.environments,
                     "run_contents_erased": content.erased,
+                    "sessions_purged": report.sessions_purged,
+                    "tenant_pauses_continued": report.tenant_pauses_continued,
                     "failed": report.failed + purged.failed + content.failed,
                 }))
             }))

@@ -474,7 +474,9 @@ impl Route {
                 decl("core-tenants-get", &[MAIN_R, CORE_KEY], Buffered, || routes!(core::tenants::get))
             }
             CoreTenantsUpdate => {
-                decl("core-tenants-update", &[MAIN_W, CORE_KEY], Buffered, || routes!(core::tenants::update))
+                decl("core-tenants-update", &[MAIN_W, CORE_KEY, RUNS_SEND], Buffered, || {
+                    routes!(core::tenants::update)
+                })
             }
             CoreTenantsProjectsAttach => {
                 decl("core-tenants-projects-attach", &[MAIN_W, CORE_KEY], Buffered, || {

@@ -86,6 +86,28 @@ pub trait TurnStore: Send + Sync {
         month: &str,
     ) -> impl Future<Output = Result<f64, PortError>> + Send;
 
+    /// Notes that the limit of the tenant `tenant_key` pauses the session's turn, before the
+    /// pausing write, so that a raise of the limit (or a new month) finds the turn again
+    /// (`tenant_resume`). Stores without tenants note nothing.
+    fn note_tenant_pause(
+        &self,
+        _tenant_key: &str,
+        _project: &ProjectId,
+        _session: &SessionId,
+    ) -> impl Future<Output = Result<(), PortError>> + Send {
+        async { Ok(()) }
+    }
+
+    /// The tenant `tenant_key`'s monthly limit as it is now (a paused turn saved the one it
+    /// started with: a raise since must count); stores without tenants answer `saved`.
+    fn tenant_limit(
+        &self,
+        _tenant_key: &str,
+        saved: Option<f64>,
+    ) -> impl Future<Output = Result<Option<f64>, PortError>> + Send {
+        async move { Ok(saved) }
+    }
+
     /// The session's transcript and its version; `None` when it has none yet.
     fn load_transcript(
         &self,

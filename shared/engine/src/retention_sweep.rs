@@ -60,6 +60,10 @@ pub struct SweepReport {
     pub scratch_deleted: usize,
     /// Sessions rewritten from an older stored shape (`session_placement`).
     pub sessions_upgraded: usize,
+    /// Turns a tenant's spend limit paused, carried on now that it has room (a new month).
+    pub tenant_pauses_continued: usize,
+    /// Deleted sessions whose data this pass removed (`session_purge`).
+    pub sessions_purged: usize,
 }
 
 /// What the sweep needs of storage (a port, so the pass's rules are tested in memory; the
@@ -127,6 +131,23 @@ pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, St
         Ok(backfilled) => report.sessions_upgraded = backfilled.rewritten,
         Err(err) => {
             tracing::warn!(error = %err, "rewriting old-shape sessions failed; its cursor stays");
+            report.failed += 1;
+        }
+    }
+    // Without an S3 client, deleted sessions wait for a function granted the files bucket.
+    if store.objects().is_ok() {
+        match crate::session_purge::purge_deleted(store, now, &mut report.failed).await {
+            Ok(purged) => report.sessions_purged = purged,
+            Err(err) => {
+                tracing::warn!(error = %err, "reading the deleted sessions to purge failed");
+                report.failed += 1;
+            }
+        }
+    }
+    match crate::tenant_resume::carry_on_tenant_pauses(store, now).await {
+        Ok(resumed) => report.tenant_pauses_continued = resumed.continued,
+        Err(err) => {
+            tracing::warn!(error = %err, "carrying on turns paused by a tenant's limit failed");
             report.failed += 1;
         }
     }

@@ -60,6 +60,31 @@ impl TurnStore for Store {
         self.tenants().spent(tenant_key, month).await
     }
 
+    async fn note_tenant_pause(
+        &self,
+        tenant_key: &str,
+        project: &ProjectId,
+        session: &SessionId,
+    ) -> Result<(), PortError> {
+        let pause = agentplane_store::dynamo::tenant_pauses::TenantPause {
+            tenant_key: tenant_key.to_owned(),
+            project_id: *project,
+            session_id: *session,
+        };
+        self.tenant_pauses().note(&pause).await
+    }
+
+    async fn tenant_limit(&self, tenant_key: &str, saved: Option<f64>) -> Result<Option<f64>, PortError> {
+        let Some(id) = crate::tenant_resume::tenant_of_key(tenant_key) else {
+            return Ok(saved);
+        };
+        match self.tenants().get(&id).await {
+            Ok(tenant) => Ok(tenant.monthly_spend_limit_usd),
+            Err(PortError::NotFound) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
     async fn load_transcript(
         &self,
         project: &ProjectId,

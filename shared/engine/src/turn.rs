@@ -460,6 +460,12 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             return Ok(None);
         }
         let webhooks = self.store.has_webhooks(&project).await.map_err(storage)?;
+        // The tenant's limit as it is now: a raise since the pause carries the turn on.
+        let mut tenant = paused.tenant.clone();
+        if let Some(spend) = tenant.as_mut() {
+            spend.monthly_limit_usd =
+                self.store.tenant_limit(&spend.key, spend.monthly_limit_usd).await.map_err(storage)?;
+        }
         let now = self.now();
         let budget = Duration::from_millis(paused.budget_ms).min(CONTINUATION_CEILING);
         let hold_until = now.plus_millis(millis(budget) + HOLD_GRACE_MS);
@@ -488,7 +494,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
                 budget,
                 spend_budget: session.budget.or(paused.spend_budget),
                 handover_at,
-                tenant: paused.tenant.clone(),
+                tenant,
             },
             turn_id: continuation.turn_id.clone(),
             usage: paused.usage,
@@ -844,7 +850,12 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
                     return self.pause_for_budget(step, hit).await;
                 }
             }
-            if let Some(hit) = self.tenant_limit_hit().await? {
+            if let Some((key, hit)) = self.tenant_limit_hit().await? {
+                // Noted first: a noted pause that never happened is skipped by its reader.
+                self.engine
+                    .store
+                    .note_tenant_pause(&key, &self.plan.project_id, &self.plan.session_id)
+                    .await?;
                 return self.pause_for_budget(step, hit).await;
             }
             let reply = match self
@@ -1087,13 +1098,14 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
 
     /// The tenant's monthly limit, when its projects' spend reached it (one read, only for a
     /// project of a tenant with a limit).
-    async fn tenant_limit_hit(&self) -> Result<Option<BudgetHit>, Interrupt> {
+    async fn tenant_limit_hit(&self) -> Result<Option<(String, BudgetHit)>, Interrupt> {
         let Some(TenantSpend { key, monthly_limit_usd: Some(max), .. }) = &self.plan.tenant else {
             return Ok(None);
         };
         let month = agentplane_domain::tenant::month_of(self.engine.now());
         let spent = self.engine.store.tenant_spent(key, &month).await?;
-        Ok((spent >= *max).then_some(BudgetHit { paused: true, spent_usd: spent, max_cost_usd: *max }))
+        Ok((spent >= *max)
+            .then(|| (key.clone(), BudgetHit { paused: true, spent_usd: spent, max_cost_usd: *max })))
     }
 
     /// Hands the turn over before the model call of `step`: one write of the transcript with the

@@ -211,6 +211,18 @@ impl Store {
         dynamo::tenants::Tenants::new(self)
     }
 
+    pub fn session_purge(&self) -> dynamo::session_purge::SessionPurge<'_> {
+        dynamo::session_purge::SessionPurge::new(self)
+    }
+
+    pub fn side_calls(&self) -> dynamo::side_calls::SideCalls<'_> {
+        dynamo::side_calls::SideCalls::new(self)
+    }
+
+    pub fn tenant_pauses(&self) -> dynamo::tenant_pauses::TenantPauses<'_> {
+        dynamo::tenant_pauses::TenantPauses::new(self)
+    }
+
     pub fn actions(&self) -> Actions<'_> {
         Actions::new(self)
     }

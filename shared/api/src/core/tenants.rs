@@ -180,7 +180,13 @@ pub async fn update(
 ) -> Result<Json<TenantBody>, CoreError> {
     let id = tenant_id(&id)?;
     let tenant = match body.monthly_spend_limit_usd {
-        Some(value) => app.store.tenants().set_limit(&id, limit(value)?).await.or_not_found("tenant")?,
+        Some(value) => {
+            let tenant = app.store.tenants().set_limit(&id, limit(value)?).await.or_not_found("tenant")?;
+            // The turns the old limit paused carry on when the new one has room.
+            agentplane_engine::tenant_resume::carry_on_after_tenant_limit(&app.store, &tenant, edge::now())
+                .await?;
+            tenant
+        }
         None => app.store.tenants().get(&id).await.or_not_found("tenant")?,
     };
     Ok(Json(body_of(&app, &tenant).await?))

@@ -10,9 +10,10 @@ use agentplane_domain::platform::Environment;
 use agentplane_domain::telemetry::EnvironmentId;
 use agentplane_store::StoreError;
 
-use super::checkpoint;
+use agentplane_engine::platform::{WorkspaceError, checkpoint, workspace};
+
 use super::error::PlatformError;
-use super::workspace;
+use super::platform;
 use crate::{App, edge};
 
 /// A snapshot id is the SHA-256 of its manifest: 64 lowercase hexadecimal digits.
@@ -37,18 +38,18 @@ pub async fn fork(
         return Err(PlatformError::SnapshotNotFound);
     }
     // Its manifest must still be there (a purge of its environment may have taken it).
-    match checkpoint::load(app, snapshot).await {
+    match checkpoint::load(&app.store, snapshot).await {
         Ok(_) => {}
-        Err(PlatformError::Storage(StoreError::NotFound)) => return Err(PlatformError::SnapshotNotFound),
-        Err(err) => return Err(err),
+        Err(WorkspaceError::Storage(StoreError::NotFound)) => return Err(PlatformError::SnapshotNotFound),
+        Err(err) => return Err(err.into()),
     }
     let id = EnvironmentId::from_random(edge::random()?);
     let mut environment = Environment::new(id, project, name, edge::now());
     environment.initial_checkpoint = Some(snapshot.to_owned());
     app.store.environments().create(&environment).await?;
     let restored = async {
-        let sandbox = workspace::sandbox(app, &environment).await?;
-        checkpoint::restore(app, &sandbox, snapshot).await
+        let sandbox = workspace::sandbox(&platform(app), &environment).await?;
+        checkpoint::restore(&app.store, &sandbox, snapshot).await
     }
     .await;
     if let Err(err) = restored {
@@ -56,7 +57,7 @@ pub async fn fork(
         if let Err(undo) = app.store.environments().mark_deleted(&project, &id, edge::now()).await {
             tracing::error!(error = %undo, environment = %id, "could not delete a fork that failed");
         }
-        return Err(err);
+        return Err(err.into());
     }
     Ok(environment)
 }

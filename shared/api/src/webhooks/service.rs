@@ -234,14 +234,20 @@ pub async fn messages(
 
 /// Before a background run with a callback is queued: its URL may be reached (as an endpoint's
 /// would), and the project has a callback signer (made now with a first secret, if it has
-/// none; read that secret by rotating it, see [`rotate_callback_secret`]).
-pub async fn prepare_callback(app: &App, project: ProjectId, url: &str) -> Result<(), WebhookError> {
+/// none). The first secret, when this call made it: the answer shows it, the only time it is
+/// shown (a later one is read by rotating it, see [`rotate_callback_secret`]).
+pub async fn prepare_callback(
+    app: &App,
+    project: ProjectId,
+    url: &str,
+) -> Result<Option<String>, WebhookError> {
     check_reachable(app, url).await?;
     let now = edge::now();
     let id = webhook::callback_signer_id(&project);
-    let (_, stored) = new_secret(app, &id, now)?;
-    app.store.webhooks().ensure_callback_signer(&webhook::callback_signer(project, stored, now)).await?;
-    Ok(())
+    let (secret, stored) = new_secret(app, &id, now)?;
+    let made =
+        app.store.webhooks().ensure_callback_signer(&webhook::callback_signer(project, stored, now)).await?;
+    Ok(made.then_some(secret))
 }
 
 /// Gives the project's callback signer a new secret (making the signer if it has none) and

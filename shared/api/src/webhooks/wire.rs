@@ -1,7 +1,7 @@
 //! The webhook routes' wire. Unlike the rest of the client API, webhook objects are camelCase
 //! (as Standard Webhooks receivers expect); times are Unix seconds.
 
-use agentplane_domain::webhook::{Attempt, Endpoint, EndpointFields, Message, MessageStatus};
+use agentplane_domain::webhook::{Attempt, Endpoint, EndpointFields, Message, MessageStatus, Owner};
 use agentplane_store::MessageWithAttempts;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -91,6 +91,14 @@ pub struct WebhookBody {
     /// Always `webhook_endpoint`.
     #[schema(value_type = String, pattern = "^webhook_endpoint$")]
     pub object: &'static str,
+    /// The project the endpoint belongs to (absent for a tenant-wide endpoint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub project_id: Option<String>,
+    /// The tenant a tenant-wide endpoint belongs to (absent for a project's endpoint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub tenant_id: Option<String>,
     pub url: String,
     /// Empty: every type.
     pub event_types: Vec<String>,
@@ -109,6 +117,14 @@ impl From<&Endpoint> for WebhookBody {
         Self {
             id: e.id.to_string(),
             object: "webhook_endpoint",
+            project_id: match &e.owner {
+                Owner::Project(p) => Some(p.to_string()),
+                Owner::Tenant(_) => None,
+            },
+            tenant_id: match &e.owner {
+                Owner::Tenant(t) => Some(t.to_string()),
+                Owner::Project(_) => None,
+            },
             url: e.url.clone(),
             event_types: e.event_types.clone(),
             description: e.description.clone(),

@@ -1,5 +1,6 @@
 //! The events a project's endpoints receive, and each one's `data` (camelCase, as webhook
-//! payloads are): who it is about (`projectId`, `sessionId`, `turnId`) and the state it reports.
+//! payloads are): who it is about (`projectId`, `sessionId` and the same id as the spec's
+//! `conversationId`, `turnId`) and the state it reports.
 //! The body around it is [`super::payload`]: `{type, timestamp, data}`.
 //!
 //! | type              | when                                              | data beyond the ids                                   |
@@ -29,6 +30,8 @@ fn ids(project: &ProjectId, session: &SessionId, turn_id: &str) -> serde_json::M
     let mut data = serde_json::Map::new();
     data.insert("projectId".into(), json!(project.to_string()));
     data.insert("sessionId".into(), json!(session.to_string()));
+    // The spec's name for the session (a session's id is the bare conversation id).
+    data.insert("conversationId".into(), json!(session.to_string()));
     data.insert("turnId".into(), json!(turn_id));
     data
 }

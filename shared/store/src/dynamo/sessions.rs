@@ -309,7 +309,8 @@ impl<'a> Sessions<'a> {
         Ok(item.session)
     }
 
-    /// Deletes a session: it leaves lists and reads at once. Deleting twice is `NotFound`.
+    /// Deletes a session: it leaves lists and reads at once, and joins the purge queue
+    /// (`session_purge`), in one write. Deleting twice is `NotFound`.
     pub async fn delete(
         &self,
         project: &ProjectId,
@@ -323,8 +324,10 @@ impl<'a> Sessions<'a> {
             .key("PK", s(project_pk(project)))
             .key("SK", s(session_sk(id)))
             .condition_expression(LIVE)
-            .update_expression("SET deleted_at = :now REMOVE GSI1PK, GSI1SK, GSI2PK, GSI2SK")
+            .update_expression("SET deleted_at = :now, GSI2PK = :purge, GSI2SK = :due REMOVE GSI1PK, GSI1SK")
             .expression_attribute_values(":now", serde_dynamo::to_attribute_value(now)?)
+            .expression_attribute_values(":purge", s(super::session_purge::SESSIONS_PURGE))
+            .expression_attribute_values(":due", s(super::session_purge::purge_sort_key(now, project, id)))
             .send()
             .await
             .map_err(|e| match conditional(e, |e| e.is_conditional_check_failed_exception()) {

@@ -381,8 +381,8 @@ impl<'a> Webhooks<'a> {
     }
 
     /// Writes the project's callback signer unless it has one already (its first secret then
-    /// stays as it is).
-    pub async fn ensure_callback_signer(&self, signer: &Endpoint) -> Result<(), StoreError> {
+    /// stays as it is); `true` when this call wrote it.
+    pub async fn ensure_callback_signer(&self, signer: &Endpoint) -> Result<bool, StoreError> {
         let put = self
             .store
             .dynamo
@@ -393,7 +393,8 @@ impl<'a> Webhooks<'a> {
             .send()
             .await;
         match put.map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception())) {
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Ok(_) => Ok(true),
+            Err(StoreError::Conflict) => Ok(false),
             Err(err) => Err(err),
         }
     }

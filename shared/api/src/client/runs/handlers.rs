@@ -70,9 +70,10 @@ pub async fn queue(
     };
     // Its end is a signed delivery to the callback: the URL is checked and the project's
     // signer made before anything is queued.
-    if let Some(url) = &run.callback_url {
-        crate::webhooks::service::prepare_callback(app, project, url).await?;
-    }
+    let callback_secret = match &run.callback_url {
+        Some(url) => crate::webhooks::service::prepare_callback(app, project, url).await?,
+        None => None,
+    };
     let queued = agentplane_engine::background::run_event(&run)
         .ok_or_else(|| ClientError::internal("a queued run has an event type"))?;
     app.store.agent_runs().create(&run, &queued).await?;
@@ -87,7 +88,7 @@ pub async fn queue(
             .await;
         return Err(ClientError::Storage(err));
     }
-    Ok((StatusCode::ACCEPTED, Json(RunBody::from(&run))))
+    Ok((StatusCode::ACCEPTED, Json(RunBody { callback_secret, ..RunBody::from(&run) })))
 }
 
 /// Cancels a run that is not running (`from`), with its `agent_run.canceled` event.

@@ -93,6 +93,12 @@ pub struct RunBody {
     pub callback: Option<RunCallbackBody>,
     /// Unix seconds: when the run is deleted.
     pub expires_at: i64,
+    /// The project's callback signing secret (`whsec_…`), only in the answer of the request
+    /// that made it (the project's first run with a callback): shown once, never in reads;
+    /// `POST /api/client/v1/callback_secret` rotates it and shows the new one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub callback_secret: Option<String>,
 }
 
 impl From<&AgentRun> for RunBody {
@@ -128,6 +134,7 @@ impl From<&AgentRun> for RunBody {
                 recorded_at: c.recorded_at.unix_seconds(),
             }),
             expires_at: run.expires_at.unix_seconds(),
+            callback_secret: None,
         }
     }
 }

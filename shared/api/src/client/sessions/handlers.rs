@@ -1,7 +1,6 @@
 use agentplane_domain::SessionId;
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
-use agentplane_domain::session::SessionBudget;
 use agentplane_domain::session::{NewSession, SessionPatch};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -153,14 +152,7 @@ pub async fn update(
     record_dead_turn(&app, &auth.project_id, &session, now).await?;
     if budget_changed && session.runtime_status == agentplane_domain::session::RuntimeStatus::BudgetPaused {
         // The agent's budget applies when the session's own was removed.
-        let agent_budget = match (session.budget, session.agent_id) {
-            (None, Some(agent_id)) => match app.store.agents().get(&auth.project_id, &agent_id).await {
-                Ok(agent) => SessionBudget::effective(None, &agent.execution),
-                Err(agentplane_store::StoreError::NotFound) => None,
-                Err(err) => return Err(err.into()),
-            },
-            _ => None,
-        };
+        let agent_budget = agentplane_engine::tenant_resume::agent_budget_of(&app.store, &session).await?;
         agentplane_engine::continuation::carry_on_after_budget(&app.store, &session, agent_budget).await?;
     }
     Ok(Json(SessionBody::from(&session.settled(now))))

@@ -1,5 +1,5 @@
 //! Titles for untitled sessions: after a session's first turn answers, one cheap model call
-//! names it (its usage counted on the session), written only while the session still has no
+//! names it (its usage counted on the session, the tenant's spend and the log), written only while the session still has no
 //! title, so a title set meanwhile (PATCH) is never overwritten.
 
 use agentplane_domain::session::{Session, Title};
@@ -40,10 +40,10 @@ pub async fn after_first_turn(app: &App, session: &Session, first: bool, input: 
             return;
         }
     };
-    // The call is paid for whether or not its title is kept.
-    let cost = app.engine.prices.cost_usd(model, reply.usage);
+    // The call is paid for whether or not its title is kept: on the session, the tenant's
+    // spend and the session's log, like a call of a turn.
     if let Err(err) =
-        app.store.sessions().add_usage(&session.project_id, &session.id, reply.usage, cost).await
+        agentplane_engine::side_call::record(&app.engine, session, "title", model, reply.usage).await
     {
         tracing::warn!(session = %session.id, error = %err, "the title call's usage was not recorded");
     }

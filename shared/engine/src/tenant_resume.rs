@@ -1,0 +1,138 @@
+//! Carrying on the turns a tenant's monthly spend limit paused, once the limit allows a model
+//! call again: the limit was raised or removed (`PATCH /core/v1/tenants/{id}`), or a new month
+//! began (the retention sweep). Each noted pause ([`TenantPause`]) is checked against its session
+//! and carried on through the same continuation a session budget raise sends, so a duplicate
+//! (two raises at once, a raise and a sweep) is claimed once and the rest do nothing.
+
+use std::collections::HashMap;
+
+use agentplane_domain::Timestamp;
+use agentplane_domain::session::{RuntimeStatus, SessionBudget};
+use agentplane_domain::tenant::{Tenant, TenantId, TenantKey, month_of};
+use agentplane_store::dynamo::tenant_pauses::TenantPause;
+use agentplane_store::{Store, StoreError};
+
+use crate::continuation::carry_on_after_budget;
+
+/// What a pass over noted pauses came to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resumed {
+    /// Turns carried on (a continuation sent).
+    pub continued: usize,
+    /// Noted pauses forgotten without a continuation (the session is gone, idle, or waits for
+    /// its own budget).
+    pub dropped: usize,
+}
+
+/// Carries on the turns `tenant`'s limit paused, when it now allows a model call this month.
+pub async fn carry_on_after_tenant_limit(
+    store: &Store,
+    tenant: &Tenant,
+    now: Timestamp,
+) -> Result<Resumed, StoreError> {
+    let key = TenantKey::Tenant(tenant.id).key();
+    let mut resumed = Resumed::default();
+    if !has_room(store, &key, tenant.monthly_spend_limit_usd, now).await? {
+        return Ok(resumed);
+    }
+    for pause in store.tenant_pauses().of_tenant(&key).await? {
+        carry_on_one(store, &pause, &mut resumed).await?;
+    }
+    Ok(resumed)
+}
+
+/// The sweep's step: every noted pause whose tenant now has room (a new month began, or a
+/// raise raced the pause) is carried on.
+pub async fn carry_on_tenant_pauses(store: &Store, now: Timestamp) -> Result<Resumed, StoreError> {
+    let mut resumed = Resumed::default();
+    let mut room: HashMap<String, bool> = HashMap::new();
+    for pause in store.tenant_pauses().all().await? {
+        let allowed = match room.get(&pause.tenant_key) {
+            Some(allowed) => *allowed,
+            None => {
+                let limit = match tenant_of_key(&pause.tenant_key) {
+                    Some(id) => match store.tenants().get(&id).await {
+                        Ok(tenant) => tenant.monthly_spend_limit_usd,
+                        Err(StoreError::NotFound) => None,
+                        Err(err) => return Err(err),
+                    },
+                    None => None,
+                };
+                let allowed = has_room(store, &pause.tenant_key, limit, now).await?;
+                room.insert(pause.tenant_key.clone(), allowed);
+                allowed
+            }
+        };
+        if allowed {
+            carry_on_one(store, &pause, &mut resumed).await?;
+        }
+    }
+    Ok(resumed)
+}
+
+/// Whether the tenant key's spend this month is below `limit` (no limit: always).
+async fn has_room(store: &Store, key: &str, limit: Option<f64>, now: Timestamp) -> Result<bool, StoreError> {
+    let Some(max) = limit else { return Ok(true) };
+    Ok(store.tenants().spent(key, &month_of(now)).await? < max)
+}
+
+pub(crate) fn tenant_of_key(key: &str) -> Option<TenantId> {
+    key.strip_prefix("T-").and_then(|id| id.parse().ok())
+}
+
+/// Carries one noted pause on if its session still waits on a budget, then forgets it. A session
+/// still running keeps its note: its turn may be about to write the pause the note announced.
+async fn carry_on_one(store: &Store, pause: &TenantPause, resumed: &mut Resumed) -> Result<(), StoreError> {
+    let session = match store.sessions().get(&pause.project_id, &pause.session_id).await {
+        Ok(session) => session,
+        Err(StoreError::NotFound) => {
+            store.tenant_pauses().remove(pause).await?;
+            resumed.dropped += 1;
+            return Ok(());
+        }
+        Err(err) => return Err(err),
+    };
+    match session.runtime_status {
+        RuntimeStatus::Running => return Ok(()),
+        RuntimeStatus::BudgetPaused => {
+            let agent_budget = agent_budget_of(store, &session).await?;
+            if carry_on_after_budget(store, &session, agent_budget).await? {
+                resumed.continued += 1;
+            } else {
+                // Its own budget holds it: raising that carries it on.
+                resumed.dropped += 1;
+            }
+        }
+        _ => resumed.dropped += 1,
+    }
+    store.tenant_pauses().remove(pause).await
+}
+
+/// The agent's budget, which applies to a session without its own (read live).
+pub async fn agent_budget_of(
+    store: &Store,
+    session: &agentplane_domain::session::Session,
+) -> Result<Option<SessionBudget>, StoreError> {
+    match (session.budget, session.agent_id) {
+        (None, Some(agent_id)) => match store.agents().get(&session.project_id, &agent_id).await {
+            Ok(agent) => Ok(SessionBudget::effective(None, &agent.execution)),
+            Err(StoreError::NotFound) => Ok(None),
+            Err(err) => Err(err),
+        },
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_tenants_key_names_a_tenant() {
+        let id: TenantId = "0b8f7c3e-2a55-4a43-9d3b-5d2f4c1e8a11".parse().expect("an id");
+        assert_eq!(tenant_of_key(&TenantKey::Tenant(id).key()), Some(id));
+        let project = agentplane_domain::ProjectId::from_random([7; 16]);
+        assert_eq!(tenant_of_key(&TenantKey::Project(project).key()), None);
+        assert_eq!(tenant_of_key("T-not-an-id"), None);
+    }
+}
