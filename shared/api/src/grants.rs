@@ -109,7 +109,8 @@ pub fn job(job: Job) -> &'static [Grant] {
         // Stops the affected Runs, restores files (checkpoints: the workspaces bucket), the
         // affected sessions' transcripts (large ones in the files bucket), marks Runs reverted
         // with their `run.reverted` events.
-        Job::RollbackRestore => &[MAIN_W, FILES_W, WORKSPACES_W, ROLLBACKS_CONSUME, WEBHOOKS_SEND],
+        // RUNS_SEND: a rollback's end sends the first Run that waited for it.
+        Job::RollbackRestore => &[MAIN_W, FILES_W, WORKSPACES_W, ROLLBACKS_CONSUME, WEBHOOKS_SEND, RUNS_SEND],
         // Expires due actions and carries their turns on.
         // Also deletes expired session files' bytes (the files bucket and Document Store
         // buckets), and checkpoint blobs and manifests no Run or environment references (the

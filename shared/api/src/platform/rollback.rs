@@ -44,7 +44,7 @@ impl From<Refused> for PlatformError {
         (status = 400, description = "Invalid request.", body = PlatformErrorEnvelope),
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "Resource not found or outside token scope.", body = PlatformErrorEnvelope),
-        (status = 409, description = "Another rollback of the environment is under way (`rollback_in_progress`), or the checkpoint before the Run is pending or failed (`checkpoint_unavailable`).", body = PlatformErrorEnvelope),
+        (status = 409, description = "Another rollback of the environment is under way (`rollback_in_progress`), or an earlier Run still runs, so the state before the Run is not known yet (`checkpoint_unavailable`; pending or failed checkpoints are skipped for the nearest earlier ready one).", body = PlatformErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]

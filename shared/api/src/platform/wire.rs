@@ -128,13 +128,14 @@ pub struct EnvironmentBody {
     pub run_count: u64,
     /// Absent until its first Run started (or, for a fork, the checkpoint it started from).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub initial_checkpoint: Option<InitialCheckpointBody>,
     #[schema(format = DateTime)]
     pub created_at: String,
     /// When its deletion was accepted (only on the answer to `DELETE`: a deleted environment
     /// reads 404).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(format = DateTime)]
+    #[schema(nullable = false, format = DateTime)]
     pub deleted_at: Option<String>,
 }
 

@@ -1,16 +1,15 @@
 //! Rollback: accepting one (`DELETE /v1/environments/{e}/sessions/{s}/runs/{r}`, [`accept`]) and
 //! the `rollback-restore` job ([`restore`]).
 //!
-//! Accepting picks the restore point (the checkpoint of the nearest earlier Run that touched the
-//! workspace, else the environment's initial one; a pending or failed one refuses the rollback
-//! with 409 `checkpoint_unavailable`, so a Run that was not selected is never reverted
-//! silently), then freezes the affected set in one conditional write on the environment: the
+//! Accepting picks the restore point ([`run::restore_point`]: the selected Run's own start
+//! checkpoint, else the nearest earlier ready one; only an earlier Run still running refuses the
+//! rollback with 409 `checkpoint_unavailable`), then freezes the affected set in one conditional write on the environment: the
 //! selected Run's `environmentSequence` through the environment's `run_count` as it read it (the
 //! write holds only while no Run was created meanwhile and no rollback is under way). The
 //! selected Run turns `reverting` and the message goes on the `rollbacks` queue.
 //!
 //! The job stops the affected Runs that run (their executions end at their next step and write
-//! no ending), restores the files (presigned GETs; files not in the manifest removed), restores
+//! no ending) and waits until no execution holds the environment's lease, restores the files (presigned GETs; files not in the manifest removed), restores
 //! each affected session's transcript to what it was before its earliest affected Run, marks
 //! every affected Run `reverted` (pending or failed checkpoints `skipped`, usage kept) with its
 //! `run.reverted` event, and ends the rollback. A second delivery finds the rollback ended and
