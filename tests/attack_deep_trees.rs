@@ -19,25 +19,15 @@ type R = anyhow::Result<()>;
 const DEPTH_FAILURE: &str =
     "checkpoint_failed: workspace_too_large: the workspace holds a path of more than 64 components";
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
-async fn made(app: &TestApp, key: &str, path: &str) -> anyhow::Result<String> {
-    let (status, body) = send(v1(app, key, Method::POST, path).json(&json!({}))).await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "{path}: {body}");
-    Ok(body["data"]["id"].as_str().unwrap_or_default().to_owned())
-}
-
 /// Creates a Run and polls it until it is no longer queued or running (bounded).
 async fn run_to_end(app: &TestApp, key: &str, runs: &str, input: &str) -> anyhow::Result<Value> {
     let (status, created) =
-        send(v1(app, key, Method::POST, runs).json(&json!({"model": "m", "input": input}))).await?;
+        send(app.v1(key, Method::POST, runs).json(&json!({"model": "m", "input": input}))).await?;
     anyhow::ensure!(status == StatusCode::ACCEPTED, "{created}");
     let path = format!("{runs}/{}", created["data"]["id"].as_str().unwrap_or_default());
     let started = Instant::now();
     loop {
-        let (status, body) = send(v1(app, key, Method::GET, &path)).await?;
+        let (status, body) = send(app.v1(key, Method::GET, &path)).await?;
         anyhow::ensure!(status == StatusCode::OK, "{body}");
         if matches!(body["data"]["status"].as_str(), Some("completed" | "failed" | "stopped")) {
             return Ok(body["data"].clone());
@@ -69,11 +59,11 @@ async fn attack_a_run_that_builds_2500_nested_folders_fails_its_checkpoint_and_t
     let app = TestApp::spawn_with_model(&model).await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     let runs = format!("/environments/{env}/sessions/{session}/runs");
     let (status, body) = send(
-        v1(&app, &tenant.key, Method::PUT, &format!("/environments/{env}/files?path=/workspace/seed.txt"))
+        app.v1(&tenant.key, Method::PUT, &format!("/environments/{env}/files?path=/workspace/seed.txt"))
             .body("seed"),
     )
     .await?;
@@ -97,7 +87,7 @@ async fn attack_a_run_that_builds_2500_nested_folders_fails_its_checkpoint_and_t
 
     // The listing over that tree answers the named error in the Platform envelope.
     let files = format!("/environments/{env}/files");
-    let (status, body) = send(v1(&app, &tenant.key, Method::GET, &files)).await?;
+    let (status, body) = send(app.v1(&tenant.key, Method::GET, &files)).await?;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"]["code"], "workspace_too_large", "{body}");
     assert_eq!(body["error"]["message"], "the workspace holds a path of more than 64 components");
@@ -106,18 +96,17 @@ async fn attack_a_run_that_builds_2500_nested_folders_fails_its_checkpoint_and_t
 
     // Asked again (the crash used to repeat on every listing), the gateway and node still answer,
     // and a single file is still written and read.
-    let (status, again) = send(v1(&app, &tenant.key, Method::GET, &files)).await?;
+    let (status, again) = send(app.v1(&tenant.key, Method::GET, &files)).await?;
     assert_eq!(
         (status, again["error"]["code"].as_str()),
         (StatusCode::CONFLICT, Some("workspace_too_large"))
     );
     let (status, body) = send(
-        v1(&app, &tenant.key, Method::PUT, &format!("{files}?path=/workspace/note.txt")).body("still here"),
+        app.v1(&tenant.key, Method::PUT, &format!("{files}?path=/workspace/note.txt")).body("still here"),
     )
     .await?;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let read =
-        v1(&app, &tenant.key, Method::GET, &format!("{files}?path=/workspace/note.txt")).send().await?;
+    let read = app.v1(&tenant.key, Method::GET, &format!("{files}?path=/workspace/note.txt")).send().await?;
     assert_eq!(read.status(), StatusCode::OK);
     assert_eq!(read.bytes().await?.as_ref(), b"still here");
 
@@ -137,18 +126,18 @@ async fn attack_a_run_that_builds_2500_nested_folders_fails_its_checkpoint_and_t
     // A rollback of the first Run still restores the workspace: the node cannot list the tree,
     // so it clears it (iteratively, however deep) and fetches the manifest's files.
     let first = format!("{runs}/{}", run["id"].as_str().unwrap_or_default());
-    let (status, accepted) = send(v1(&app, &tenant.key, Method::DELETE, &first)).await?;
+    let (status, accepted) = send(app.v1(&tenant.key, Method::DELETE, &first)).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
     let started = Instant::now();
     loop {
-        let (_, body) = send(v1(&app, &tenant.key, Method::GET, &first)).await?;
+        let (_, body) = send(app.v1(&tenant.key, Method::GET, &first)).await?;
         if body["data"]["status"] == "reverted" {
             break;
         }
         anyhow::ensure!(started.elapsed() < Duration::from_secs(180), "the rollback never ended: {body}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (status, listed) = send(v1(&app, &tenant.key, Method::GET, &files)).await?;
+    let (status, listed) = send(app.v1(&tenant.key, Method::GET, &files)).await?;
     assert_eq!(status, StatusCode::OK, "{listed}");
     let paths: Vec<&str> =
         listed["data"].as_array().into_iter().flatten().filter_map(|f| f["path"].as_str()).collect();

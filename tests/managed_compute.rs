@@ -304,6 +304,21 @@ async fn the_placer_places_pending_allocations_once_and_replaces_ended_compute_a
     // Some samples of the first incarnation.
     let before =
         sample_until(&app, (project, session), 30, |o| o.status == ObservationStatus::Observed).await?;
+    // An interval keeps its first sample only (written once), which may predate the observation
+    // above: sample on until a kept sample of this incarnation carries its start, so the history
+    // below has one to report whatever the machine's pace.
+    let since = before.started_at.expect("started") - 5;
+    let first_hosted = Hosted { project, session, sandbox: first.clone() };
+    let waited = std::time::Instant::now();
+    loop {
+        let kept = history(&app, &first_hosted, since).await?;
+        if kept.series.first().and_then(|s| s.started_at).is_some() {
+            break;
+        }
+        anyhow::ensure!(waited.elapsed() < Duration::from_secs(90), "no kept sample carries the start: {kept:?}");
+        sample_once(&app.store, &app.app.runtime, edge::now()).await?;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
 
     // The compute ends under the live allocation: the placer gives it a new incarnation.
     let ended = app.store.sandboxes().get_any(&first.parse()?).await?;
@@ -322,7 +337,6 @@ async fn the_placer_places_pending_allocations_once_and_replaces_ended_compute_a
     .await?;
     assert!(after.started_at > before.started_at, "a new incarnation: {after:?} after {before:?}");
     assert_eq!(after.instance.allocation_id, before.instance.allocation_id, "the same allocation");
-    let since = before.started_at.expect("started") - 5;
     let history = history(&app, &Hosted { project, session, sandbox: second }, since).await?;
     assert_eq!(history.series.len(), 1, "one series per allocation across incarnations");
     assert_eq!(

@@ -8,10 +8,6 @@ use serde_json::{Value, json};
 
 type R = anyhow::Result<()>;
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
 /// Sends and returns status, the `X-Request-Id` header and the JSON body.
 async fn call(request: reqwest::RequestBuilder) -> anyhow::Result<(StatusCode, String, Value)> {
     let response = request.send().await?;
@@ -47,7 +43,7 @@ fn data_id(body: &Value) -> String {
 
 async fn environment(app: &TestApp, key: &str, name: &str) -> anyhow::Result<String> {
     let (status, _, body) =
-        call(v1(app, key, Method::POST, "/environments").json(&json!({ "name": name }))).await?;
+        call(app.v1(key, Method::POST, "/environments").json(&json!({ "name": name }))).await?;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     Ok(data_id(&body))
 }
@@ -57,7 +53,7 @@ async fn environments_are_created_listed_and_read_in_the_surface_style() -> R {
     let app = TestApp::spawn().await?;
     let tenant = app.tenant().await?;
     let (status, id, body) =
-        call(v1(&app, &tenant.key, Method::POST, "/environments").json(&json!({ "name": "repo" }))).await?;
+        call(app.v1(&tenant.key, Method::POST, "/environments").json(&json!({ "name": "repo" }))).await?;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert!(id.starts_with("req_"), "{id}");
     let data = body["data"].as_object().expect("data");
@@ -71,25 +67,25 @@ async fn environments_are_created_listed_and_read_in_the_surface_style() -> R {
     let env = data_id(&body);
 
     let (status, other_id, got) =
-        call(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
+        call(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
     assert_eq!(status, StatusCode::OK);
     assert_ne!(other_id, id, "one id per request");
     assert_eq!(got, body);
 
     // An empty body is an unnamed environment.
-    let (status, _, unnamed) = call(v1(&app, &tenant.key, Method::POST, "/environments")).await?;
+    let (status, _, unnamed) = call(app.v1(&tenant.key, Method::POST, "/environments")).await?;
     assert_eq!(status, StatusCode::CREATED, "{unnamed}");
     assert!(unnamed["data"].get("name").is_none(), "{unnamed}");
 
     // Keyset pages, newest first.
-    let (status, _, page) = call(v1(&app, &tenant.key, Method::GET, "/environments?limit=1")).await?;
+    let (status, _, page) = call(app.v1(&tenant.key, Method::GET, "/environments?limit=1")).await?;
     assert_eq!(status, StatusCode::OK, "{page}");
     assert_eq!(page["data"].as_array().map(Vec::len), Some(1));
     assert_eq!(page["hasMore"], true);
     assert_eq!(page["data"][0]["id"], unnamed["data"]["id"]);
     let last = page["lastId"].as_str().expect("lastId");
     let (_, _, next) =
-        call(v1(&app, &tenant.key, Method::GET, &format!("/environments?limit=1&after={last}"))).await?;
+        call(app.v1(&tenant.key, Method::GET, &format!("/environments?limit=1&after={last}"))).await?;
     assert_eq!(next["data"][0]["id"].as_str(), Some(env.as_str()), "{next}");
     assert_eq!(next["hasMore"], false);
     Ok(())
@@ -105,7 +101,7 @@ async fn every_refusal_is_the_v1_envelope_with_the_request_id() -> R {
     let (status, id, body) = call(app.request(Method::GET, "/v1/environments")).await?;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(envelope(status, &id, &body), "invalid_api_token");
-    let (status, id, body) = call(v1(&app, "cpeer_nope", Method::GET, "/environments")).await?;
+    let (status, id, body) = call(app.v1("cpeer_nope", Method::GET, "/environments")).await?;
     assert_eq!(
         (status, envelope(status, &id, &body).as_str()),
         (StatusCode::UNAUTHORIZED, "invalid_api_token")
@@ -113,39 +109,39 @@ async fn every_refusal_is_the_v1_envelope_with_the_request_id() -> R {
 
     // Strict bodies: an unknown field is refused, named; a wrong type names the field.
     let (status, id, body) =
-        call(v1(&app, &tenant.key, Method::POST, "/environments").json(&json!({ "name": "x", "nmae": 1 })))
+        call(app.v1(&tenant.key, Method::POST, "/environments").json(&json!({ "name": "x", "nmae": 1 })))
             .await?;
     assert_eq!((status, envelope(status, &id, &body).as_str()), (StatusCode::BAD_REQUEST, "invalid_request"));
     assert_eq!(body.pointer("/error/details/param"), Some(&json!("nmae")), "{body}");
     let (status, id, body) =
-        call(v1(&app, &tenant.key, Method::POST, "/environments").json(&json!({ "name": 7 }))).await?;
+        call(app.v1(&tenant.key, Method::POST, "/environments").json(&json!({ "name": 7 }))).await?;
     assert_eq!((status, envelope(status, &id, &body).as_str()), (StatusCode::BAD_REQUEST, "invalid_request"));
     assert_eq!(body.pointer("/error/details/param"), Some(&json!("name")), "{body}");
     let (status, id, body) =
-        call(v1(&app, &tenant.key, Method::POST, "/environments").json(&json!({ "name": "" }))).await?;
+        call(app.v1(&tenant.key, Method::POST, "/environments").json(&json!({ "name": "" }))).await?;
     assert_eq!((status, envelope(status, &id, &body).as_str()), (StatusCode::BAD_REQUEST, "invalid_request"));
     let (status, id, body) =
-        call(v1(&app, &tenant.key, Method::POST, "/environments").body("{not json")).await?;
+        call(app.v1(&tenant.key, Method::POST, "/environments").body("{not json")).await?;
     assert_eq!((status, envelope(status, &id, &body).as_str()), (StatusCode::BAD_REQUEST, "invalid_json"));
     let (status, id, body) = call(
-        v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions"))
+        app.v1(&tenant.key, Method::POST, &format!("/environments/{env}/sessions"))
             .json(&json!({ "agent_id": "a" })),
     )
     .await?;
     assert_eq!((status, envelope(status, &id, &body).as_str()), (StatusCode::BAD_REQUEST, "invalid_request"));
 
     // Page parameters, unknown routes and methods, oversized bodies: all in this envelope.
-    let (status, id, body) = call(v1(&app, &tenant.key, Method::GET, "/environments?limit=0")).await?;
+    let (status, id, body) = call(app.v1(&tenant.key, Method::GET, "/environments?limit=0")).await?;
     assert_eq!((status, envelope(status, &id, &body).as_str()), (StatusCode::BAD_REQUEST, "invalid_request"));
     assert_eq!(body.pointer("/error/details/param"), Some(&json!("limit")), "{body}");
-    let (status, id, body) = call(v1(&app, &tenant.key, Method::GET, "/nowhere")).await?;
+    let (status, id, body) = call(app.v1(&tenant.key, Method::GET, "/nowhere")).await?;
     assert_eq!(status, StatusCode::NOT_FOUND);
     envelope(status, &id, &body);
-    let (status, id, body) = call(v1(&app, &tenant.key, Method::PATCH, "/environments")).await?;
+    let (status, id, body) = call(app.v1(&tenant.key, Method::PATCH, "/environments")).await?;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     envelope(status, &id, &body);
     let big = "x".repeat(1024 * 1024 + 10);
-    let (status, id, body) = call(v1(&app, &tenant.key, Method::POST, "/environments").body(big)).await?;
+    let (status, id, body) = call(app.v1(&tenant.key, Method::POST, "/environments").body(big)).await?;
     assert_eq!(
         (status, envelope(status, &id, &body).as_str()),
         (StatusCode::PAYLOAD_TOO_LARGE, "request_too_large")
@@ -153,14 +149,14 @@ async fn every_refusal_is_the_v1_envelope_with_the_request_id() -> R {
 
     // Malformed and unknown ids are 404s.
     for path in ["/environments/nope".to_owned(), format!("/environments/{}", uuid::Uuid::new_v4())] {
-        let (status, id, body) = call(v1(&app, &tenant.key, Method::GET, &path)).await?;
+        let (status, id, body) = call(app.v1(&tenant.key, Method::GET, &path)).await?;
         assert_eq!(
             (status, envelope(status, &id, &body).as_str()),
             (StatusCode::NOT_FOUND, "environment_not_found")
         );
     }
     let (status, id, body) =
-        call(v1(&app, &tenant.key, Method::GET, &format!("/environments?after={}", uuid::Uuid::new_v4())))
+        call(app.v1(&tenant.key, Method::GET, &format!("/environments?after={}", uuid::Uuid::new_v4())))
             .await?;
     assert_eq!((status, envelope(status, &id, &body).as_str()), (StatusCode::NOT_FOUND, "cursor_not_found"));
     Ok(())
@@ -175,7 +171,7 @@ async fn sessions_live_in_their_environment_and_are_the_client_apis_sessions() -
     let mut ids = Vec::new();
     for n in 0..3 {
         let (status, _, body) = call(
-            v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions"))
+            app.v1(&tenant.key, Method::POST, &format!("/environments/{env}/sessions"))
                 .json(&json!({ "title": format!("s{n}"), "metadata": { "n": n.to_string() } })),
         )
         .await?;
@@ -190,16 +186,15 @@ async fn sessions_live_in_their_environment_and_are_the_client_apis_sessions() -
     }
     // One in the other environment: not in the first's list, not readable under it.
     let (status, _, elsewhere) =
-        call(v1(&app, &tenant.key, Method::POST, &format!("/environments/{other_env}/sessions"))).await?;
+        call(app.v1(&tenant.key, Method::POST, &format!("/environments/{other_env}/sessions"))).await?;
     assert_eq!(status, StatusCode::CREATED, "{elsewhere}");
     let elsewhere = data_id(&elsewhere);
     let (status, id, body) =
-        call(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}/sessions/{elsewhere}")))
-            .await?;
+        call(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}/sessions/{elsewhere}"))).await?;
     assert_eq!((status, envelope(status, &id, &body).as_str()), (StatusCode::NOT_FOUND, "session_not_found"));
 
     let (status, _, got) =
-        call(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}/sessions/{}", ids[0]))).await?;
+        call(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}/sessions/{}", ids[0]))).await?;
     assert_eq!(status, StatusCode::OK, "{got}");
     assert_eq!(got["data"]["title"], "s0");
     assert_eq!(got["data"]["metadata"], json!({ "n": "0" }));
@@ -208,8 +203,7 @@ async fn sessions_live_in_their_environment_and_are_the_client_apis_sessions() -
     let mut seen = Vec::new();
     let mut after = String::new();
     loop {
-        let (status, _, page) = call(v1(
-            &app,
+        let (status, _, page) = call(app.v1(
             &tenant.key,
             Method::GET,
             &format!("/environments/{env}/sessions?limit=2&order=asc{after}"),
@@ -227,7 +221,7 @@ async fn sessions_live_in_their_environment_and_are_the_client_apis_sessions() -
     assert_eq!(seen, ids);
     // A session of another environment is no cursor of this list.
     let (status, id, body) =
-        call(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}/sessions?after={elsewhere}")))
+        call(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}/sessions?after={elsewhere}")))
             .await?;
     assert_eq!((status, envelope(status, &id, &body).as_str()), (StatusCode::NOT_FOUND, "cursor_not_found"));
 
@@ -240,7 +234,7 @@ async fn sessions_live_in_their_environment_and_are_the_client_apis_sessions() -
     // Sessions of an environment that does not exist: 404, nothing created.
     let missing = uuid::Uuid::new_v4();
     let (status, id, body) =
-        call(v1(&app, &tenant.key, Method::POST, &format!("/environments/{missing}/sessions"))).await?;
+        call(app.v1(&tenant.key, Method::POST, &format!("/environments/{missing}/sessions"))).await?;
     assert_eq!(
         (status, envelope(status, &id, &body).as_str()),
         (StatusCode::NOT_FOUND, "environment_not_found")
@@ -257,7 +251,7 @@ async fn another_projects_environment_and_sessions_are_404() -> R {
     let stranger = app.tenant().await?;
     let env = environment(&app, &owner.key, "mine").await?;
     let (_, _, session) =
-        call(v1(&app, &owner.key, Method::POST, &format!("/environments/{env}/sessions"))).await?;
+        call(app.v1(&owner.key, Method::POST, &format!("/environments/{env}/sessions"))).await?;
     let session = data_id(&session);
     let probes = [
         (Method::GET, format!("/environments/{env}")),
@@ -266,18 +260,18 @@ async fn another_projects_environment_and_sessions_are_404() -> R {
         (Method::GET, format!("/environments/{env}/sessions/{session}")),
     ];
     for (method, path) in probes {
-        let (status, id, body) = call(v1(&app, &stranger.key, method.clone(), &path)).await?;
+        let (status, id, body) = call(app.v1(&stranger.key, method.clone(), &path)).await?;
         assert_eq!(
             (status, envelope(status, &id, &body).as_str()),
             (StatusCode::NOT_FOUND, "environment_not_found"),
             "{method} {path}"
         );
     }
-    let (status, _, list) = call(v1(&app, &stranger.key, Method::GET, "/environments")).await?;
+    let (status, _, list) = call(app.v1(&stranger.key, Method::GET, "/environments")).await?;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(list["data"], json!([]));
     let (status, _, list) =
-        call(v1(&app, &stranger.key, Method::GET, &format!("/environments?after={env}"))).await?;
+        call(app.v1(&stranger.key, Method::GET, &format!("/environments?after={env}"))).await?;
     assert_eq!(status, StatusCode::NOT_FOUND, "{list}");
     Ok(())
 }

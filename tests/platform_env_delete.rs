@@ -16,19 +16,9 @@ use serde_json::{Value, json};
 
 type R = anyhow::Result<()>;
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
-async fn made(app: &TestApp, key: &str, path: &str) -> anyhow::Result<String> {
-    let (status, body) = send(v1(app, key, Method::POST, path).json(&json!({}))).await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "{path}: {body}");
-    Ok(body["data"]["id"].as_str().unwrap_or_default().to_owned())
-}
-
 async fn put_file(app: &TestApp, key: &str, env: &str, path: &str, bytes: &[u8]) -> R {
     let (status, body) = send(
-        v1(app, key, Method::PUT, &format!("/environments/{env}/files?path={path}")).body(bytes.to_vec()),
+        app.v1(key, Method::PUT, &format!("/environments/{env}/files?path={path}")).body(bytes.to_vec()),
     )
     .await?;
     anyhow::ensure!(status == StatusCode::OK, "{body}");
@@ -44,12 +34,12 @@ fn sha(bytes: &[u8]) -> String {
 async fn completed_run(app: &TestApp, key: &str, env: &str, session: &str) -> anyhow::Result<Value> {
     let runs = format!("/environments/{env}/sessions/{session}/runs");
     let (status, created) =
-        send(v1(app, key, Method::POST, &runs).json(&json!({"model": "m", "input": "work"}))).await?;
+        send(app.v1(key, Method::POST, &runs).json(&json!({"model": "m", "input": "work"}))).await?;
     anyhow::ensure!(status == StatusCode::ACCEPTED, "{created}");
     let path = format!("{runs}/{}", created["data"]["id"].as_str().unwrap_or_default());
     let started = Instant::now();
     loop {
-        let (_, body) = send(v1(app, key, Method::GET, &path)).await?;
+        let (_, body) = send(app.v1(key, Method::GET, &path)).await?;
         let data = &body["data"];
         if data["status"] == "completed" && data["checkpoint"]["status"] == "ready" {
             return Ok(data.clone());
@@ -77,8 +67,8 @@ async fn deleting_an_environment_purges_its_sandbox_runs_links_and_unshared_chec
     let bucket = app.store.workspaces()?;
 
     // Environment A: a shared file, a file of its own, and a Run that writes another.
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     let shared = b"the same bytes in two environments".as_slice();
     let own = format!("only in {env}").into_bytes();
     put_file(&app, &tenant.key, &env, "/workspace/shared.txt", shared).await?;
@@ -91,8 +81,8 @@ async fn deleting_an_environment_purges_its_sandbox_runs_links_and_unshared_chec
     let run_path = format!("/environments/{env}/sessions/{session}/runs/{run_id}");
 
     // Environment B: the shared file too, in a checkpoint of its own.
-    let other = made(&app, &tenant.key, "/environments").await?;
-    let other_session = made(&app, &tenant.key, &format!("/environments/{other}/sessions")).await?;
+    let other = app.made(&tenant.key, "/environments").await?;
+    let other_session = app.made(&tenant.key, &format!("/environments/{other}/sessions")).await?;
     put_file(&app, &tenant.key, &other, "/workspace/shared.txt", shared).await?;
     model.push(Reply::text("nothing to do"));
     let other_run = completed_run(&app, &tenant.key, &other, &other_session).await?;
@@ -116,44 +106,38 @@ async fn deleting_an_environment_purges_its_sandbox_runs_links_and_unshared_chec
 
     // Another project's key cannot delete it (nor learn it exists).
     let stranger = app.tenant().await?;
-    let (status, body) =
-        send(v1(&app, &stranger.key, Method::DELETE, &format!("/environments/{env}"))).await?;
+    let (status, body) = send(app.v1(&stranger.key, Method::DELETE, &format!("/environments/{env}"))).await?;
     assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "environment_not_found"), "{body}");
-    let (status, _) = send(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
+    let (status, _) = send(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
     assert_eq!(status, StatusCode::OK);
 
     // Accepted, and a retry answers the same.
     let (status, deleted) =
-        send(v1(&app, &tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
+        send(app.v1(&tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{deleted}");
     assert_eq!(deleted["data"]["id"], env.as_str());
     assert!(deleted["data"]["deletedAt"].is_string(), "{deleted}");
-    let (status, again) =
-        send(v1(&app, &tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
+    let (status, again) = send(app.v1(&tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
     assert_eq!((status, &again), (StatusCode::ACCEPTED, &deleted));
 
     // From now on it reads as gone, with everything in it.
     for path in
         [format!("/environments/{env}"), format!("/environments/{env}/sessions/{session}"), run_path.clone()]
     {
-        let (status, body) = send(v1(&app, &tenant.key, Method::GET, &path)).await?;
+        let (status, body) = send(app.v1(&tenant.key, Method::GET, &path)).await?;
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
     }
     let (status, body) = send(
-        v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
+        app.v1(&tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
             .json(&json!({"model": "m", "input": "more"})),
     )
     .await?;
     assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "environment_not_found"), "{body}");
-    let (status, body) = send(v1(
-        &app,
-        &tenant.key,
-        Method::GET,
-        &format!("/environments/{env}/files?path=/workspace/own.txt"),
-    ))
-    .await?;
+    let (status, body) =
+        send(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}/files?path=/workspace/own.txt")))
+            .await?;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
-    let (_, listed) = send(v1(&app, &tenant.key, Method::GET, "/environments")).await?;
+    let (_, listed) = send(app.v1(&tenant.key, Method::GET, "/environments")).await?;
     let ids: Vec<&str> =
         listed["data"].as_array().into_iter().flatten().filter_map(|e| e["id"].as_str()).collect();
     assert_eq!(ids, [other.as_str()], "{listed}");
@@ -183,20 +167,16 @@ async fn deleting_an_environment_purges_its_sandbox_runs_links_and_unshared_chec
     for key in [&other_manifest, &blob_key(&sha(shared))] {
         assert!(bucket.written_at(key).await?.is_some(), "{key} of the other environment was deleted");
     }
-    let response = v1(
-        &app,
-        &tenant.key,
-        Method::GET,
-        &format!("/environments/{other}/files?path=/workspace/shared.txt"),
-    )
-    .send()
-    .await?;
+    let response = app
+        .v1(&tenant.key, Method::GET, &format!("/environments/{other}/files?path=/workspace/shared.txt"))
+        .send()
+        .await?;
     assert_eq!(response.status(), StatusCode::OK);
 
     // Purged: a retried purge finds nothing, a retried DELETE names nothing.
     let report = agentplane_api::jobs::purge_environments_once(&app.app, later).await?;
     assert_eq!(report, agentplane_api::jobs::PurgeReport::default());
-    let (status, body) = send(v1(&app, &tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
+    let (status, body) = send(app.v1(&tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
     assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "environment_not_found"), "{body}");
     Ok(())
 }
@@ -207,13 +187,13 @@ async fn a_purge_leaves_young_unreferenced_objects_to_the_workspace_sweep() -> R
     let app = TestApp::spawn_with_model(&model).await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     let own = format!("young bytes of {env}").into_bytes();
     put_file(&app, &tenant.key, &env, "/workspace/own.txt", &own).await?;
     model.push(Reply::text("done"));
     completed_run(&app, &tenant.key, &env, &session).await?;
-    let (status, _) = send(v1(&app, &tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
+    let (status, _) = send(app.v1(&tenant.key, Method::DELETE, &format!("/environments/{env}"))).await?;
     assert_eq!(status, StatusCode::ACCEPTED);
 
     // Now: another environment's checkpoint could be relying on a blob this young.

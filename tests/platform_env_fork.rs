@@ -12,12 +12,8 @@ use serde_json::{Value, json};
 
 type R = anyhow::Result<()>;
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
 async fn made(app: &TestApp, key: &str, path: &str, body: Value) -> anyhow::Result<Value> {
-    let (status, made) = send(v1(app, key, Method::POST, path).json(&body)).await?;
+    let (status, made) = send(app.v1(key, Method::POST, path).json(&body)).await?;
     anyhow::ensure!(status == StatusCode::CREATED, "{path}: {made}");
     Ok(made["data"].clone())
 }
@@ -28,7 +24,7 @@ fn id(value: &Value) -> String {
 
 async fn put_file(app: &TestApp, key: &str, env: &str, path: &str, bytes: &[u8]) -> R {
     let (status, body) = send(
-        v1(app, key, Method::PUT, &format!("/environments/{env}/files?path={path}")).body(bytes.to_vec()),
+        app.v1(key, Method::PUT, &format!("/environments/{env}/files?path={path}")).body(bytes.to_vec()),
     )
     .await?;
     anyhow::ensure!(status == StatusCode::OK, "{body}");
@@ -36,13 +32,12 @@ async fn put_file(app: &TestApp, key: &str, env: &str, path: &str, bytes: &[u8])
 }
 
 async fn read(app: &TestApp, key: &str, env: &str, path: &str) -> anyhow::Result<(StatusCode, Vec<u8>)> {
-    let response =
-        v1(app, key, Method::GET, &format!("/environments/{env}/files?path={path}")).send().await?;
+    let response = app.v1(key, Method::GET, &format!("/environments/{env}/files?path={path}")).send().await?;
     Ok((response.status(), response.bytes().await?.to_vec()))
 }
 
 async fn listing(app: &TestApp, key: &str, env: &str) -> anyhow::Result<Vec<String>> {
-    let (status, body) = send(v1(app, key, Method::GET, &format!("/environments/{env}/files"))).await?;
+    let (status, body) = send(app.v1(key, Method::GET, &format!("/environments/{env}/files"))).await?;
     anyhow::ensure!(status == StatusCode::OK, "{body}");
     Ok(body["data"]
         .as_array()
@@ -55,7 +50,7 @@ async fn listing(app: &TestApp, key: &str, env: &str) -> anyhow::Result<Vec<Stri
 async fn finished(app: &TestApp, key: &str, path: &str) -> anyhow::Result<Value> {
     let started = Instant::now();
     loop {
-        let (_, body) = send(v1(app, key, Method::GET, path)).await?;
+        let (_, body) = send(app.v1(key, Method::GET, path)).await?;
         if body["data"]["status"] == "completed" && body["data"]["checkpoint"]["status"] == "ready" {
             return Ok(body["data"].clone());
         }
@@ -83,13 +78,13 @@ async fn a_fork_starts_as_an_initial_or_run_checkpoint_of_its_project() -> R {
     model.push(Reply::text("done"));
     let runs = format!("/environments/{source}/sessions/{session}/runs");
     let (status, created) =
-        send(v1(&app, key, Method::POST, &runs).json(&json!({"model": "m", "input": "go"}))).await?;
+        send(app.v1(key, Method::POST, &runs).json(&json!({"model": "m", "input": "go"}))).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{created}");
     let run = finished(&app, key, &format!("{runs}/{}", id(&created["data"]))).await?;
     let after_run = run["checkpoint"]["snapshotId"].as_str().unwrap_or_default().to_owned();
     // The source moves on after its checkpoint.
     put_file(&app, key, &source, "/workspace/a.txt", b"changed").await?;
-    let (_, got) = send(v1(&app, key, Method::GET, &format!("/environments/{source}"))).await?;
+    let (_, got) = send(app.v1(key, Method::GET, &format!("/environments/{source}"))).await?;
     let initial = got["data"]["initialCheckpoint"]["snapshotId"].as_str().unwrap_or_default().to_owned();
     assert_eq!(initial.len(), 64, "the environment returns its initial checkpoint: {got}");
 
@@ -116,7 +111,7 @@ async fn a_fork_starts_as_an_initial_or_run_checkpoint_of_its_project() -> R {
     let fork_session = id(&made(&app, key, &format!("/environments/{forked}/sessions"), json!({})).await?);
     model.push(Reply::text("fork done"));
     let (status, fork_run) = send(
-        v1(&app, key, Method::POST, &format!("/environments/{forked}/sessions/{fork_session}/runs"))
+        app.v1(key, Method::POST, &format!("/environments/{forked}/sessions/{fork_session}/runs"))
             .json(&json!({"model": "m", "input": "go"})),
     )
     .await?;
@@ -126,29 +121,27 @@ async fn a_fork_starts_as_an_initial_or_run_checkpoint_of_its_project() -> R {
     // Another project cannot fork this project's checkpoints; unknown and malformed ids fail.
     let stranger = app.tenant().await?;
     for snapshot in [&after_run, &initial] {
-        let (status, body) = send(
-            v1(&app, &stranger.key, Method::POST, "/environments").json(&json!({"snapshotId": snapshot})),
-        )
-        .await?;
+        let (status, body) =
+            send(app.v1(&stranger.key, Method::POST, "/environments").json(&json!({"snapshotId": snapshot})))
+                .await?;
         assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "snapshot_not_found"), "{body}");
     }
-    let (_, theirs) = send(v1(&app, &stranger.key, Method::GET, "/environments")).await?;
+    let (_, theirs) = send(app.v1(&stranger.key, Method::GET, "/environments")).await?;
     assert_eq!(theirs["data"], json!([]), "a refused fork made no environment: {theirs}");
     let (status, body) =
-        send(v1(&app, key, Method::POST, "/environments").json(&json!({"snapshotId": "f".repeat(64)})))
-            .await?;
+        send(app.v1(key, Method::POST, "/environments").json(&json!({"snapshotId": "f".repeat(64)}))).await?;
     assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "snapshot_not_found"), "{body}");
     let (status, body) =
-        send(v1(&app, key, Method::POST, "/environments").json(&json!({"snapshotId": "../etc"}))).await?;
+        send(app.v1(key, Method::POST, "/environments").json(&json!({"snapshotId": "../etc"}))).await?;
     assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, "invalid_request"), "{body}");
 
     // Once every environment that returned a checkpoint is deleted, it is not forkable.
     for env in [&source, &early] {
-        let (status, _) = send(v1(&app, key, Method::DELETE, &format!("/environments/{env}"))).await?;
+        let (status, _) = send(app.v1(key, Method::DELETE, &format!("/environments/{env}"))).await?;
         assert_eq!(status, StatusCode::ACCEPTED);
     }
     let (status, body) =
-        send(v1(&app, key, Method::POST, "/environments").json(&json!({"snapshotId": initial}))).await?;
+        send(app.v1(key, Method::POST, "/environments").json(&json!({"snapshotId": initial}))).await?;
     assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "snapshot_not_found"), "{body}");
     Ok(())
 }

@@ -13,18 +13,8 @@ use serde_json::{Value, json};
 
 type R = anyhow::Result<()>;
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
-async fn made(app: &TestApp, key: &str, path: &str) -> anyhow::Result<String> {
-    let (status, body) = send(v1(app, key, Method::POST, path).json(&json!({}))).await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "{path}: {body}");
-    Ok(body["data"]["id"].as_str().unwrap_or_default().to_owned())
-}
-
 async fn get(app: &TestApp, key: &str, path: &str) -> anyhow::Result<Value> {
-    let (status, body) = send(v1(app, key, Method::GET, path)).await?;
+    let (status, body) = send(app.v1(key, Method::GET, path)).await?;
     anyhow::ensure!(status == StatusCode::OK, "{body}");
     Ok(body["data"].clone())
 }
@@ -36,8 +26,8 @@ async fn a_runs_content_is_erased_after_the_retention_and_its_usage_and_audit_st
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
     let key = tenant.key.as_str();
-    let env = made(&app, key, "/environments").await?;
-    let session = made(&app, key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(key, "/environments").await?;
+    let session = app.made(key, &format!("/environments/{env}/sessions")).await?;
     model.push(Reply::tool(
         "w",
         "write_file",
@@ -47,8 +37,7 @@ async fn a_runs_content_is_erased_after_the_retention_and_its_usage_and_audit_st
     model.push(Reply::text("SECRET-OUTPUT"));
     let runs = format!("/environments/{env}/sessions/{session}/runs");
     let (status, created) =
-        send(v1(&app, key, Method::POST, &runs).json(&json!({"model": "m", "input": "SECRET-INPUT"})))
-            .await?;
+        send(app.v1(key, Method::POST, &runs).json(&json!({"model": "m", "input": "SECRET-INPUT"}))).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{created}");
     let run_id = created["data"]["id"].as_str().unwrap_or_default().to_owned();
     let path = format!("{runs}/{run_id}");
@@ -107,7 +96,7 @@ async fn a_runs_content_is_erased_after_the_retention_and_its_usage_and_audit_st
     assert_eq!(after["usage"], before["usage"]);
     assert!(after["usage"]["sandboxRuntimeSeconds"].as_f64().is_some_and(|s| s > 0.0), "{after}");
     // The stop/rollback shape names when it was erased.
-    let (status, state) = send(v1(&app, key, Method::POST, &format!("{path}/stop"))).await?;
+    let (status, state) = send(app.v1(key, Method::POST, &format!("{path}/stop"))).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{state}");
     assert!(state["data"]["contentDeletedAt"].as_str().is_some_and(|t| t.ends_with('Z')), "{state}");
 

@@ -8,21 +8,16 @@ use serde_json::json;
 
 type R = anyhow::Result<()>;
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_sandbox_api_cannot_end_or_freeze_an_environments_workspace() -> R {
     let app = TestApp::spawn().await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let (status, created) =
-        send(v1(&app, &tenant.key, Method::POST, "/environments").json(&json!({}))).await?;
+    let (status, created) = send(app.v1(&tenant.key, Method::POST, "/environments").json(&json!({}))).await?;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let env = created["data"]["id"].as_str().unwrap_or_default().to_owned();
     let file = format!("/environments/{env}/files?path=/workspace/kept.txt");
-    let (status, body) = send(v1(&app, &tenant.key, Method::PUT, &file).body("kept")).await?;
+    let (status, body) = send(app.v1(&tenant.key, Method::PUT, &file).body("kept")).await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     let stored = app.store.environments().get(&tenant.project_id.parse()?, &env.parse()?).await?;
     let sandbox = stored.sandbox_id.map(|s| s.to_string()).unwrap_or_default();
@@ -51,7 +46,7 @@ async fn the_sandbox_api_cannot_end_or_freeze_an_environments_workspace() -> R {
         send(app.sandbox(&tenant.key, Method::GET, &format!("/sandboxes/{sandbox}"))).await?;
     assert_eq!(status, StatusCode::OK, "{read}");
     assert_eq!(read["state"], "running", "{read}");
-    let response = v1(&app, &tenant.key, Method::GET, &file).send().await?;
+    let response = app.v1(&tenant.key, Method::GET, &file).send().await?;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.bytes().await?.as_ref(), b"kept");
 

@@ -16,19 +16,9 @@ use serde_json::{Value, json};
 
 type R = anyhow::Result<()>;
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
-async fn made(app: &TestApp, key: &str, path: &str) -> anyhow::Result<String> {
-    let (status, body) = send(v1(app, key, Method::POST, path).json(&json!({}))).await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "{path}: {body}");
-    Ok(body["data"]["id"].as_str().unwrap_or_default().to_owned())
-}
-
 async fn put_file(app: &TestApp, key: &str, env: &str, path: &str, bytes: &[u8]) -> R {
     let (status, body) = send(
-        v1(app, key, Method::PUT, &format!("/environments/{env}/files?path={path}")).body(bytes.to_vec()),
+        app.v1(key, Method::PUT, &format!("/environments/{env}/files?path={path}")).body(bytes.to_vec()),
     )
     .await?;
     anyhow::ensure!(status == StatusCode::OK, "{body}");
@@ -36,8 +26,7 @@ async fn put_file(app: &TestApp, key: &str, env: &str, path: &str, bytes: &[u8])
 }
 
 async fn get_file(app: &TestApp, key: &str, env: &str, path: &str) -> anyhow::Result<(StatusCode, Vec<u8>)> {
-    let response =
-        v1(app, key, Method::GET, &format!("/environments/{env}/files?path={path}")).send().await?;
+    let response = app.v1(key, Method::GET, &format!("/environments/{env}/files?path={path}")).send().await?;
     Ok((response.status(), response.bytes().await?.to_vec()))
 }
 
@@ -55,7 +44,7 @@ async fn wait_run(
 ) -> anyhow::Result<Value> {
     let started = Instant::now();
     loop {
-        let (status, body) = send(v1(app, key, Method::GET, path)).await?;
+        let (status, body) = send(app.v1(key, Method::GET, path)).await?;
         anyhow::ensure!(status == StatusCode::OK, "{body}");
         if done(&body["data"]) {
             return Ok(body);
@@ -125,8 +114,8 @@ async fn a_run_works_on_the_workspace_with_its_tools_and_records_its_diff_and_ch
     let app = TestApp::spawn_with_model(&model).await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     put_file(&app, &tenant.key, &env, "/workspace/seed.txt", b"seed\n").await?;
     put_file(&app, &tenant.key, &env, "/workspace/old.txt", b"old\n").await?;
     put_file(&app, &tenant.key, &env, "/workspace/keep.txt", b"keep\n").await?;
@@ -147,7 +136,7 @@ async fn a_run_works_on_the_workspace_with_its_tools_and_records_its_diff_and_ch
     model.push(Reply::tool("c6", "read_file", &json!({"path": "/etc/passwd"})));
     model.push(Reply::text("All done."));
     let (status, created) = send(
-        v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
+        app.v1(&tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
             .json(&json!({"model": "gpt-platform", "input": "Edit the workspace", "files": [{"path": "/workspace/seed.txt"}]})),
     )
     .await?;
@@ -224,7 +213,7 @@ async fn a_run_works_on_the_workspace_with_its_tools_and_records_its_diff_and_ch
     )
     .await?;
     assert_eq!(again, agentplane_engine::platform::execute::Executed::Stale);
-    let (_, after) = send(v1(&app, &tenant.key, Method::GET, &path)).await?;
+    let (_, after) = send(app.v1(&tenant.key, Method::GET, &path)).await?;
     assert_eq!(after["data"], done["data"]);
     assert_eq!(model.requests().len(), 7);
 
@@ -232,7 +221,7 @@ async fn a_run_works_on_the_workspace_with_its_tools_and_records_its_diff_and_ch
     let environment = app.store.environments().get(&project, &env.parse()?).await?;
     assert!(environment.initial_checkpoint.is_some());
     let (_, listed) =
-        send(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}/sessions/{session}/runs")))
+        send(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}/sessions/{session}/runs")))
             .await?;
     let item = json!({"data": listed["data"][0]});
     assert_eq!(listed["data"].as_array().map(Vec::len), Some(1));
@@ -246,15 +235,15 @@ async fn a_run_naming_a_missing_or_changed_file_fails_before_any_model_call() ->
     let app = TestApp::spawn_with_model(&model).await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     put_file(&app, &tenant.key, &env, "/workspace/a.txt", b"a").await?;
     for files in [
         json!([{"path": "/workspace/missing.txt"}]),
         json!([{"path": "/workspace/a.txt", "sha256": "0".repeat(64)}]),
     ] {
         let (status, created) = send(
-            v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
+            app.v1(&tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
                 .json(&json!({"model": "m", "input": "x", "files": files})),
         )
         .await?;
@@ -262,7 +251,7 @@ async fn a_run_naming_a_missing_or_changed_file_fails_before_any_model_call() ->
         let path = run_path(&env, &session, created["data"]["id"].as_str().unwrap_or_default());
         let done = wait_run(&app, &tenant.key, &path, Duration::from_secs(30), terminal).await?;
         assert_eq!(done["data"]["status"], "failed", "{done}");
-        let (status, state) = send(v1(&app, &tenant.key, Method::POST, &format!("{path}/stop"))).await?;
+        let (status, state) = send(app.v1(&tenant.key, Method::POST, &format!("{path}/stop"))).await?;
         assert_eq!(status, StatusCode::ACCEPTED);
         assert_eq!(state["data"]["error"]["code"], "run_file_invalid", "{state}");
         assert_eq!(state["data"]["fileDiff"], json!([]));
@@ -278,8 +267,8 @@ async fn stop_kills_the_running_command_and_the_run_ends_stopped_without_another
     let app = TestApp::spawn_with_model(&model).await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     model.push(Reply::tool(
         "c1",
         "run_command",
@@ -287,7 +276,7 @@ async fn stop_kills_the_running_command_and_the_run_ends_stopped_without_another
     ));
     model.push(Reply::text("should never be asked"));
     let (_, created) = send(
-        v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
+        app.v1(&tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
             .json(&json!({"model": "m", "input": "sleep"})),
     )
     .await?;
@@ -315,7 +304,7 @@ async fn stop_kills_the_running_command_and_the_run_ends_stopped_without_another
     let pid = shell.map(|p| p["processId"].clone()).unwrap_or_default();
     assert!(pid.as_str().is_some_and(|id| id.starts_with("obs-")), "the command's shell runs: {live}");
     let stop_at = Instant::now();
-    let (status, stopped) = send(v1(&app, &tenant.key, Method::POST, &format!("{path}/stop"))).await?;
+    let (status, stopped) = send(app.v1(&tenant.key, Method::POST, &format!("{path}/stop"))).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{stopped}");
     assert_eq!(stopped["data"]["stopRequested"], true);
     let done = wait_run(&app, &tenant.key, &path, Duration::from_secs(20), terminal).await?;
@@ -349,7 +338,7 @@ async fn stop_kills_the_running_command_and_the_run_ends_stopped_without_another
     assert_eq!(done["data"]["checkpoint"]["status"], "ready");
     assert_eq!(done["data"]["fileDiff"][0]["path"], "/workspace/marker");
     // Stopping again changes nothing.
-    let (status, again) = send(v1(&app, &tenant.key, Method::POST, &format!("{path}/stop"))).await?;
+    let (status, again) = send(app.v1(&tenant.key, Method::POST, &format!("{path}/stop"))).await?;
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(again["data"]["status"], "stopped");
     check_shapes(&[("runAction", &stopped), ("getRun", &done)])?;
@@ -362,24 +351,24 @@ async fn stop_racing_completion_leaves_one_terminal_state() -> R {
     let app = TestApp::spawn_with_model(&model).await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
+    let env = app.made(&tenant.key, "/environments").await?;
     for offset in [0u64, 150, 300, 600, 1200] {
-        let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+        let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
         model.push(Reply::text("quick"));
         let (_, created) = send(
-            v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
+            app.v1(&tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
                 .json(&json!({"model": "m", "input": "go"})),
         )
         .await?;
         let path = run_path(&env, &session, created["data"]["id"].as_str().unwrap_or_default());
         tokio::time::sleep(Duration::from_millis(offset)).await;
-        let (status, _) = send(v1(&app, &tenant.key, Method::POST, &format!("{path}/stop"))).await?;
+        let (status, _) = send(app.v1(&tenant.key, Method::POST, &format!("{path}/stop"))).await?;
         assert_eq!(status, StatusCode::ACCEPTED);
         let done = wait_run(&app, &tenant.key, &path, Duration::from_secs(30), terminal).await?;
         let first = done["data"]["status"].clone();
         assert!(first == "completed" || first == "stopped", "{done}");
         app.drained().await?;
-        let (_, later) = send(v1(&app, &tenant.key, Method::GET, &path)).await?;
+        let (_, later) = send(app.v1(&tenant.key, Method::GET, &path)).await?;
         assert_eq!(later["data"]["status"], first, "offset {offset}: the terminal state changed");
         assert_eq!(later["data"]["finishedAt"], done["data"]["finishedAt"]);
     }
@@ -391,11 +380,11 @@ async fn without_a_node_the_run_reports_runtime_unavailable_then_runs_once_one_c
     let model = ScriptedModel::start().await?;
     let app = TestApp::spawn_with_model(&model).await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     model.push(Reply::text("ran"));
     let (_, created) = send(
-        v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
+        app.v1(&tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
             .json(&json!({"model": "m", "input": "go"})),
     )
     .await?;
@@ -416,17 +405,17 @@ async fn without_a_node_the_run_reports_runtime_unavailable_then_runs_once_one_c
     assert!(model.requests().is_empty());
     // A second Run of another session waits behind it (one Run at a time per environment),
     // queued, and is stopped meanwhile: `stopped` at once, no model call, nothing checkpointed.
-    let waiting_session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let waiting_session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     let (_, waiting) = send(
-        v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{waiting_session}/runs"))
+        app.v1(&tenant.key, Method::POST, &format!("/environments/{env}/sessions/{waiting_session}/runs"))
             .json(&json!({"model": "m", "input": "never"})),
     )
     .await?;
     let waiting = run_path(&env, &waiting_session, waiting["data"]["id"].as_str().unwrap_or_default());
-    let (_, queued) = send(v1(&app, &tenant.key, Method::GET, &waiting)).await?;
+    let (_, queued) = send(app.v1(&tenant.key, Method::GET, &waiting)).await?;
     assert_eq!(queued["data"]["status"], "queued", "{queued}");
     let (status, _) =
-        send(v1(&app, &tenant.key, Method::POST, &format!("{waiting}/stop")).json(&json!({}))).await?;
+        send(app.v1(&tenant.key, Method::POST, &format!("{waiting}/stop")).json(&json!({}))).await?;
     assert_eq!(status, StatusCode::ACCEPTED);
     let stopped = wait_run(&app, &tenant.key, &waiting, Duration::from_secs(30), terminal).await?;
     assert_eq!(stopped["data"]["status"], "stopped", "{stopped}");
@@ -447,7 +436,7 @@ async fn a_checkpoint_of_1000_files_with_one_changed_uploads_one_blob_and_one_ma
     let app = TestApp::spawn().await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
+    let env = app.made(&tenant.key, "/environments").await?;
     put_file(&app, &tenant.key, &env, "/workspace/first.txt", b"first").await?;
     let project = tenant.project_id.parse()?;
     let environment = app.store.environments().get(&project, &env.parse()?).await?;
@@ -475,8 +464,7 @@ async fn a_checkpoint_of_1000_files_with_one_changed_uploads_one_blob_and_one_ma
     agentplane_engine::dispatch::run(&app.app.store, &sandbox.node_id, command).await?;
     let started = Instant::now();
     loop {
-        let (_, list) =
-            send(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}/files"))).await?;
+        let (_, list) = send(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}/files"))).await?;
         if list["data"].as_array().is_some_and(|l| l.len() == 1000) {
             break;
         }
@@ -528,7 +516,7 @@ async fn run_to_end(
     input: &str,
 ) -> anyhow::Result<(String, Value)> {
     let (status, created) = send(
-        v1(app, key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
+        app.v1(key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
             .json(&json!({"model": "m", "input": input})),
     )
     .await?;
@@ -544,9 +532,9 @@ async fn rolling_back_a_session_a_run_reverts_the_later_session_b_run_but_not_on
     let app = TestApp::spawn_with_model(&model).await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let a = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
-    let b = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let a = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let b = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     put_file(&app, &tenant.key, &env, "/workspace/seed.txt", b"seed").await?;
 
     model.push(Reply::tool("a1", "write_file", &json!({"path": "a.txt", "content": "from A"})));
@@ -561,14 +549,14 @@ async fn rolling_back_a_session_a_run_reverts_the_later_session_b_run_but_not_on
 
     // Roll back A's Run: B's later Run goes too (environment order, not session order).
     let path_a = run_path(&env, &a, &run_a);
-    let (status, accepted) = send(v1(&app, &tenant.key, Method::DELETE, &path_a)).await?;
+    let (status, accepted) = send(app.v1(&tenant.key, Method::DELETE, &path_a)).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
     assert_eq!(accepted["data"]["status"], "reverting");
     // A Run created after the rollback was accepted waits, then runs on the restored workspace.
     model.push(Reply::tool("c1", "list_files", &json!({})));
     model.push(Reply::text("C done"));
     let (status, created_c) = send(
-        v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{b}/runs"))
+        app.v1(&tenant.key, Method::POST, &format!("/environments/{env}/sessions/{b}/runs"))
             .json(&json!({"model": "m", "input": "C's task"})),
     )
     .await?;
@@ -578,7 +566,7 @@ async fn rolling_back_a_session_a_run_reverts_the_later_session_b_run_but_not_on
     let reverted_a =
         wait_run(&app, &tenant.key, &path_a, Duration::from_secs(60), |r| r["status"] == "reverted").await?;
     let path_b = run_path(&env, &b, &run_b);
-    let (_, reverted_b) = send(v1(&app, &tenant.key, Method::GET, &path_b)).await?;
+    let (_, reverted_b) = send(app.v1(&tenant.key, Method::GET, &path_b)).await?;
     assert_eq!(reverted_b["data"]["status"], "reverted", "{reverted_b}");
     // Usage and audit are kept: the diff and checkpoint stay as they were.
     assert_eq!(reverted_a["data"]["fileDiff"], done_a["data"]["fileDiff"]);
@@ -612,11 +600,11 @@ async fn rolling_back_a_session_a_run_reverts_the_later_session_b_run_but_not_on
     assert_eq!(app.store.transcripts().load(&project, &a.parse()?).await?, None);
 
     // Retrying DELETE of the reverted Run changes nothing (C is not discarded).
-    let (status, again) = send(v1(&app, &tenant.key, Method::DELETE, &path_a)).await?;
+    let (status, again) = send(app.v1(&tenant.key, Method::DELETE, &path_a)).await?;
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(again["data"]["status"], "reverted");
     app.drained().await?;
-    let (_, still_c) = send(v1(&app, &tenant.key, Method::GET, &path_c)).await?;
+    let (_, still_c) = send(app.v1(&tenant.key, Method::GET, &path_c)).await?;
     assert_eq!(still_c["data"]["status"], "completed");
     // The same rollback message again restores nothing.
     let message = agentplane_domain::platform::run::RollbackMessage {
@@ -640,17 +628,17 @@ async fn rolling_back_a_session_a_run_reverts_the_later_session_b_run_but_not_on
 async fn a_queued_run_is_stopped_or_rolled_back_without_running() -> R {
     let app = TestApp::spawn_without_runs_consumer().await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     let runs = format!("/environments/{env}/sessions/{session}/runs");
     let mut answers = Vec::new();
     // Stopped while queued, then rolled back: reverted.
     let (_, first) =
-        send(v1(&app, &tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": "x"}))).await?;
+        send(app.v1(&tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": "x"}))).await?;
     let first_path = run_path(&env, &session, first["data"]["id"].as_str().unwrap_or_default());
-    let (_, stopped) = send(v1(&app, &tenant.key, Method::POST, &format!("{first_path}/stop"))).await?;
+    let (_, stopped) = send(app.v1(&tenant.key, Method::POST, &format!("{first_path}/stop"))).await?;
     assert_eq!(stopped["data"]["status"], "stopped");
-    let (status, accepted) = send(v1(&app, &tenant.key, Method::DELETE, &first_path)).await?;
+    let (status, accepted) = send(app.v1(&tenant.key, Method::DELETE, &first_path)).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
     assert_eq!(accepted["data"]["status"], "reverting");
     answers.push(accepted);
@@ -660,10 +648,10 @@ async fn a_queued_run_is_stopped_or_rolled_back_without_running() -> R {
     assert_eq!(done["data"]["checkpoint"]["status"], "skipped");
     // A queued Run rolled back: reverted, it never runs (its message finds it reverted).
     let (_, queued) =
-        send(v1(&app, &tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": "y"}))).await?;
+        send(app.v1(&tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": "y"}))).await?;
     let queued_id = queued["data"]["id"].as_str().unwrap_or_default().to_owned();
     let queued_path = run_path(&env, &session, &queued_id);
-    let (status, accepted) = send(v1(&app, &tenant.key, Method::DELETE, &queued_path)).await?;
+    let (status, accepted) = send(app.v1(&tenant.key, Method::DELETE, &queued_path)).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
     answers.push(accepted);
     let done =
@@ -678,11 +666,11 @@ async fn a_queued_run_is_stopped_or_rolled_back_without_running() -> R {
     .await?;
     assert_eq!(executed, agentplane_engine::platform::execute::Executed::Stale);
     // A reverted Run cannot be stopped.
-    let (status, body) = send(v1(&app, &tenant.key, Method::POST, &format!("{queued_path}/stop"))).await?;
+    let (status, body) = send(app.v1(&tenant.key, Method::POST, &format!("{queued_path}/stop"))).await?;
     assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("run_reverted")));
     // Another project's Run: 404, nothing changes.
     let stranger = app.tenant().await?;
-    let (status, body) = send(v1(&app, &stranger.key, Method::DELETE, &queued_path)).await?;
+    let (status, body) = send(app.v1(&stranger.key, Method::DELETE, &queued_path)).await?;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     let refs: Vec<(&str, &Value)> = answers.iter().map(|a| ("runAction", a)).collect();
     check_shapes(&refs)?;
@@ -695,13 +683,13 @@ async fn an_earlier_run_still_running_refuses_the_rollback_and_reverts_nothing()
     let app = TestApp::spawn_without_runs_consumer().await?;
     let tenant = app.tenant().await?;
     let project = tenant.project_id.parse()?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     let runs = format!("/environments/{env}/sessions/{session}/runs");
     let mut ids = Vec::new();
     for input in ["one", "two"] {
         let (_, created) =
-            send(v1(&app, &tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": input})))
+            send(app.v1(&tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": input})))
                 .await?;
         ids.push(created["data"]["id"].as_str().unwrap_or_default().to_owned());
     }
@@ -714,7 +702,7 @@ async fn an_earlier_run_still_running_refuses_the_rollback_and_reverts_nothing()
     first.version = expected + 1;
     app.store.runs().replace(&first, expected).await?;
     let second_path = run_path(&env, &session, &ids[1]);
-    let (status, refused) = send(v1(&app, &tenant.key, Method::DELETE, &second_path)).await?;
+    let (status, refused) = send(app.v1(&tenant.key, Method::DELETE, &second_path)).await?;
     assert_eq!(status, StatusCode::CONFLICT, "{refused}");
     assert_eq!(refused["error"]["code"], "checkpoint_unavailable");
     assert_eq!(refused["error"]["details"]["runId"], ids[0].as_str());
@@ -734,7 +722,7 @@ async fn an_earlier_run_still_running_refuses_the_rollback_and_reverts_nothing()
 
     // While a rollback holds the environment, workspace writes answer 409 and a second one too.
     let (status, accepted) =
-        send(v1(&app, &tenant.key, Method::DELETE, &run_path(&env, &session, &ids[0]))).await?;
+        send(app.v1(&tenant.key, Method::DELETE, &run_path(&env, &session, &ids[0]))).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
     let active = agentplane_domain::platform::ActiveRollback {
         run_id: ids[0].parse()?,
@@ -751,7 +739,7 @@ async fn an_earlier_run_still_running_refuses_the_rollback_and_reverts_nothing()
     }
     app.store.environments().begin_rollback(&project, &env.parse()?, &active).await?;
     let (status, body) = send(
-        v1(&app, &tenant.key, Method::PUT, &format!("/environments/{env}/files?path=/workspace/x")).body("x"),
+        app.v1(&tenant.key, Method::PUT, &format!("/environments/{env}/files?path=/workspace/x")).body("x"),
     )
     .await?;
     assert_eq!(
@@ -759,16 +747,15 @@ async fn an_earlier_run_still_running_refuses_the_rollback_and_reverts_nothing()
         (StatusCode::CONFLICT, Some("rollback_in_progress"))
     );
     let (status, body) =
-        send(v1(&app, &tenant.key, Method::DELETE, &format!("/environments/{env}/files?path=/workspace/x")))
+        send(app.v1(&tenant.key, Method::DELETE, &format!("/environments/{env}/files?path=/workspace/x")))
             .await?;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (StatusCode::CONFLICT, Some("rollback_in_progress"))
     );
     let (_, third) =
-        send(v1(&app, &tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": "3"}))).await?;
-    let (status, body) = send(v1(
-        &app,
+        send(app.v1(&tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": "3"}))).await?;
+    let (status, body) = send(app.v1(
         &tenant.key,
         Method::DELETE,
         &run_path(&env, &session, third["data"]["id"].as_str().unwrap_or_default()),
@@ -822,20 +809,20 @@ async fn run_events_reach_a_subscribed_endpoint() -> R {
     )
     .await?;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     model.push(Reply::text("done"));
     let (run, done) = run_to_end(&app, &tenant.key, &env, &session, "go").await?;
     assert_eq!(done["data"]["status"], "completed");
     let (_, failing) = send(
-        v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
+        app.v1(&tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
             .json(&json!({"model": "m", "input": "x", "files": [{"path": "/workspace/none"}]})),
     )
     .await?;
     let failing = failing["data"]["id"].as_str().unwrap_or_default().to_owned();
     wait_run(&app, &tenant.key, &run_path(&env, &session, &failing), Duration::from_secs(30), terminal)
         .await?;
-    let (status, _) = send(v1(&app, &tenant.key, Method::DELETE, &run_path(&env, &session, &run))).await?;
+    let (status, _) = send(app.v1(&tenant.key, Method::DELETE, &run_path(&env, &session, &run))).await?;
     assert_eq!(status, StatusCode::ACCEPTED);
     let started = Instant::now();
     loop {

@@ -12,12 +12,8 @@ use serde_json::{Value, json};
 
 type R = anyhow::Result<()>;
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
 async fn environment(app: &TestApp, key: &str) -> anyhow::Result<String> {
-    let (status, body) = send(v1(app, key, Method::POST, "/environments").json(&json!({}))).await?;
+    let (status, body) = send(app.v1(key, Method::POST, "/environments").json(&json!({}))).await?;
     anyhow::ensure!(status == StatusCode::CREATED, "{body}");
     Ok(body["data"]["id"].as_str().unwrap_or_default().to_owned())
 }
@@ -44,16 +40,16 @@ async fn put(
     path: &str,
     bytes: &[u8],
 ) -> anyhow::Result<(StatusCode, Value)> {
-    send(v1(app, key, Method::PUT, &files(env, path)).body(bytes.to_vec())).await
+    send(app.v1(key, Method::PUT, &files(env, path)).body(bytes.to_vec())).await
 }
 
 async fn get_bytes(app: &TestApp, key: &str, env: &str, path: &str) -> anyhow::Result<(StatusCode, Vec<u8>)> {
-    let response = v1(app, key, Method::GET, &files(env, path)).send().await?;
+    let response = app.v1(key, Method::GET, &files(env, path)).send().await?;
     Ok((response.status(), response.bytes().await?.to_vec()))
 }
 
 async fn listing(app: &TestApp, key: &str, env: &str) -> anyhow::Result<Vec<String>> {
-    let (status, body) = send(v1(app, key, Method::GET, &format!("/environments/{env}/files"))).await?;
+    let (status, body) = send(app.v1(key, Method::GET, &format!("/environments/{env}/files"))).await?;
     anyhow::ensure!(status == StatusCode::OK, "{body}");
     Ok(body["data"]
         .as_array()
@@ -128,12 +124,12 @@ async fn files_are_written_read_listed_and_deleted_in_the_environments_sandbox()
     );
 
     let (status, _) =
-        send(v1(&app, &tenant.key, Method::DELETE, &files(&env, "/workspace/src/bin.dat"))).await?;
+        send(app.v1(&tenant.key, Method::DELETE, &files(&env, "/workspace/src/bin.dat"))).await?;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, body) =
-        send(v1(&app, &tenant.key, Method::GET, &files(&env, "/workspace/src/bin.dat"))).await?;
+        send(app.v1(&tenant.key, Method::GET, &files(&env, "/workspace/src/bin.dat"))).await?;
     assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "file_not_found"), "{body}");
-    let (status, body) = send(v1(&app, &tenant.key, Method::DELETE, &files(&env, "/workspace/src"))).await?;
+    let (status, body) = send(app.v1(&tenant.key, Method::DELETE, &files(&env, "/workspace/src"))).await?;
     assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, "invalid_path"), "{body}");
 
     // Too large for the command queue: 413, nothing written.
@@ -144,7 +140,7 @@ async fn files_are_written_read_listed_and_deleted_in_the_environments_sandbox()
     let stranger = app.tenant().await?;
     for method in [Method::PUT, Method::GET, Method::DELETE] {
         let (status, body) =
-            send(v1(&app, &stranger.key, method.clone(), &files(&env, "/workspace/README.md"))).await?;
+            send(app.v1(&stranger.key, method.clone(), &files(&env, "/workspace/README.md"))).await?;
         assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "environment_not_found"), "{method}");
     }
     Ok(())
@@ -178,7 +174,7 @@ async fn path_attacks_are_refused_and_write_nothing_outside_the_workspace() -> R
     ];
     for path in refused {
         for method in [Method::PUT, Method::GET, Method::DELETE] {
-            let request = v1(&app, &tenant.key, method.clone(), &files(&env, path)).body("pwned");
+            let request = app.v1(&tenant.key, method.clone(), &files(&env, path)).body("pwned");
             let (status, body) = send(request).await?;
             assert_eq!(
                 (status, code(&body)),
@@ -191,7 +187,7 @@ async fn path_attacks_are_refused_and_write_nothing_outside_the_workspace() -> R
     // The query itself: a missing, repeated or unknown parameter.
     for query in ["", "?path=/workspace/a&path=/workspace/b", "?path=/workspace/a&mode=x"] {
         let (status, body) =
-            send(v1(&app, &tenant.key, Method::PUT, &format!("/environments/{env}/files{query}")).body("x"))
+            send(app.v1(&tenant.key, Method::PUT, &format!("/environments/{env}/files{query}")).body("x"))
                 .await?;
         assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, "invalid_request"), "{query}: {body}");
     }
@@ -218,7 +214,7 @@ async fn path_attacks_are_refused_and_write_nothing_outside_the_workspace() -> R
     ];
     for path in attacks {
         for method in [Method::PUT, Method::GET, Method::DELETE] {
-            let request = v1(&app, &tenant.key, method.clone(), &files(&env, path)).body("pwned");
+            let request = app.v1(&tenant.key, method.clone(), &files(&env, path)).body("pwned");
             let (status, body) = send(request).await?;
             assert_eq!(
                 (status, code(&body)),

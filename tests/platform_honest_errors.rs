@@ -14,12 +14,8 @@ use serde_json::{Value, json};
 
 type R = anyhow::Result<()>;
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
 async fn made(app: &TestApp, key: &str, path: &str, body: Value) -> anyhow::Result<String> {
-    let (status, answer) = send(v1(app, key, Method::POST, path).json(&body)).await?;
+    let (status, answer) = send(app.v1(key, Method::POST, path).json(&body)).await?;
     anyhow::ensure!(status.is_success(), "{path}: {status} {answer}");
     Ok(answer["data"]["id"].as_str().unwrap_or_default().to_owned())
 }
@@ -71,11 +67,11 @@ async fn recorded_internal_texts_are_shown_as_fixed_codes_and_messages() -> R {
     app.store.runs().replace(&run, expected).await?;
 
     // The GET shape, the list and the stop shape (which carries `error`).
-    let (status, got) = send(v1(&app, &tenant.key, Method::GET, &format!("{runs}/{id}"))).await?;
+    let (status, got) = send(app.v1(&tenant.key, Method::GET, &format!("{runs}/{id}"))).await?;
     assert_eq!(status, StatusCode::OK, "{got}");
-    let (status, list) = send(v1(&app, &tenant.key, Method::GET, &runs)).await?;
+    let (status, list) = send(app.v1(&tenant.key, Method::GET, &runs)).await?;
     assert_eq!(status, StatusCode::OK, "{list}");
-    let (status, stopped) = send(v1(&app, &tenant.key, Method::POST, &format!("{runs}/{id}/stop"))).await?;
+    let (status, stopped) = send(app.v1(&tenant.key, Method::POST, &format!("{runs}/{id}/stop"))).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{stopped}");
     for answer in [&got["data"], &list["data"][0], &stopped["data"]] {
         let text = diagnostics(answer);
@@ -130,7 +126,7 @@ async fn a_failed_runs_error_never_quotes_the_providers_answer() -> R {
 
     let started = Instant::now();
     let done = loop {
-        let (status, body) = send(v1(&app, &tenant.key, Method::GET, &format!("{runs}/{id}"))).await?;
+        let (status, body) = send(app.v1(&tenant.key, Method::GET, &format!("{runs}/{id}"))).await?;
         anyhow::ensure!(status == StatusCode::OK, "{body}");
         if matches!(body["data"]["status"].as_str(), Some("completed" | "failed" | "stopped")) {
             break body;
@@ -140,7 +136,7 @@ async fn a_failed_runs_error_never_quotes_the_providers_answer() -> R {
     };
     assert_eq!(done["data"]["status"], "failed", "{done}");
     // The stop shape carries the error (a finished Run stays as it is).
-    let (status, state) = send(v1(&app, &tenant.key, Method::POST, &format!("{runs}/{id}/stop"))).await?;
+    let (status, state) = send(app.v1(&tenant.key, Method::POST, &format!("{runs}/{id}/stop"))).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{state}");
     let error = &state["data"]["error"];
     assert_eq!(error["code"], "model_invalid_response", "{state}");

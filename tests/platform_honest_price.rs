@@ -16,12 +16,8 @@ type R = anyhow::Result<()>;
 /// 0.0001234 USD per second: seven fraction digits, so a float would show its rounding.
 const PRICE: &str = "0.0001234";
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
 async fn made(app: &TestApp, key: &str, path: &str, body: Value) -> anyhow::Result<String> {
-    let (status, answer) = send(v1(app, key, Method::POST, path).json(&body)).await?;
+    let (status, answer) = send(app.v1(key, Method::POST, path).json(&body)).await?;
     anyhow::ensure!(status.is_success(), "{path}: {status} {answer}");
     Ok(answer["data"]["id"].as_str().unwrap_or_default().to_owned())
 }
@@ -67,7 +63,7 @@ async fn a_completed_runs_sandbox_amount_is_its_seconds_times_the_configured_pri
 
     let started = Instant::now();
     let done = loop {
-        let (status, body) = send(v1(&app, &tenant.key, Method::GET, &format!("{runs}/{run}"))).await?;
+        let (status, body) = send(app.v1(&tenant.key, Method::GET, &format!("{runs}/{run}"))).await?;
         anyhow::ensure!(status == StatusCode::OK, "{body}");
         if matches!(body["data"]["status"].as_str(), Some("completed" | "failed" | "stopped")) {
             break body;
@@ -90,7 +86,7 @@ async fn a_completed_runs_sandbox_amount_is_its_seconds_times_the_configured_pri
     assert_eq!(usage["totalAmountUsd"], json!(amount), "{usage}");
 
     // The list shows the same usage.
-    let (status, list) = send(v1(&app, &tenant.key, Method::GET, &runs)).await?;
+    let (status, list) = send(app.v1(&tenant.key, Method::GET, &runs)).await?;
     assert_eq!(status, StatusCode::OK, "{list}");
     assert_eq!(list["data"][0]["usage"], *usage, "{list}");
     Ok(())

@@ -9,12 +9,8 @@ use serde_json::{Value, json};
 
 type R = anyhow::Result<()>;
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
 async fn made(app: &TestApp, key: &str, path: &str, body: Value) -> anyhow::Result<String> {
-    let (status, answer) = send(v1(app, key, Method::POST, path).json(&body)).await?;
+    let (status, answer) = send(app.v1(key, Method::POST, path).json(&body)).await?;
     anyhow::ensure!(status.is_success(), "{path}: {status} {answer}");
     Ok(answer["data"]["id"].as_str().unwrap_or_default().to_owned())
 }
@@ -36,27 +32,27 @@ async fn steering_enabled_true_is_refused_until_steering_exists() -> R {
     let runs = format!("/environments/{env}/sessions/{session}/runs");
 
     let (status, body) = send(
-        v1(&app, &tenant.key, Method::POST, &runs)
+        app.v1(&tenant.key, Method::POST, &runs)
             .json(&json!({"model": "m", "input": "steer me", "steeringEnabled": true})),
     )
     .await?;
     refused(status, &body, "steeringEnabled")?;
     // Nothing was created: no Run, no sequence number taken.
-    let (status, list) = send(v1(&app, &tenant.key, Method::GET, &runs)).await?;
+    let (status, list) = send(app.v1(&tenant.key, Method::GET, &runs)).await?;
     assert_eq!(status, StatusCode::OK, "{list}");
     assert_eq!(list["data"], json!([]), "{list}");
-    let (_, environment) = send(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
+    let (_, environment) = send(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
     assert_eq!(environment["data"]["runCount"], 0, "{environment}");
 
     // `false` and absent are accepted, and the Run says it has no steering.
     for body in
         [json!({"model": "m", "input": "x", "steeringEnabled": false}), json!({"model": "m", "input": "x"})]
     {
-        let (status, created) = send(v1(&app, &tenant.key, Method::POST, &runs).json(&body)).await?;
+        let (status, created) = send(app.v1(&tenant.key, Method::POST, &runs).json(&body)).await?;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}: {created}");
         assert_eq!(created["data"]["steeringEnabled"], false, "{created}");
     }
-    let (_, environment) = send(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
+    let (_, environment) = send(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
     assert_eq!(environment["data"]["runCount"], 2, "{environment}");
     Ok(())
 }
@@ -80,11 +76,11 @@ async fn a_query_parameter_a_route_does_not_take_is_a_400_naming_it() -> R {
     ];
     for path in &gets {
         // The route answers without the parameter…
-        let (status, body) = send(v1(&app, &tenant.key, Method::GET, path)).await?;
+        let (status, body) = send(app.v1(&tenant.key, Method::GET, path)).await?;
         assert_eq!(status, StatusCode::OK, "{path}: {body}");
         // …and refuses it with one it does not take, naming it.
         for (query, param) in [("include=usage", "include"), ("limit=1&sessionId=x", "sessionId")] {
-            let (status, body) = send(v1(&app, &tenant.key, Method::GET, &format!("{path}?{query}"))).await?;
+            let (status, body) = send(app.v1(&tenant.key, Method::GET, &format!("{path}?{query}"))).await?;
             if query.starts_with("limit") && !path.ends_with("s") {
                 // A single object's GET takes no `limit` either: the first unknown is named.
                 refused(status, &body, "limit").map_err(|e| anyhow::anyhow!("{path}?{query}: {e}"))?;
@@ -94,16 +90,15 @@ async fn a_query_parameter_a_route_does_not_take_is_a_400_naming_it() -> R {
         }
     }
     // Lists still take their page parameters.
-    let (status, body) =
-        send(v1(&app, &tenant.key, Method::GET, &format!("{runs}?limit=1&order=asc"))).await?;
+    let (status, body) = send(app.v1(&tenant.key, Method::GET, &format!("{runs}?limit=1&order=asc"))).await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["data"].as_array().map(Vec::len), Some(1), "{body}");
 
     // Stop with a query parameter changes nothing: the Run stays queued.
     let (status, body) =
-        send(v1(&app, &tenant.key, Method::POST, &format!("{runs}/{run}/stop?force=true"))).await?;
+        send(app.v1(&tenant.key, Method::POST, &format!("{runs}/{run}/stop?force=true"))).await?;
     refused(status, &body, "force")?;
-    let (_, got) = send(v1(&app, &tenant.key, Method::GET, &format!("{runs}/{run}"))).await?;
+    let (_, got) = send(app.v1(&tenant.key, Method::GET, &format!("{runs}/{run}"))).await?;
     assert_eq!(got["data"]["status"], "queued", "{got}");
     assert_eq!(got["data"]["stopRequested"], false, "{got}");
     Ok(())

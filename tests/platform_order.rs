@@ -15,19 +15,8 @@ use serde_json::{Value, json};
 
 type R = anyhow::Result<()>;
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
-async fn made(app: &TestApp, key: &str, path: &str) -> anyhow::Result<String> {
-    let (status, body) = send(v1(app, key, Method::POST, path).json(&json!({}))).await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "{path}: {body}");
-    Ok(body["data"]["id"].as_str().unwrap_or_default().to_owned())
-}
-
 async fn file(app: &TestApp, key: &str, env: &str, path: &str) -> anyhow::Result<(StatusCode, String)> {
-    let response =
-        v1(app, key, Method::GET, &format!("/environments/{env}/files?path={path}")).send().await?;
+    let response = app.v1(key, Method::GET, &format!("/environments/{env}/files?path={path}")).send().await?;
     Ok((response.status(), response.text().await?))
 }
 
@@ -35,7 +24,7 @@ async fn file(app: &TestApp, key: &str, env: &str, path: &str) -> anyhow::Result
 async fn run(app: &TestApp, key: &str, env: &str, session: &str, input: &str) -> anyhow::Result<String> {
     let base = format!("/environments/{env}/sessions/{session}/runs");
     let (status, body) =
-        send(v1(app, key, Method::POST, &base).json(&json!({"model": "m", "input": input}))).await?;
+        send(app.v1(key, Method::POST, &base).json(&json!({"model": "m", "input": input}))).await?;
     anyhow::ensure!(status == StatusCode::ACCEPTED, "{body}");
     Ok(format!("{base}/{}", body["data"]["id"].as_str().unwrap_or_default()))
 }
@@ -49,7 +38,7 @@ async fn wait(
 ) -> anyhow::Result<Value> {
     let started = Instant::now();
     loop {
-        let (status, body) = send(v1(app, key, Method::GET, path)).await?;
+        let (status, body) = send(app.v1(key, Method::GET, path)).await?;
         anyhow::ensure!(status == StatusCode::OK, "{body}");
         if done(&body["data"]) {
             return Ok(body["data"].clone());
@@ -83,9 +72,9 @@ async fn runs_of_two_sessions_execute_one_at_a_time_in_sequence_order_and_a_roll
     let app = TestApp::spawn_with_model(&model).await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let a = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
-    let b = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let a = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let b = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     // The model answers in the order Runs execute: A1 (a slow command), then B1, then A2. Were
     // two Runs to execute at once, their replies (and their files) would be mixed.
     model.push(Reply::tool("a1", "run_command", &json!({"command": "sleep 3; echo a1 > a1.txt"})));
@@ -125,7 +114,7 @@ async fn runs_of_two_sessions_execute_one_at_a_time_in_sequence_order_and_a_roll
 
     // Rolling back B1 restores the workspace as it was before B1: A1's file kept, B1's and A2's
     // gone; B1 and A2 (a later Run of the other session) reverted, A1 untouched.
-    let (status, body) = send(v1(&app, &tenant.key, Method::DELETE, &b1)).await?;
+    let (status, body) = send(app.v1(&tenant.key, Method::DELETE, &b1)).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     wait(&app, &tenant.key, &b1, Duration::from_secs(60), |r| r["status"] == "reverted").await?;
     let a2_after =
@@ -145,8 +134,8 @@ async fn a_rollback_restores_the_selected_runs_own_start_so_api_writes_before_it
     let app = TestApp::spawn_with_model(&model).await?;
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     model.push(writes("r1", "r1.txt"));
     model.push(Reply::text("r1 done"));
     model.push(writes("r2", "r2.txt"));
@@ -155,7 +144,7 @@ async fn a_rollback_restores_the_selected_runs_own_start_so_api_writes_before_it
     wait(&app, &tenant.key, &r1, Duration::from_secs(60), ended).await?;
     // A file written through the API between the two Runs.
     let (status, body) = send(
-        v1(&app, &tenant.key, Method::PUT, &format!("/environments/{env}/files?path=/workspace/api.txt"))
+        app.v1(&tenant.key, Method::PUT, &format!("/environments/{env}/files?path=/workspace/api.txt"))
             .body("between".as_bytes().to_vec()),
     )
     .await?;
@@ -163,7 +152,7 @@ async fn a_rollback_restores_the_selected_runs_own_start_so_api_writes_before_it
     let r2 = run(&app, &tenant.key, &env, &session, "R2").await?;
     let r2_done = wait(&app, &tenant.key, &r2, Duration::from_secs(60), ended).await?;
     assert_eq!(diff_paths(&r2_done), ["/workspace/r2.txt"]);
-    let (status, body) = send(v1(&app, &tenant.key, Method::DELETE, &r2)).await?;
+    let (status, body) = send(app.v1(&tenant.key, Method::DELETE, &r2)).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     wait(&app, &tenant.key, &r2, Duration::from_secs(60), |r| r["status"] == "reverted").await?;
     assert_eq!(
@@ -182,8 +171,8 @@ async fn an_executor_that_dies_mid_run_is_taken_over_once_its_lease_lapses_and_t
     let _node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;
     let project = tenant.project_id.parse()?;
-    let env = made(&app, &tenant.key, "/environments").await?;
-    let session = made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
     model.push(Reply::tool("c1", "run_command", &json!({"command": "echo started > marker; sleep 30"})));
     model.push(Reply::text("never asked: its executor died"));
     let first = run(&app, &tenant.key, &env, &session, "slow").await?;
@@ -244,5 +233,47 @@ async fn an_executor_that_dies_mid_run_is_taken_over_once_its_lease_lapses_and_t
     let stored = app.store.runs().get(&project, &message(&first)?.run_id).await?;
     let environment = app.store.environments().get(&project, &stored.environment_id).await?;
     assert_eq!(environment.executing, None, "the lease was given back");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_reverted_mid_execution_keeps_the_sandbox_time_it_used() -> R {
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let _node = TestNode::start(&app).await?;
+    let tenant = app.tenant().await?;
+    let env = app.made(&tenant.key, "/environments").await?;
+    let session = app.made(&tenant.key, &format!("/environments/{env}/sessions")).await?;
+    model.push(Reply::tool("c1", "run_command", &json!({"command": "echo started > marker; sleep 30"})));
+    model.push(Reply::text("never asked: the Run was rolled back"));
+    let path = run(&app, &tenant.key, &env, &session, "slow").await?;
+    let started = Instant::now();
+    while file(&app, &tenant.key, &env, "/workspace/marker").await?.0 != StatusCode::OK {
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(30), "the command never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = send(app.v1(&tenant.key, Method::DELETE, &path)).await?;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let reverted =
+        wait(&app, &tenant.key, &path, Duration::from_secs(60), |r| r["status"] == "reverted").await?;
+    // The executor's end (not written: the rollback took the Run) still adds the time it ran.
+    let project = tenant.project_id.parse()?;
+    let id = path.rsplit('/').next().unwrap_or_default().parse()?;
+    let started = Instant::now();
+    let stored = loop {
+        let stored = app.store.runs().get(&project, &id).await?;
+        if stored.sandbox_runtime_ms > 0 {
+            break stored;
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(20),
+            "no sandbox time: {stored:?} {reverted}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(stored.status, agentplane_domain::platform::run::RunStatus::Reverted);
+    let (_, shown) = send(app.v1(&tenant.key, Method::GET, &path)).await?;
+    let seconds = shown["data"]["usage"]["sandboxRuntimeSeconds"].as_f64().unwrap_or(0.0);
+    assert!(seconds > 0.0, "{shown}");
     Ok(())
 }

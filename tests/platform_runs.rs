@@ -66,22 +66,12 @@ sys.exit(1 if bad else 0)
     }
 }
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
-async fn made(app: &TestApp, key: &str, path: &str) -> anyhow::Result<String> {
-    let (status, body) = send(v1(app, key, Method::POST, path).json(&json!({}))).await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "{path}: {body}");
-    Ok(body["data"]["id"].as_str().unwrap_or_default().to_owned())
-}
-
 /// An environment with `n` sessions.
 async fn setup(app: &TestApp, key: &str, n: usize) -> anyhow::Result<(String, Vec<String>)> {
-    let env = made(app, key, "/environments").await?;
+    let env = app.made(key, "/environments").await?;
     let mut sessions = Vec::new();
     for _ in 0..n {
-        sessions.push(made(app, key, &format!("/environments/{env}/sessions")).await?);
+        sessions.push(app.made(key, &format!("/environments/{env}/sessions")).await?);
     }
     Ok((env, sessions))
 }
@@ -101,7 +91,7 @@ async fn create(
     session: &str,
     body: Value,
 ) -> anyhow::Result<(StatusCode, Value)> {
-    send(v1(app, key, Method::POST, &runs(env, session)).json(&body)).await
+    send(app.v1(key, Method::POST, &runs(env, session)).json(&body)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -133,7 +123,7 @@ async fn runs_are_created_queued_and_read_in_the_specs_shapes() -> R {
     let run = data["id"].as_str().unwrap_or_default().to_owned();
 
     let (status, got) =
-        send(v1(&app, &tenant.key, Method::GET, &format!("{}/{run}", runs(&env, &sessions[0])))).await?;
+        send(app.v1(&tenant.key, Method::GET, &format!("{}/{run}", runs(&env, &sessions[0])))).await?;
     assert_eq!(status, StatusCode::OK, "{got}");
     shapes.add("getRun", &got);
     assert!(got["data"].get("steeringEnabled").is_none(), "the GET shape has no steeringEnabled: {got}");
@@ -147,7 +137,7 @@ async fn runs_are_created_queued_and_read_in_the_specs_shapes() -> R {
     assert_eq!(status, StatusCode::ACCEPTED);
     shapes.add("runAction", &second);
     let (status, page) =
-        send(v1(&app, &tenant.key, Method::GET, &format!("{}?limit=1", runs(&env, &sessions[0])))).await?;
+        send(app.v1(&tenant.key, Method::GET, &format!("{}?limit=1", runs(&env, &sessions[0])))).await?;
     assert_eq!(status, StatusCode::OK, "{page}");
     assert_eq!(page["hasMore"], true);
     assert_eq!(page["data"][0]["id"], second["data"]["id"]);
@@ -155,22 +145,17 @@ async fn runs_are_created_queued_and_read_in_the_specs_shapes() -> R {
         shapes.add("getRun", &json!({"data": item}));
     }
     let last = page["lastId"].as_str().unwrap_or_default();
-    let (_, next) = send(v1(
-        &app,
-        &tenant.key,
-        Method::GET,
-        &format!("{}?limit=1&after={last}", runs(&env, &sessions[0])),
-    ))
-    .await?;
+    let (_, next) =
+        send(app.v1(&tenant.key, Method::GET, &format!("{}?limit=1&after={last}", runs(&env, &sessions[0]))))
+            .await?;
     assert_eq!(next["data"][0]["id"].as_str(), Some(run.as_str()));
 
     // The environment counts its Runs.
-    let (_, environment) = send(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
+    let (_, environment) = send(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
     assert_eq!(environment["data"]["runCount"], 2);
 
     // Errors are the spec's envelope.
-    let (status, missing) = send(v1(
-        &app,
+    let (status, missing) = send(app.v1(
         &tenant.key,
         Method::GET,
         &format!("{}/{}", runs(&env, &sessions[0]), uuid::Uuid::new_v4()),
@@ -200,7 +185,8 @@ async fn the_environment_sequence_is_gapless_across_sessions_under_concurrency()
     let (env, sessions) = setup(&app, &tenant.key, 3).await?;
     let mut tasks = Vec::new();
     for n in 0..24 {
-        let request = v1(&app, &tenant.key, Method::POST, &runs(&env, &sessions[n % 3]))
+        let request = app
+            .v1(&tenant.key, Method::POST, &runs(&env, &sessions[n % 3]))
             .json(&json!({"model": "m", "input": format!("task {n}")}));
         tasks.push(tokio::spawn(send(request)));
     }
@@ -214,7 +200,7 @@ async fn the_environment_sequence_is_gapless_across_sessions_under_concurrency()
         );
     }
     assert_eq!(sequences, (1..=24).collect::<BTreeSet<u64>>());
-    let (_, environment) = send(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
+    let (_, environment) = send(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
     assert_eq!(environment["data"]["runCount"], 24);
     // Another environment counts from 1.
     let (other, other_sessions) = setup(&app, &tenant.key, 1).await?;
@@ -262,7 +248,7 @@ async fn bad_requests_are_refused_naming_the_field_and_create_nothing() -> R {
             "{body}: {answer}"
         );
     }
-    let (_, environment) = send(v1(&app, &tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
+    let (_, environment) = send(app.v1(&tenant.key, Method::GET, &format!("/environments/{env}"))).await?;
     assert_eq!(environment["data"]["runCount"], 0);
     Ok(())
 }
@@ -277,14 +263,14 @@ async fn stop_of_a_queued_run_stops_it_and_repeats_change_nothing() -> R {
         create(&app, &tenant.key, &env, &sessions[0], json!({"model": "m", "input": "x"})).await?;
     let run = created["data"]["id"].as_str().unwrap_or_default().to_owned();
     let stop = format!("{}/{run}/stop", runs(&env, &sessions[0]));
-    let (status, stopped) = send(v1(&app, &tenant.key, Method::POST, &stop)).await?;
+    let (status, stopped) = send(app.v1(&tenant.key, Method::POST, &stop)).await?;
     assert_eq!(status, StatusCode::ACCEPTED, "{stopped}");
     shapes.add("runAction", &stopped);
     assert_eq!(stopped["data"]["status"], "stopped");
     assert_eq!(stopped["data"]["stopRequested"], true);
     assert_eq!(stopped["data"]["checkpoint"]["status"], "skipped");
     assert!(stopped["data"]["finishedAt"].is_string());
-    let (status, again) = send(v1(&app, &tenant.key, Method::POST, &stop)).await?;
+    let (status, again) = send(app.v1(&tenant.key, Method::POST, &stop)).await?;
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(again, stopped, "a second stop changes nothing");
     let stored = app.store.runs().get(&tenant.project_id.parse()?, &run.parse()?).await?;
@@ -318,7 +304,7 @@ async fn stop_racing_completion_produces_one_consistent_outcome() -> R {
             done.version = 2;
             store.runs().replace(&done, 1).await.is_ok()
         });
-        let stop = v1(&app, &tenant.key, Method::POST, &format!("{}/{id}/stop", runs(&env, &sessions[0])));
+        let stop = app.v1(&tenant.key, Method::POST, &format!("{}/{id}/stop", runs(&env, &sessions[0])));
         let (status, answer) = send(stop).await?;
         let completed = complete.await?;
         assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
@@ -358,8 +344,7 @@ async fn other_projects_sessions_and_reverted_runs_are_refused() -> R {
         (Method::GET, runs(&env, &sessions[0])),
         (Method::POST, runs(&env, &sessions[0])),
     ] {
-        let request =
-            v1(&app, &stranger.key, method.clone(), &path).json(&json!({"model": "m", "input": "x"}));
+        let request = app.v1(&stranger.key, method.clone(), &path).json(&json!({"model": "m", "input": "x"}));
         let (status, body) = send(request).await?;
         assert_eq!(
             (status, code(&body)),
@@ -369,9 +354,9 @@ async fn other_projects_sessions_and_reverted_runs_are_refused() -> R {
     }
     // The Run under its environment's other session: not found.
     let elsewhere = format!("{}/{run}", runs(&env, &sessions[1]));
-    let (status, body) = send(v1(&app, &owner.key, Method::GET, &elsewhere)).await?;
+    let (status, body) = send(app.v1(&owner.key, Method::GET, &elsewhere)).await?;
     assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "run_not_found"));
-    let (status, body) = send(v1(&app, &owner.key, Method::POST, &format!("{elsewhere}/stop"))).await?;
+    let (status, body) = send(app.v1(&owner.key, Method::POST, &format!("{elsewhere}/stop"))).await?;
     assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "run_not_found"));
 
     // A reverted Run cannot be stopped.
@@ -380,7 +365,7 @@ async fn other_projects_sessions_and_reverted_runs_are_refused() -> R {
     stored.status = RunStatus::Reverted;
     stored.version = 1;
     app.store.runs().replace(&stored, 0).await?;
-    let (status, body) = send(v1(&app, &owner.key, Method::POST, &format!("{path}/stop"))).await?;
+    let (status, body) = send(app.v1(&owner.key, Method::POST, &format!("{path}/stop"))).await?;
     assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "run_reverted"), "{body}");
     Ok(())
 }

@@ -209,12 +209,8 @@ async fn exists(bucket: &Objects, key: &str) -> anyhow::Result<bool> {
     Ok(bucket.size(key).await?.is_some())
 }
 
-fn v1(app: &TestApp, key: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
-    app.request(method, &format!("/v1{path}")).bearer_auth(key)
-}
-
 async fn made(app: &TestApp, key: &str, path: &str, body: Value) -> anyhow::Result<String> {
-    let (status, made) = send(v1(app, key, Method::POST, path).json(&body)).await?;
+    let (status, made) = send(app.v1(key, Method::POST, path).json(&body)).await?;
     anyhow::ensure!(
         status == StatusCode::CREATED || status == StatusCode::ACCEPTED,
         "{path}: {status} {made}"

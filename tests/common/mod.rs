@@ -493,4 +493,16 @@ impl TestApp {
     pub fn sandbox(&self, key: &str, method: Method, path: &str) -> RequestBuilder {
         self.request(method, &format!("/sandbox/v1{path}")).header("X-API-Key", key)
     }
+
+    /// A request to the Platform API (`/v1`) with a project key as its bearer token.
+    pub fn v1(&self, key: &str, method: Method, path: &str) -> RequestBuilder {
+        self.request(method, &format!("/v1{path}")).bearer_auth(key)
+    }
+
+    /// Creates a Platform resource with an empty body (an environment, a session of one): its id.
+    pub async fn made(&self, key: &str, path: &str) -> anyhow::Result<String> {
+        let (status, body) = send(self.v1(key, Method::POST, path).json(&json!({}))).await?;
+        anyhow::ensure!(status == StatusCode::CREATED, "{path}: {body}");
+        Ok(body["data"]["id"].as_str().unwrap_or_default().to_owned())
+    }
 }

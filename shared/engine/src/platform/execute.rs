@@ -517,6 +517,27 @@ pub fn run_event(run: &Run) -> Option<OutboxEvent> {
     Some(OutboxEvent::new(id, run.project_id, kind, &data, crate::now()))
 }
 
+/// Adds `elapsed` ms of sandbox time to a Run a rollback took while it executed (reverting or
+/// reverted), by a conditional write on its version.
+async fn add_runtime_of_reverted(store: &Store, run: &Run, elapsed: u64) -> Result<(), StoreError> {
+    let mut current = store.runs().get(&run.project_id, &run.id).await?;
+    for _ in 0..8 {
+        if !current.status.is_reverted() {
+            return Ok(());
+        }
+        let expected = current.version;
+        let mut next = current.clone();
+        next.sandbox_runtime_ms = next.sandbox_runtime_ms.saturating_add(elapsed);
+        next.version = expected + 1;
+        match store.runs().replace(&next, expected).await {
+            Ok(()) => return Ok(()),
+            Err(StoreError::Conflict) => current = store.runs().get(&run.project_id, &run.id).await?,
+            Err(err) => return Err(err),
+        }
+    }
+    Err(StoreError::Conflict)
+}
+
 /// Checkpoints the workspace (when the sandbox was reached) and writes the Run's end with its
 /// event, once.
 async fn finish(
@@ -557,7 +578,12 @@ async fn finish(
             }
             Ok(Executed::Ran(run.status))
         }
-        None => Ok(Executed::Stale),
+        None => {
+            // A rollback took it mid-execution: its ending is not written, but the sandbox
+            // time it used is (usage is kept through a rollback).
+            add_runtime_of_reverted(store, &run, elapsed).await?;
+            Ok(Executed::Stale)
+        }
     }
 }
 
