@@ -315,7 +315,10 @@ async fn the_placer_places_pending_allocations_once_and_replaces_ended_compute_a
         if kept.series.first().and_then(|s| s.started_at).is_some() {
             break;
         }
-        anyhow::ensure!(waited.elapsed() < Duration::from_secs(90), "no kept sample carries the start: {kept:?}");
+        anyhow::ensure!(
+            waited.elapsed() < Duration::from_secs(90),
+            "no kept sample carries the start: {kept:?}"
+        );
         sample_once(&app.store, &app.app.runtime, edge::now()).await?;
         tokio::time::sleep(Duration::from_millis(1000)).await;
     }
