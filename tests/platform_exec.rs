@@ -680,7 +680,9 @@ async fn a_queued_run_is_stopped_or_rolled_back_without_running() -> R {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_earlier_run_still_running_refuses_the_rollback_and_reverts_nothing() -> R {
-    let app = TestApp::spawn_without_runs_consumer().await?;
+    let limits =
+        agentplane_api::app::PlatformLimits { file_wait: Duration::from_secs(1), ..Default::default() };
+    let app = TestApp::spawn_without_runs_consumer_and(|app| app.with_platform_limits(limits)).await?;
     let tenant = app.tenant().await?;
     let project = tenant.project_id.parse()?;
     let env = app.made(&tenant.key, "/environments").await?;
@@ -753,6 +755,31 @@ async fn an_earlier_run_still_running_refuses_the_rollback_and_reverts_nothing()
         (status, body["error"]["code"].as_str()),
         (StatusCode::CONFLICT, Some("rollback_in_progress"))
     );
+    // A file operation waits for the rollback (up to its bound) rather than answer at once:
+    // the rollback ends while this write waits, and the write goes on past it.
+    let waited = Instant::now();
+    let ending = {
+        let store = app.store.clone();
+        let env: agentplane_domain::telemetry::EnvironmentId = env.parse()?;
+        let run_id = active.run_id;
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            store.environments().end_rollback(&project, &env, &run_id).await
+        })
+    };
+    let (status, body) = send(
+        app.v1(&tenant.key, Method::PUT, &format!("/environments/{env}/files?path=/workspace/x")).body("x"),
+    )
+    .await?;
+    ending.await??;
+    // (This test runs no node: past the rollback, the write finds no sandbox to write to.)
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("platform_runtime_unavailable")),
+        "{body}"
+    );
+    assert!(waited.elapsed() >= Duration::from_millis(400), "the write did not wait for the rollback");
+    app.store.environments().begin_rollback(&project, &env.parse()?, &active).await?;
     let (_, third) =
         send(app.v1(&tenant.key, Method::POST, &runs).json(&json!({"model": "m", "input": "3"}))).await?;
     let (status, body) = send(app.v1(

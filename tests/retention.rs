@@ -195,7 +195,10 @@ async fn manifest_of(bucket: &Objects, files: &[(&str, &str)]) -> anyhow::Result
         files: files
             .iter()
             .map(|(path, sha)| {
-                (format!("/workspace/{path}"), ManifestEntry { sha256: (*sha).to_owned(), size: 1 })
+                (
+                    format!("/workspace/{path}"),
+                    ManifestEntry { sha256: (*sha).to_owned(), size: 1, mode: None },
+                )
             })
             .collect(),
     };

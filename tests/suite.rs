@@ -47,6 +47,7 @@ mod platform_honest_openapi;
 mod platform_honest_price;
 mod platform_honest_requests;
 mod platform_order;
+mod platform_outbox;
 mod platform_runs;
 mod retention;
 mod rewind;

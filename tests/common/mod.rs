@@ -202,12 +202,27 @@ impl TestApp {
         Self::serve_app_with(app, store, core_key, Jobs { runs: false, webhook_retry: true }).await
     }
 
+    /// `spawn_with_model_without_runs_consumer`, the app adjusted by `configure` before it
+    /// serves.
+    pub async fn spawn_with_model_without_runs_consumer_and(
+        model: &model::ScriptedModel,
+        configure: impl FnOnce(App) -> App,
+    ) -> anyhow::Result<Self> {
+        let (app, store, core_key) = Self::serve_with_model_unstarted(fresh_store().await?, model);
+        Self::serve_app_with(configure(app), store, core_key, Jobs { runs: false, webhook_retry: true }).await
+    }
+
     /// An app on fresh resources whose `runs` queue nobody consumes: what is queued stays
     /// queued (tests of queued platform Runs).
     pub async fn spawn_without_runs_consumer() -> anyhow::Result<Self> {
+        Self::spawn_without_runs_consumer_and(|app| app).await
+    }
+
+    /// `spawn_without_runs_consumer`, the app adjusted by `configure` before it serves.
+    pub async fn spawn_without_runs_consumer_and(configure: impl FnOnce(App) -> App) -> anyhow::Result<Self> {
         let store = fresh_store().await?;
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
-        let app = App::new(store.clone(), CoreKey::new(core_key.clone()));
+        let app = configure(App::new(store.clone(), CoreKey::new(core_key.clone())));
         Self::serve_app_with(app, store, core_key, Jobs { runs: false, webhook_retry: true }).await
     }
 

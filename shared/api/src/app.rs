@@ -142,6 +142,49 @@ pub struct App {
     /// USD per sandbox-second a Platform Run is charged (`AGENTPLANE_SANDBOX_USD_PER_SECOND`,
     /// default 0), captured by each Run when it is created.
     pub sandbox_price: SandboxPrice,
+    /// How long Platform Runs wait and rollbacks retry (`AGENTPLANE_RUN_NODE_WAIT_S`,
+    /// `AGENTPLANE_ROLLBACK_GIVE_UP_S`).
+    pub platform_limits: PlatformLimits,
+}
+
+/// The Platform's patience: how long a Run waits for a sandbox node before it fails, and how long
+/// a rollback's restore is retried before the rollback is given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlatformLimits {
+    pub node_wait: std::time::Duration,
+    pub rollback_give_up: std::time::Duration,
+    /// How long a file operation waits for a rollback under way before it answers 409.
+    pub file_wait: std::time::Duration,
+}
+
+impl Default for PlatformLimits {
+    fn default() -> Self {
+        Self {
+            node_wait: agentplane_engine::platform::execute::NODE_WAIT,
+            rollback_give_up: agentplane_engine::platform::rollback::ROLLBACK_GIVE_UP,
+            file_wait: agentplane_engine::platform::rollback::FILE_WAIT,
+        }
+    }
+}
+
+impl PlatformLimits {
+    /// `AGENTPLANE_RUN_NODE_WAIT_S` and `AGENTPLANE_ROLLBACK_GIVE_UP_S` (whole seconds, at least
+    /// 1); unset or unreadable: the defaults (10 and 15 minutes).
+    pub fn from_env() -> Self {
+        let seconds = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|s| *s >= 1)
+                .map(std::time::Duration::from_secs)
+        };
+        let default = Self::default();
+        Self {
+            node_wait: seconds("AGENTPLANE_RUN_NODE_WAIT_S").unwrap_or(default.node_wait),
+            rollback_give_up: seconds("AGENTPLANE_ROLLBACK_GIVE_UP_S").unwrap_or(default.rollback_give_up),
+            file_wait: default.file_wait,
+        }
+    }
 }
 
 impl App {
@@ -179,7 +222,14 @@ impl App {
                 .unwrap_or_default(),
             public_url: std::env::var("AGENTPLANE_PUBLIC_URL").ok().and_then(|url| public_url(&url)),
             sandbox_price: SandboxPrice::ZERO,
+            platform_limits: PlatformLimits::from_env(),
         }
+    }
+
+    /// Platform Runs wait for a node and rollbacks retry as `limits` say.
+    pub fn with_platform_limits(mut self, limits: PlatformLimits) -> Self {
+        self.platform_limits = limits;
+        self
     }
 
     /// Charges Platform Runs created from now on `price` per sandbox-second.

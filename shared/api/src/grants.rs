@@ -115,7 +115,11 @@ pub fn job(job: Job) -> &'static [Grant] {
         // Also deletes expired session files' bytes (the files bucket and Document Store
         // buckets), and checkpoint blobs and manifests no Run or environment references (the
         // workspaces bucket).
-        Job::RetentionSweep => &[MAIN_W, EVENTS_W, FILES_W, DOCS_W, WORKSPACES_W, RUNS_SEND],
+        // Re-sends the Platform outbox (Runs, rollbacks) and gives up overdue rollbacks (their
+        // events go to the webhooks queue).
+        Job::RetentionSweep => {
+            &[MAIN_W, EVENTS_W, FILES_W, DOCS_W, WORKSPACES_W, RUNS_SEND, ROLLBACKS_SEND, WEBHOOKS_SEND]
+        }
     }
 }
 

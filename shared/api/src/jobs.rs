@@ -8,6 +8,7 @@ mod runs;
 mod sweep;
 mod webhooks;
 
+pub use agentplane_engine::platform::outbox::{OutboxReport, sweep_outbox};
 pub use environment_purge::{PurgeReport, purge_environments_once};
 pub use rollbacks::{
     consume_rollbacks_forever, consume_rollbacks_once, handle_rollbacks_batch, handle_rollbacks_event,
@@ -178,6 +179,8 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                 tracing::info!(?purged, "environment purge pass");
                 let content = erase_run_content_once(&app, run_content_retention_from_env(), now).await?;
                 tracing::info!(?content, "run content retention pass");
+                let outbox = sweep_outbox(&app.store, now, app.platform_limits.rollback_give_up).await?;
+                tracing::info!(?outbox, "platform outbox pass");
                 Ok(json!({
                     "due": report.due,
                     "expired": report.expired,
@@ -194,7 +197,10 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "run_contents_erased": content.erased,
                     "sessions_purged": report.sessions_purged,
                     "tenant_pauses_continued": report.tenant_pauses_continued,
-                    "failed": report.failed + purged.failed + content.failed,
+                    "outbox_runs_sent": outbox.runs_sent,
+                    "outbox_rollbacks_sent": outbox.rollbacks_sent,
+                    "rollbacks_given_up": outbox.rollbacks_given_up,
+                    "failed": report.failed + purged.failed + content.failed + outbox.failed,
                 }))
             }))
             .await

@@ -477,8 +477,8 @@ mod transfer {
                     Err(err) => Err(err),
                 })
                 .await?;
-                let current: BTreeMap<String, String> =
-                    current.into_iter().map(|e| (e.path, e.sha256)).collect();
+                let current: BTreeMap<String, (String, u32)> =
+                    current.into_iter().map(|e| (e.path, (e.sha256, e.mode))).collect();
                 let keep: BTreeSet<&str> = plan.fetch.iter().map(|f| f.path.as_str()).collect();
                 let mut removed = 0usize;
                 for path in current.keys().filter(|p| !keep.contains(p.as_str())) {
@@ -489,11 +489,25 @@ mod transfer {
                         Err(message) => return Err(message),
                     }
                 }
-                let wanted: Vec<_> =
-                    plan.fetch.into_iter().filter(|f| current.get(&f.path) != Some(&f.sha256)).collect();
+                let mode_of = |f: &agentplane_domain::platform::manifest::PlannedFile| {
+                    f.mode.unwrap_or(workspace::DEFAULT_MODE) & workspace::MODE_BITS
+                };
+                // Same content, other mode: only the mode is written back.
+                for file in plan.fetch.iter().filter(|f| {
+                    current.get(&f.path).is_some_and(|(sha, mode)| *sha == f.sha256 && *mode != mode_of(f))
+                }) {
+                    let (root, path, mode) = (root.clone(), file.path.clone(), mode_of(file));
+                    blocking(move || workspace::set_mode(&root, &path, mode)).await?;
+                }
+                let wanted: Vec<_> = plan
+                    .fetch
+                    .into_iter()
+                    .filter(|f| current.get(&f.path).is_none_or(|(sha, _)| *sha != f.sha256))
+                    .collect();
                 let fetched = wanted.len();
                 futures_util::stream::iter(wanted.into_iter().map(|file| {
                     let (root, http) = (root.clone(), http.clone());
+                    let mode = mode_of(&file);
                     async move {
                         let response = http
                             .get(&file.url)
@@ -509,7 +523,14 @@ mod transfer {
                             return Err(format!("the blob of {} is not of its digest", file.path));
                         }
                         blocking(move || {
-                            workspace::write_within(&root, uid, &file.path, &bytes, workspace::MAX_BLOB_BYTES)
+                            workspace::write_within(
+                                &root,
+                                uid,
+                                &file.path,
+                                &bytes,
+                                workspace::MAX_BLOB_BYTES,
+                                mode,
+                            )
                         })
                         .await
                     }

@@ -52,6 +52,13 @@ pub async fn sweep_forever(app: App, interval: Duration) {
             Ok(report) => tracing::info!(?report, "run content retention pass"),
             Err(err) => tracing::warn!(error = %err, "run content retention pass failed"),
         }
+        let outbox: BoxFuture<'_, _> =
+            Box::pin(super::sweep_outbox(&app.store, now, app.platform_limits.rollback_give_up));
+        match outbox.await {
+            Ok(report) if report == super::OutboxReport::default() => {}
+            Ok(report) => tracing::info!(?report, "platform outbox pass"),
+            Err(err) => tracing::warn!(error = %err, "platform outbox pass failed"),
+        }
     }
 }
 

@@ -3,6 +3,8 @@
 //! mixes with route segments). The path rules are the domain's (`platform::path`); symlinks are
 //! refused by the node, which never follows one.
 
+use agentplane_domain::platform::Environment;
+use agentplane_domain::platform::manifest::ScanEntry;
 use agentplane_domain::platform::path::{PathError, WorkspacePath};
 use agentplane_domain::query::Query;
 use agentplane_domain::sandbox::command::Command;
@@ -93,7 +95,7 @@ fn path_param(raw: Option<&str>, required: bool) -> Result<Option<WorkspacePath>
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 414, description = "The request target (with its percent-encoded `path`) exceeds 8 KiB (`uri_too_long`).", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment (`environment_not_found`).", body = PlatformErrorEnvelope),
-        (status = 409, description = "A rollback of the environment is under way (`rollback_in_progress`).", body = PlatformErrorEnvelope),
+        (status = 409, description = "A rollback of the environment is still under way after the operation waited for it (up to 10 s; `rollback_in_progress`).", body = PlatformErrorEnvelope),
         (status = 413, description = "The file is larger than 256 KiB.", body = PlatformErrorEnvelope),
         (status = 503, description = "The workspace's sandbox cannot be reached (`platform_runtime_unavailable`), or storage is unavailable.", body = PlatformErrorEnvelope),
     ),
@@ -111,15 +113,25 @@ pub async fn put(
     if body.len() > MAX_FILE_BYTES {
         return Err(PlatformError::FileTooLarge);
     }
-    if environment.rollback.is_some() {
-        return Err(PlatformError::RollbackInProgress);
-    }
+    let environment = after_rollback(&app, environment).await?;
     let sandbox = workspace::sandbox(&platform(&app), &environment).await?;
     let content = base64::engine::general_purpose::STANDARD.encode(&body);
     let command = Command::WorkspaceWrite { sandbox_id: sandbox.id.clone(), path: path.relative(), content };
     workspace::run(&app.store, &sandbox, command).await?;
     let sha256 = hex_sha256(&body);
     Ok(Data::of(FileBody { path: path.absolute(), size: body.len() as u64, sha256 }))
+}
+
+/// `environment` once no rollback holds it: file operations wait for a rollback under way (up
+/// to the deployment's bound), then answer 409 `rollback_in_progress`.
+async fn after_rollback(app: &App, environment: Environment) -> Result<Environment, PlatformError> {
+    agentplane_engine::platform::rollback::after_rollback(
+        &app.store,
+        environment,
+        app.platform_limits.file_wait,
+    )
+    .await?
+    .ok_or(PlatformError::RollbackInProgress)
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {
@@ -142,7 +154,7 @@ fn hex_sha256(bytes: &[u8]) -> String {
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 414, description = "The request target (with its percent-encoded `path`) exceeds 8 KiB (`uri_too_long`).", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment (`environment_not_found`) or file (`file_not_found`).", body = PlatformErrorEnvelope),
-        (status = 409, description = "The listing met one of the node's caps on the workspace tree (`workspace_too_large`, `details: {cap, limit}`; cap `depth`, `entries`, `path_bytes`, `listing_bytes` or `file_bytes`).", body = PlatformErrorEnvelope),
+        (status = 409, description = "The listing met one of the node's caps on the workspace tree (`workspace_too_large`, `details: {cap, limit}`; cap `depth`, `entries`, `path_bytes`, `listing_bytes` or `file_bytes`), or a rollback of the environment is still under way after the operation waited for it (up to 10 s; `rollback_in_progress`).", body = PlatformErrorEnvelope),
         (status = 503, description = "The workspace's sandbox cannot be reached (`platform_runtime_unavailable`), or storage is unavailable.", body = PlatformErrorEnvelope),
     ),
 )]
@@ -154,6 +166,7 @@ pub async fn get(
 ) -> Result<Response, PlatformError> {
     let environment = super::environments::load(&app, &auth, &environment).await?;
     let path = path_param(raw.as_deref(), false)?;
+    let environment = after_rollback(&app, environment).await?;
     let sandbox = workspace::sandbox(&platform(&app), &environment).await?;
     match path {
         Some(path) => {
@@ -168,12 +181,12 @@ pub async fn get(
         None => {
             let command = Command::WorkspaceList { sandbox_id: sandbox.id.clone(), path: String::new() };
             let details = workspace::run(&app.store, &sandbox, command).await?;
-            let entries: Vec<FileBody> =
+            let entries: Vec<ScanEntry> =
                 serde_json::from_str(details.get("entries").map_or("[]", String::as_str))
                     .map_err(|e| PlatformError::internal(format!("the node's listing: {e}")))?;
             let data = entries
                 .into_iter()
-                .map(|e| FileBody { path: format!("/workspace/{}", e.path), ..e })
+                .map(|e| FileBody { path: format!("/workspace/{}", e.path), size: e.size, sha256: e.sha256 })
                 .collect();
             let has_more = details.get("has_more").is_some_and(|m| m == "true");
             Ok(Json(FileList { data, has_more }).into_response())
@@ -194,7 +207,7 @@ pub async fn get(
         (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 414, description = "The request target (with its percent-encoded `path`) exceeds 8 KiB (`uri_too_long`).", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment (`environment_not_found`) or file (`file_not_found`).", body = PlatformErrorEnvelope),
-        (status = 409, description = "A rollback of the environment is under way (`rollback_in_progress`).", body = PlatformErrorEnvelope),
+        (status = 409, description = "A rollback of the environment is still under way after the operation waited for it (up to 10 s; `rollback_in_progress`).", body = PlatformErrorEnvelope),
         (status = 503, description = "The workspace's sandbox cannot be reached (`platform_runtime_unavailable`), or storage is unavailable.", body = PlatformErrorEnvelope),
     ),
 )]
@@ -207,9 +220,7 @@ pub async fn delete(
     let environment = super::environments::load(&app, &auth, &environment).await?;
     let path = path_param(raw.as_deref(), true)?
         .ok_or_else(|| PlatformError::invalid("path", "`path` is required"))?;
-    if environment.rollback.is_some() {
-        return Err(PlatformError::RollbackInProgress);
-    }
+    let environment = after_rollback(&app, environment).await?;
     let sandbox = workspace::sandbox(&platform(&app), &environment).await?;
     let command = Command::WorkspaceDelete { sandbox_id: sandbox.id.clone(), path: path.relative() };
     workspace::run(&app.store, &sandbox, command).await?;

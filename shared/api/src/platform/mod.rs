@@ -31,5 +31,7 @@ pub fn platform(app: &App) -> Platform<'_, Nodes<'_>> {
         compute: Nodes(app),
         turn_budget: app.background.invocation_budget,
         lease: agentplane_engine::platform::lease::LEASE,
+        rollback_give_up: app.platform_limits.rollback_give_up,
+        node_wait: app.platform_limits.node_wait,
     }
 }

@@ -509,14 +509,16 @@ pub async fn create(
         run.sandbox_usd_per_second = Some(app.sandbox_price);
         match app.store.runs().create(&run, previous).await {
             Ok(()) => {
-                // Executed by the `run-execution` job; a Run whose message was lost stays queued
-                // (its stop still works).
+                // Executed by the `run-execution` job. The create put the environment in the
+                // outbox: a message that cannot be sent now is sent by the sweep, so the Run
+                // exists (202) and still runs.
                 let message = ExecuteRun { project_id: run.project_id, run_id: run.id };
-                if let Err(err) =
-                    app.store.runs_queue()?.send_message(&RunsMessage::PlatformRun(message)).await
-                {
-                    tracing::error!(error = %err, run = %run.id, "could not queue a Run's execution");
-                    return Err(err.into());
+                let sent = match app.store.runs_queue() {
+                    Ok(queue) => queue.send_message(&RunsMessage::PlatformRun(message)).await,
+                    Err(err) => Err(err),
+                };
+                if let Err(err) = sent {
+                    tracing::error!(error = %err, run = %run.id, "could not queue a Run's execution; the outbox sweep sends it");
                 }
                 return Ok((StatusCode::ACCEPTED, Data::of(state(&run))));
             }
@@ -662,6 +664,11 @@ pub async fn stop(
                     let holder = app.store.sessions().turn_holder(&run.project_id, &run.session_id).await;
                     if holder.is_ok_and(|h| h.turn_id.as_deref() == Some(run.turn_id().as_str())) {
                         let _ = app.store.sessions().cancel_turn(&run.project_id, &run.session_id, now).await;
+                    }
+                    // An executor that died holds no live lease: a delivery now takes the Run
+                    // over and settles it `stopped`.
+                    if let Err(err) = agentplane_engine::platform::execute::nudge(&app.store, &run).await {
+                        tracing::warn!(error = %err, run = %run.id, "could not send a stopped Run's message");
                     }
                 }
                 return Ok((StatusCode::ACCEPTED, Data::of(state(&run))));

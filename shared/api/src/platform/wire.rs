@@ -137,6 +137,23 @@ pub struct EnvironmentBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, format = DateTime)]
     pub deleted_at: Option<String>,
+    /// The last rollback that was given up (its restore kept failing): no file was reverted and
+    /// its Runs read as they did; absent when none failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub rollback_failure: Option<RollbackFailureBody>,
+}
+
+/// A rollback given up: the Run it was asked for, a fixed code and message, and when.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RollbackFailureBody {
+    pub run_id: String,
+    /// `rollback_failed`.
+    pub code: String,
+    pub message: String,
+    #[schema(format = DateTime)]
+    pub failed_at: String,
 }
 
 impl From<&Environment> for EnvironmentBody {
@@ -151,6 +168,12 @@ impl From<&Environment> for EnvironmentBody {
                 .map(|id| InitialCheckpointBody { snapshot_id: id.clone() }),
             created_at: e.created_at.rfc3339(),
             deleted_at: e.deleted_at.map(|t| t.rfc3339()),
+            rollback_failure: e.rollback_failure.as_ref().map(|f| RollbackFailureBody {
+                run_id: f.run_id.to_string(),
+                code: f.code.clone(),
+                message: f.message.clone(),
+                failed_at: f.at.rfc3339(),
+            }),
         }
     }
 }

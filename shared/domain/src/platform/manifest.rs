@@ -14,6 +14,10 @@ use super::run::{ChangeKind, FileChange};
 pub struct ManifestEntry {
     pub sha256: String,
     pub size: u64,
+    /// Its permission bits as checkpointed (absent in manifests of earlier releases: restored
+    /// as `0o644`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
 }
 
 /// The regular files of a workspace, by canonical absolute path.
@@ -28,6 +32,9 @@ pub struct ScanEntry {
     pub path: String,
     pub size: u64,
     pub sha256: String,
+    /// Absent from nodes of earlier releases.
+    #[serde(default)]
+    pub mode: Option<u32>,
 }
 
 /// A file to move between the workspace and the bucket: its path relative to `/workspace`,
@@ -37,6 +44,9 @@ pub struct PlannedFile {
     pub path: String,
     pub sha256: String,
     pub url: String,
+    /// The mode a restore writes (absent: `0o644`); not part of an upload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
 }
 
 /// What the node uploads for a checkpoint: the blobs the bucket lacks.
@@ -58,7 +68,12 @@ impl Manifest {
         Self {
             files: entries
                 .into_iter()
-                .map(|e| (format!("/workspace/{}", e.path), ManifestEntry { sha256: e.sha256, size: e.size }))
+                .map(|e| {
+                    (
+                        format!("/workspace/{}", e.path),
+                        ManifestEntry { sha256: e.sha256, size: e.size, mode: e.mode },
+                    )
+                })
                 .collect(),
         }
     }
@@ -114,7 +129,10 @@ mod tests {
             files: files
                 .iter()
                 .map(|(path, c)| {
-                    ((*path).to_owned(), ManifestEntry { sha256: c.to_string().repeat(64), size: 1 })
+                    (
+                        (*path).to_owned(),
+                        ManifestEntry { sha256: c.to_string().repeat(64), size: 1, mode: None },
+                    )
                 })
                 .collect(),
         }
@@ -143,8 +161,13 @@ mod tests {
 
     #[test]
     fn a_scan_becomes_a_manifest_by_absolute_path() {
-        let m = Manifest::of_scan(vec![ScanEntry { path: "src/a".into(), size: 3, sha256: "a".repeat(64) }]);
-        assert_eq!(m.files.get("/workspace/src/a").map(|e| e.size), Some(3));
+        let m = Manifest::of_scan(vec![ScanEntry {
+            path: "src/a".into(),
+            size: 3,
+            sha256: "a".repeat(64),
+            mode: Some(0o755),
+        }]);
+        assert_eq!(m.files.get("/workspace/src/a").map(|e| (e.size, e.mode)), Some((3, Some(0o755))));
         assert_eq!(Manifest::key("ab"), "manifests/ab.json");
     }
 
@@ -152,9 +175,15 @@ mod tests {
     fn only_blobs_the_bucket_lacks_are_uploaded_once_each() {
         let mut m = manifest(&[("/workspace/x", 'a'), ("/workspace/y", 'a')]);
         for n in 0..1000 {
-            m.files.insert(format!("/workspace/f{n}"), ManifestEntry { sha256: "b".repeat(64), size: 1 });
+            m.files.insert(
+                format!("/workspace/f{n}"),
+                ManifestEntry { sha256: "b".repeat(64), size: 1, mode: None },
+            );
         }
-        m.files.insert("/workspace/changed".into(), ManifestEntry { sha256: "c".repeat(64), size: 1 });
+        m.files.insert(
+            "/workspace/changed".into(),
+            ManifestEntry { sha256: "c".repeat(64), size: 1, mode: None },
+        );
         let present = BTreeSet::from(["a".repeat(64), "b".repeat(64)]);
         assert_eq!(missing_blobs(&m, &present), ["c".repeat(64)]);
         assert_eq!(missing_blobs(&m, &BTreeSet::new()).len(), 3);

@@ -57,7 +57,23 @@ pub struct Environment {
     /// deletes the items that named them (`None`: not collected yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purge_manifests: Option<Vec<String>>,
+    /// The last rollback that failed (its restore never succeeded within the time it is given):
+    /// the environment was released and its Runs given back; this says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_failure: Option<RollbackFailure>,
 }
+
+/// A rollback that failed: the Run it was asked for, the fixed error and when it was given up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RollbackFailure {
+    pub run_id: run::RunId,
+    pub code: String,
+    pub message: String,
+    pub at: Timestamp,
+}
+
+/// The message of a rollback given up ([`RollbackFailure`]).
+pub const ROLLBACK_FAILED_MESSAGE: &str = "the workspace could not be restored; no file was reverted and the Runs read as they did before the rollback";
 
 /// The lease of the Run executing on an environment's workspace: its `token` is the
 /// environment's `fence` when it was claimed; it is good until `until` unless renewed.
@@ -106,6 +122,7 @@ impl Environment {
             created_at: now,
             deleted_at: None,
             purge_manifests: None,
+            rollback_failure: None,
         }
     }
 }

@@ -16,8 +16,9 @@ fn run_message(code: &str) -> Option<&'static str> {
     Some(match code {
         RUN_FAILED => "the Run's execution failed",
         RUNTIME_UNAVAILABLE => {
-            "the environment's sandbox cannot be reached now; the Run waits for it (reuse this Run, do not submit it again)"
+            "the environment's sandbox cannot be reached: while the Run is running it waits for it (reuse this Run, do not submit it again); a failed Run waited longer than the deployment allows"
         }
+        "executor_lost" => "the Run's executor stopped while it ran; the Run was not resumed",
         FILE_INVALID => "a file the Run names is not a regular workspace file, or not of the sha256 given",
         "environment_not_found" => "the environment is gone",
         "session_not_found" => "the session is gone",
@@ -94,7 +95,11 @@ fn described_cap(detail: &str) -> Option<String> {
 
 /// A Run's `fileDiffError` as a client reads it.
 pub fn diff_error(recorded: &str) -> &'static str {
-    if recorded == DIFF_CHECKPOINT_FAILED { DIFF_CHECKPOINT_FAILED } else { DIFF_UNKNOWN }
+    match recorded {
+        DIFF_CHECKPOINT_FAILED => DIFF_CHECKPOINT_FAILED,
+        super::run::DIFF_UNKNOWN_AFTER_ROLLBACK => super::run::DIFF_UNKNOWN_AFTER_ROLLBACK,
+        _ => DIFF_UNKNOWN,
+    }
 }
 
 /// The checkpoint with its error as a client reads it.

@@ -162,6 +162,10 @@ pub struct Run {
     /// it, so a later price change never rewrites a posted charge (absent: created at price 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_usd_per_second: Option<super::sandbox_price::SandboxPrice>,
+    /// The status the Run had when a rollback took it (`reverting`): what it returns to should
+    /// the rollback fail ([`unrevert`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted_from: Option<RunStatus>,
     /// Bumped by every write: each change is conditional on the version it read.
     #[serde(default)]
     pub version: u64,
@@ -255,6 +259,7 @@ impl NewRun {
             start_manifest: None,
             sandbox_runtime_ms: 0,
             sandbox_usd_per_second: None,
+            reverted_from: None,
             version: 0,
         }
     }
@@ -389,6 +394,78 @@ pub fn revert(run: &mut Run) {
     }
 }
 
+/// The manifest a workspace last had as far as its checkpoints know, from its Runs newest first
+/// (what a replacement sandbox is restored to): the newest Run not rolled back gives its ready
+/// end checkpoint, else its start; a block of rolled-back Runs gives the start of its oldest
+/// (what the rollback restored) when it has one. `None`: nothing in these Runs says — read
+/// older ones, and at the end take the environment's initial checkpoint.
+pub fn latest_manifest<'a>(newest_first: impl IntoIterator<Item = &'a Run>) -> Option<String> {
+    let mut restored: Option<&str> = None;
+    for run in newest_first {
+        if run.status.is_reverted() {
+            restored = run.start_manifest.as_deref();
+            continue;
+        }
+        if let Some(manifest) = restored {
+            return Some(manifest.to_owned());
+        }
+        if run.checkpoint.status == CheckpointStatus::Ready
+            && let Some(snapshot) = &run.checkpoint.snapshot_id
+        {
+            return Some(snapshot.clone());
+        }
+        if let Some(manifest) = &run.start_manifest {
+            return Some(manifest.clone());
+        }
+    }
+    restored.map(str::to_owned)
+}
+
+/// The code of a Run whose rollback failed before its files were restored.
+pub const ROLLBACK_FAILED: &str = "rollback_failed";
+
+/// Marks `run` as taken by a rollback (`reverting`), remembering what it was.
+pub fn begin_revert(run: &mut Run) {
+    if !run.status.is_reverted() {
+        run.reverted_from = Some(run.status);
+        run.status = RunStatus::Reverting;
+    }
+}
+
+/// A rollback that failed gives `run` back (its files were not restored, so it is not
+/// `reverted`): a Run that had ended reads as it did; one that was queued or running when the
+/// rollback stopped it ends `stopped` (its execution wrote no ending, so its diff is unknown).
+pub fn unrevert(run: &mut Run, now: Timestamp) {
+    if run.status != RunStatus::Reverting {
+        return;
+    }
+    match run.reverted_from.take() {
+        Some(status) if status.is_finished() => run.status = status,
+        before => {
+            let ran = before == Some(RunStatus::Running) || run.started_at.is_some();
+            run.status = RunStatus::Stopped;
+            run.stop_requested = true;
+            run.finished_at.get_or_insert(now);
+            if matches!(run.checkpoint.status, CheckpointStatus::Pending) {
+                run.checkpoint.status =
+                    if ran { CheckpointStatus::Failed } else { CheckpointStatus::Skipped };
+            }
+            if run.file_diff_status == DiffStatus::Pending {
+                if ran {
+                    run.file_diff_status = DiffStatus::Failed;
+                    run.file_diff_error = Some(DIFF_UNKNOWN_AFTER_ROLLBACK.into());
+                } else {
+                    run.file_diff_status = DiffStatus::Ready;
+                }
+            }
+        }
+    }
+}
+
+/// The `fileDiffError` of a Run a failed rollback stopped while it ran.
+pub const DIFF_UNKNOWN_AFTER_ROLLBACK: &str =
+    "the Run was stopped by a rollback that then failed; its changes are unknown";
+
 /// What a stop request does to a Run in `status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopEffect {
@@ -470,6 +547,90 @@ mod tests {
         assert_eq!(stop_effect(&run), StopEffect::Nothing);
         run.status = RunStatus::Reverted;
         assert_eq!(stop_effect(&run), StopEffect::Refused);
+    }
+
+    #[test]
+    fn a_failed_rollback_gives_each_run_back() {
+        let base = new("m", "x", vec![]).unwrap_or_else(|e| panic!("{e}")).into_run(
+            RunId::from_random([1; 16]),
+            ProjectId::from_random([2; 16]),
+            EnvironmentId::from_random([3; 16]),
+            SessionId::from_random([4; 16]),
+            1,
+            Timestamp::from_unix_millis(0),
+        );
+        let at = Timestamp::from_unix_millis(9);
+        // An ended Run reads as it did.
+        let mut done = base.clone();
+        done.status = RunStatus::Completed;
+        done.checkpoint.status = CheckpointStatus::Ready;
+        done.file_diff_status = DiffStatus::Ready;
+        begin_revert(&mut done);
+        assert_eq!((done.status, done.reverted_from), (RunStatus::Reverting, Some(RunStatus::Completed)));
+        begin_revert(&mut done);
+        assert_eq!(done.reverted_from, Some(RunStatus::Completed), "a second mark keeps the first status");
+        unrevert(&mut done, at);
+        assert_eq!((done.status, done.checkpoint.status), (RunStatus::Completed, CheckpointStatus::Ready));
+        assert_eq!(done.reverted_from, None);
+        // A queued one never ran: stopped, nothing to diff.
+        let mut queued = base.clone();
+        begin_revert(&mut queued);
+        unrevert(&mut queued, at);
+        assert_eq!(queued.status, RunStatus::Stopped);
+        assert_eq!(
+            (queued.checkpoint.status, queued.file_diff_status),
+            (CheckpointStatus::Skipped, DiffStatus::Ready)
+        );
+        assert_eq!(queued.finished_at, Some(at));
+        // A running one: stopped, its diff unknown (never `ready` with nothing in it).
+        let mut running = base;
+        running.status = RunStatus::Running;
+        running.started_at = Some(at);
+        begin_revert(&mut running);
+        unrevert(&mut running, at);
+        assert_eq!(running.status, RunStatus::Stopped);
+        assert_eq!(
+            (running.checkpoint.status, running.file_diff_status),
+            (CheckpointStatus::Failed, DiffStatus::Failed)
+        );
+        assert!(running.file_diff_error.is_some());
+    }
+
+    #[test]
+    fn the_latest_manifest_skips_what_was_rolled_back() {
+        let run = |status: RunStatus, start: Option<&str>, end: Option<&str>| {
+            let mut run = new("m", "x", vec![]).unwrap_or_else(|e| panic!("{e}")).into_run(
+                RunId::from_random([1; 16]),
+                ProjectId::from_random([2; 16]),
+                EnvironmentId::from_random([3; 16]),
+                SessionId::from_random([4; 16]),
+                1,
+                Timestamp::from_unix_millis(0),
+            );
+            run.status = status;
+            run.start_manifest = start.map(str::to_owned);
+            if let Some(end) = end {
+                run.checkpoint.status = CheckpointStatus::Ready;
+                run.checkpoint.snapshot_id = Some(end.to_owned());
+            }
+            run
+        };
+        let done = run(RunStatus::Completed, Some("s1"), Some("e1"));
+        assert_eq!(latest_manifest([&done]).as_deref(), Some("e1"));
+        // A failed end checkpoint: its start is the best known.
+        let failed_end = run(RunStatus::Completed, Some("s2"), None);
+        assert_eq!(latest_manifest([&failed_end, &done]).as_deref(), Some("s2"));
+        // A stopped Run that never started says nothing: the one before it does.
+        let never = run(RunStatus::Stopped, None, None);
+        assert_eq!(latest_manifest([&never, &done]).as_deref(), Some("e1"));
+        // Rolled back: the start of the oldest Run of the block (what the rollback restored).
+        let r3 = run(RunStatus::Reverted, Some("s3"), Some("e3"));
+        let r4 = run(RunStatus::Reverted, Some("s4"), Some("e4"));
+        assert_eq!(latest_manifest([&r4, &r3, &done]).as_deref(), Some("s3"));
+        let unstarted = run(RunStatus::Reverted, None, None);
+        assert_eq!(latest_manifest([&r4, &unstarted, &done]).as_deref(), Some("e1"));
+        assert_eq!(latest_manifest([&r4, &r3]).as_deref(), Some("s3"));
+        assert_eq!(latest_manifest([&never]), None);
     }
 
     #[test]

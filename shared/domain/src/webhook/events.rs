@@ -11,7 +11,7 @@
 //! | `agent_run.queued`, `.requires_action`, `.succeeded`, `.failed`, `.canceled` | a background run reaches that status | `runId`, `agentId`, `status`, `stopReason`, `outputText`, `error`, `pendingActionIds`, `costUsd` |
 //! | `run.completed`, `.failed`, `.stopped`, `.reverted` | a platform Run reaches that status | `runId`, `environmentId`, `environmentSequence`, `status`, `error`, `fileDiffStatus`, `stopRequested` |
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::action::Action;
 use crate::agent::BudgetAction;
@@ -108,6 +108,16 @@ pub fn platform_run(run: &crate::platform::run::Run) -> Value {
     data.insert("error".into(), error.map_or(Value::Null, |e| json!({"code": e.code, "message": e.message})));
     data.insert("fileDiffStatus".into(), snake(run.file_diff_status));
     data.insert("stopRequested".into(), json!(run.stop_requested));
+    Value::Object(data)
+}
+
+/// A rollback of `run` was given up (`rollback.failed`): the Run as it reads again, and why.
+pub fn rollback_failed(run: &crate::platform::run::Run, failure: &crate::platform::RollbackFailure) -> Value {
+    let mut data = match platform_run(run) {
+        Value::Object(data) => data,
+        _ => Map::new(),
+    };
+    data.insert("rollbackError".into(), json!({"code": failure.code, "message": failure.message}));
     Value::Object(data)
 }
 

@@ -50,6 +50,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "run.failed",
     "run.stopped",
     "run.reverted",
+    "rollback.failed",
 ];
 
 macro_rules! hex_id {

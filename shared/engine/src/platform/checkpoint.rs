@@ -161,7 +161,7 @@ pub async fn take(
                 let url = bucket
                     .presign_put(&manifest::blob_key(&sha), "application/octet-stream", size, PRESIGN)
                     .await?;
-                Ok::<_, StoreError>(PlannedFile { path, sha256: sha, url })
+                Ok::<_, StoreError>(PlannedFile { path, sha256: sha, url, mode: None })
             }))
             .buffered(IN_FLIGHT)
             .try_collect()
@@ -273,12 +273,15 @@ pub async fn restore(
 ) -> Result<BTreeMap<String, String>, WorkspaceError> {
     let manifest = load(store, id).await?;
     let bucket = store.workspaces()?;
-    let files: Vec<(String, String)> =
-        manifest.files.iter().map(|(path, entry)| (relative(path), entry.sha256.clone())).collect();
+    let files: Vec<(String, String, Option<u32>)> = manifest
+        .files
+        .iter()
+        .map(|(path, entry)| (relative(path), entry.sha256.clone(), entry.mode))
+        .collect();
     let fetch: Vec<PlannedFile> =
-        futures_util::stream::iter(files.into_iter().map(|(path, sha)| async move {
+        futures_util::stream::iter(files.into_iter().map(|(path, sha, mode)| async move {
             let url = bucket.presign_get(&manifest::blob_key(&sha), PRESIGN).await?;
-            Ok::<_, StoreError>(PlannedFile { path, sha256: sha, url })
+            Ok::<_, StoreError>(PlannedFile { path, sha256: sha, url, mode })
         }))
         .buffered(IN_FLIGHT)
         .try_collect()

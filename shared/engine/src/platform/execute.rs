@@ -64,6 +64,9 @@ const RETRY_AFTER_S: i32 = 2;
 /// How long a Run waiting for an earlier Run of its environment waits before it looks again
 /// itself (the earlier Run's end sends it at once; this is the net under that).
 const WAIT_AFTER_S: i32 = 30;
+/// How long a Run waits for a sandbox node (from its first claim) before it fails with
+/// `platform_runtime_unavailable` and frees its environment (10 minutes).
+pub const NODE_WAIT: Duration = Duration::from_secs(600);
 
 /// Executes the Run the message names; see the module's notes.
 pub async fn execute<C: Compute>(
@@ -196,9 +199,7 @@ async fn execute_held<C: Compute>(
     let sandbox = match workspace::sandbox(platform, &environment).await {
         Ok(sandbox) => sandbox,
         Err(WorkspaceError::RuntimeUnavailable(detail)) => {
-            unavailable(store, &run, &detail).await?;
-            resend(store, message).await?;
-            return Ok(Executed::Unavailable);
+            return unreachable(platform, message, run, &detail).await;
         }
         Err(WorkspaceError::Storage(err)) => return Err(requeue(store, &run, err).await),
         Err(other) => {
@@ -213,9 +214,7 @@ async fn execute_held<C: Compute>(
     let before = match checkpoint::take(store, &sandbox, known.as_ref()).await {
         Ok(taken) => taken,
         Err(WorkspaceError::RuntimeUnavailable(detail)) => {
-            unavailable(store, &run, &detail).await?;
-            resend(store, message).await?;
-            return Ok(Executed::Unavailable);
+            return unreachable(platform, message, run, &detail).await;
         }
         Err(WorkspaceError::Storage(err)) => return Err(requeue(store, &run, err).await),
         Err(other) => {
@@ -421,6 +420,51 @@ pub(crate) async fn update_running(
         }
     }
     Err(StoreError::Conflict)
+}
+
+/// The sandbox cannot be reached: the Run waits (`running` with the diagnostic, its message
+/// sent again) until it has waited [`Platform::node_wait`] since its first claim, and then
+/// fails, so that it never holds its environment's line forever.
+async fn unreachable<C: Compute>(
+    platform: &Platform<'_, C>,
+    message: &ExecuteRun,
+    run: Run,
+    detail: &str,
+) -> Result<Executed, StoreError> {
+    let store = platform.store;
+    let waited = run.started_at.map_or(0, |at| crate::now().unix_millis().saturating_sub(at.unix_millis()));
+    if waited >= i64::try_from(platform.node_wait.as_millis()).unwrap_or(i64::MAX) {
+        tracing::warn!(run = %run.id, detail, "a Run waited too long for a sandbox node: failed");
+        let error = RunError {
+            code: RUNTIME_UNAVAILABLE.into(),
+            message: "no sandbox node could run the Run's workspace in time".into(),
+        };
+        return finish(store, run, End::failed(error), Instant::now(), None).await;
+    }
+    unavailable(store, &run, detail).await?;
+    resend(store, message).await?;
+    Ok(Executed::Unavailable)
+}
+
+/// Sends `run`'s message now when no live lease holds its environment for it: a Run left
+/// `running` by an executor that died is then taken over (and settled) by that delivery rather
+/// than by a redelivery that may be minutes away. A live executor is left alone.
+pub async fn nudge(store: &Store, run: &Run) -> Result<bool, StoreError> {
+    if run.status != RunStatus::Running {
+        return Ok(false);
+    }
+    let env = match store.environments().get(&run.project_id, &run.environment_id).await {
+        Ok(env) => env,
+        Err(StoreError::NotFound) => return Ok(false),
+        Err(err) => return Err(err),
+    };
+    let now = crate::now();
+    if env.executing.as_ref().is_some_and(|l| l.live(now) && l.run_id == run.id) {
+        return Ok(false);
+    }
+    let message = ExecuteRun { project_id: run.project_id, run_id: run.id };
+    store.runs_queue()?.send_delayed(&RunsMessage::PlatformRun(message), 0).await?;
+    Ok(true)
 }
 
 /// Records that the sandbox cannot be reached (the Run stays `running`).

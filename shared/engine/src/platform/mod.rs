@@ -17,6 +17,7 @@ pub mod checkpoint;
 pub mod error;
 pub mod execute;
 pub mod lease;
+pub mod outbox;
 pub mod rollback;
 mod tools;
 pub mod workspace;
@@ -35,6 +36,11 @@ pub struct Platform<'a, C> {
     pub turn_budget: Duration,
     /// How long an execution lease holds unrenewed ([`lease::LEASE`]).
     pub lease: Duration,
+    /// How long a rollback's restore is retried before the rollback is given up
+    /// ([`rollback::ROLLBACK_GIVE_UP`]).
+    pub rollback_give_up: Duration,
+    /// How long a Run waits for a sandbox node before it fails ([`execute::NODE_WAIT`]).
+    pub node_wait: Duration,
 }
 
 impl<C: Compute> Platform<'_, C> {

@@ -30,6 +30,9 @@ use serde::{Deserialize, Serialize};
 use super::{Platform, WorkspaceError, checkpoint, workspace};
 use crate::ports::Compute;
 
+/// How long a rollback's restore is retried before the rollback is given up (15 minutes).
+pub const ROLLBACK_GIVE_UP: Duration = Duration::from_secs(15 * 60);
+
 /// Whether a rollback holds the environment (new Runs wait, workspace writes are refused).
 pub async fn in_progress(
     store: &Store,
@@ -41,6 +44,29 @@ pub async fn in_progress(
         Err(StoreError::NotFound) => Ok(false),
         Err(err) => Err(err),
     }
+}
+
+/// How long a file operation waits for a rollback under way before it answers 409
+/// `rollback_in_progress`.
+pub const FILE_WAIT: Duration = Duration::from_secs(10);
+
+/// `env` once no rollback holds it (read again every 200 ms), or `None` when one still does
+/// after `bound`: file operations wait for a rollback rather than race its restore.
+pub async fn after_rollback(
+    store: &Store,
+    env: agentplane_domain::platform::Environment,
+    bound: Duration,
+) -> Result<Option<agentplane_domain::platform::Environment>, StoreError> {
+    let deadline = tokio::time::Instant::now() + bound;
+    let mut env = env;
+    while env.rollback.is_some() {
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        env = store.environments().get(&env.project_id, &env.id).await?;
+    }
+    Ok(Some(env))
 }
 
 /// A session's transcript before a Run, as the execution saved it (the workspaces bucket,
@@ -89,7 +115,7 @@ async fn mark_reverting(store: &Store, mut run: Run) -> Result<Run, StoreError> 
         let expected = run.version;
         let was_running = run.status == RunStatus::Running;
         let mut next = run.clone();
-        next.status = RunStatus::Reverting;
+        run::begin_revert(&mut next);
         if was_running {
             next.stop_requested = true;
         }
@@ -138,15 +164,20 @@ pub enum Refused {
 pub async fn accept(store: &Store, mut run: Run) -> Result<Run, Refused> {
     let project = run.project_id;
     for _ in 0..8 {
-        if run.status.is_reverted() {
-            // Reverting or reverted already: retrying changes nothing.
-            return Ok(run);
-        }
         let env = match store.environments().get(&project, &run.environment_id).await {
             Ok(env) => env,
             Err(StoreError::NotFound) => return Err(Refused::EnvironmentNotFound),
             Err(err) => return Err(err.into()),
         };
+        if run.status.is_reverted() {
+            // Reverting or reverted already: retrying changes nothing, but a retry while its
+            // rollback is under way sends the job's message again (the first may never have
+            // been sent; the job does a rollback once however often it is told).
+            if let Some(active) = env.rollback.as_ref().filter(|a| a.run_id == run.id) {
+                send(store, &project, &run.environment_id, active).await;
+            }
+            return Ok(run);
+        }
         if let Some(active) = &env.rollback {
             if (active.from_sequence..=active.through_sequence).contains(&run.environment_sequence) {
                 // Part of the rollback under way: it is being reverted.
@@ -170,13 +201,10 @@ pub async fn accept(store: &Store, mut run: Run) -> Result<Run, Refused> {
         };
         match store.environments().begin_rollback(&project, &run.environment_id, &active).await {
             Ok(()) => {
+                // Accepted: the environment records it (the outbox the sweep reads), so a message
+                // that cannot be sent now is sent by the sweep.
                 let run = mark_reverting(store, run).await?;
-                let message = RollbackMessage {
-                    project_id: project,
-                    environment_id: run.environment_id,
-                    run_id: run.id,
-                };
-                store.rollbacks_queue()?.send_json(&Envelope::Rollback(message)).await?;
+                send(store, &project, &run.environment_id, &active).await;
                 return Ok(run);
             }
             // A Run was created or another rollback began meanwhile: read again.
@@ -185,6 +213,20 @@ pub async fn accept(store: &Store, mut run: Run) -> Result<Run, Refused> {
         }
     }
     Err(Refused::Conflict)
+}
+
+/// Sends the `rollback-restore` job its message for `active` (logged when it cannot be sent:
+/// the outbox sweep sends it later).
+pub async fn send(store: &Store, project: &ProjectId, environment: &EnvironmentId, active: &ActiveRollback) {
+    let message =
+        RollbackMessage { project_id: *project, environment_id: *environment, run_id: active.run_id };
+    let sent = match store.rollbacks_queue() {
+        Ok(queue) => queue.send_json(&Envelope::Rollback(message)).await,
+        Err(err) => Err(err),
+    };
+    if let Err(err) = sent {
+        tracing::warn!(error = %err, run = %active.run_id, "could not send a rollback's message; the sweep sends it");
+    }
 }
 
 /// A `rollbacks` queue message body.
@@ -201,10 +243,99 @@ pub enum Restored {
     Reverted(usize),
     /// Not (any more) under way: nothing to do.
     Stale,
+    /// The restore kept failing past [`Platform::rollback_give_up`]: the rollback was given up.
+    GivenUp,
 }
 
-/// The `rollback-restore` job's work for one message; an error is retried.
+/// The `rollback-restore` job's work for one message; an error is retried until the rollback
+/// is older than the platform's `rollback_give_up`, and then the rollback is given up
+/// ([`give_up`]): it always ends.
 pub async fn restore<C: Compute>(
+    platform: &Platform<'_, C>,
+    message: &RollbackMessage,
+) -> Result<Restored, WorkspaceError> {
+    let err = match restore_once(platform, message).await {
+        Ok(done) => return Ok(done),
+        Err(err) => err,
+    };
+    let store = platform.store;
+    let env = store.environments().get(&message.project_id, &message.environment_id).await?;
+    let Some(active) = env.rollback.as_ref().filter(|a| a.run_id == message.run_id) else {
+        return Ok(Restored::Stale);
+    };
+    if !overdue(active, platform.rollback_give_up, crate::now()) {
+        return Err(err);
+    }
+    tracing::error!(error = %err, run = %message.run_id, "a rollback's restore kept failing: given up");
+    give_up(store, &env, active).await?;
+    Ok(Restored::GivenUp)
+}
+
+/// Whether a rollback accepted at `active.accepted_at` has run out of the time it is given.
+pub fn overdue(active: &ActiveRollback, give_up: Duration, now: agentplane_domain::Timestamp) -> bool {
+    let limit = i64::try_from(give_up.as_millis()).unwrap_or(i64::MAX);
+    now.unix_millis().saturating_sub(active.accepted_at.unix_millis()) >= limit
+}
+
+/// Gives up the rollback `active` of `env`: every affected Run still `reverting` reads again as
+/// it did ([`run::unrevert`]; none is `reverted`, as no file was restored), the selected one
+/// with the `rollback.failed` event, and the environment is released recording why. Idempotent.
+pub async fn give_up(
+    store: &Store,
+    env: &agentplane_domain::platform::Environment,
+    active: &ActiveRollback,
+) -> Result<(), StoreError> {
+    let failure = agentplane_domain::platform::RollbackFailure {
+        run_id: active.run_id,
+        code: run::ROLLBACK_FAILED.into(),
+        message: agentplane_domain::platform::ROLLBACK_FAILED_MESSAGE.into(),
+        at: crate::now(),
+    };
+    let ids = store.runs().sequence_range(&env.id, active.from_sequence, active.through_sequence).await?;
+    let expected = usize::try_from(active.through_sequence - active.from_sequence + 1).unwrap_or(usize::MAX);
+    if ids.len() < expected {
+        return Err(StoreError::unavailable("the environment's Run index lags; retried"));
+    }
+    for id in &ids {
+        let mut current = store.runs().get(&env.project_id, id).await?;
+        for _ in 0..8 {
+            if current.status != RunStatus::Reverting {
+                break;
+            }
+            let expected = current.version;
+            let mut next = current.clone();
+            run::unrevert(&mut next, failure.at);
+            next.version = expected + 1;
+            let mut events: Vec<_> = super::execute::run_event(&next).into_iter().collect();
+            if next.id == active.run_id {
+                let data = agentplane_domain::webhook::events::rollback_failed(&next, &failure);
+                let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes());
+                events.push(agentplane_store::OutboxEvent::new(
+                    id,
+                    next.project_id,
+                    "rollback.failed",
+                    &data,
+                    failure.at,
+                ));
+            }
+            match store.runs().replace_emitting(&next, expected, &events).await {
+                Ok(()) => {
+                    if let Err(err) = store.webhooks().dispatch(&events).await {
+                        tracing::warn!(error = %err, "could not send a Run's webhook event");
+                    }
+                    break;
+                }
+                Err(StoreError::Conflict) => current = store.runs().get(&env.project_id, id).await?,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+    store.environments().fail_rollback(&env.project_id, &env.id, &failure).await?;
+    super::lease::send_next(store, &env.project_id, &env.id, active.from_sequence.saturating_sub(1)).await;
+    Ok(())
+}
+
+async fn restore_once<C: Compute>(
     platform: &Platform<'_, C>,
     message: &RollbackMessage,
 ) -> Result<Restored, WorkspaceError> {

@@ -86,6 +86,11 @@ impl Tool for WorkspaceTool {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ToolOutput> + Send + '_>> {
         Box::pin(async move {
             let c = &self.context;
+            if matches!(self.kind, Kind::Write | Kind::Delete) && *c.stop.borrow() {
+                // A stop (or a rollback) was asked for: the workspace changes no more, so what a
+                // rollback restores is not written over after it is confirmed.
+                return Err("the Run is stopping: the workspace is not changed any more".into());
+            }
             match self.kind {
                 Kind::Read => {
                     let path = path_arg(&arguments, true)?;

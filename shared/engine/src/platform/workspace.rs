@@ -6,6 +6,7 @@
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::platform::Environment;
 use agentplane_domain::platform::path::refusal::{self, Refusal};
+use agentplane_domain::platform::run;
 use agentplane_domain::sandbox::command::{Command, CommandOutcome};
 use agentplane_domain::sandbox::request::CreateSandbox;
 use agentplane_domain::sandbox::{MANAGED_COMPUTE_LIFETIME_S, Sandbox, SandboxId};
@@ -16,6 +17,9 @@ use std::collections::BTreeMap;
 use super::{Platform, WorkspaceError};
 use crate::dispatch;
 use crate::ports::Compute;
+
+/// How many Runs one read of the environment's order takes when a replacement is restored.
+const PAGE: u64 = 20;
 
 /// The sandbox's metadata key naming its environment.
 pub const ENVIRONMENT_METADATA_KEY: &str = "agentplane.environment_id";
@@ -45,6 +49,15 @@ pub async fn sandbox<C: Compute>(
             tracing::warn!(error = %e, environment = %environment.id, "could not start a workspace's sandbox");
             WorkspaceError::RuntimeUnavailable("no sandbox node could start the workspace's sandbox".into())
         })?;
+        if previous.is_some() {
+            // The sandbox before it ended (expired, its node lost, killed): the replacement
+            // gets the workspace's latest checkpoint before anything can touch it, and is bound
+            // only then (a failed restore leaves the environment as it was, to try again).
+            if let Err(err) = restore_latest(store, &environment, &sandbox).await {
+                platform.compute.end(&sandbox).await;
+                return Err(err);
+            }
+        }
         let bound = store
             .environments()
             .bind_sandbox(&environment.project_id, &environment.id, &sandbox.id, previous.as_ref())
@@ -62,6 +75,34 @@ pub async fn sandbox<C: Compute>(
         }
     }
     Err(WorkspaceError::RuntimeUnavailable("the environment's sandbox kept changing; try again".into()))
+}
+
+/// Restores into `sandbox` the manifest `environment`'s workspace last had
+/// ([`run::latest_manifest`] over its Runs, newest first, a page at a time; else its initial
+/// checkpoint; else nothing: it never had a file).
+async fn restore_latest(
+    store: &Store,
+    environment: &Environment,
+    sandbox: &Sandbox,
+) -> Result<(), WorkspaceError> {
+    let mut newest_first = Vec::new();
+    let mut through = environment.run_count;
+    let mut latest = None;
+    while through > 0 {
+        let from = through.saturating_sub(PAGE - 1).max(1);
+        let mut page = store.runs().sequence_runs(&environment.id, from, through).await?;
+        page.reverse();
+        newest_first.extend(page);
+        latest = run::latest_manifest(newest_first.iter());
+        if latest.is_some() {
+            break;
+        }
+        through = from - 1;
+    }
+    let Some(manifest) = latest.or_else(|| environment.initial_checkpoint.clone()) else { return Ok(()) };
+    tracing::info!(environment = %environment.id, sandbox = %sandbox.id, manifest, "restoring a replacement sandbox");
+    super::checkpoint::restore(store, sandbox, &manifest).await?;
+    Ok(())
 }
 
 /// Runs a workspace command on the sandbox's node: its details, or the refusal as the error it

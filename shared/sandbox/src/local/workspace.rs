@@ -60,7 +60,15 @@ pub struct Entry {
     pub path: String,
     pub size: u64,
     pub sha256: String,
+    /// Its permission bits (`0o777` at most): what a checkpoint records and a restore writes
+    /// back (an executable script stays executable).
+    pub mode: u32,
 }
+
+/// The permission bits a workspace file may have (no set-id or sticky bits).
+pub const MODE_BITS: u32 = 0o777;
+/// The mode of a file written through the API or a Run's `write_file`.
+pub const DEFAULT_MODE: u32 = 0o644;
 
 fn parse(relative: &str, any: bool) -> Result<WorkspacePath, Failure> {
     let path = WorkspacePath::parse_relative(relative).map_err(Failure::InvalidPath)?;
@@ -129,7 +137,7 @@ pub const MAX_BLOB_BYTES: usize = 256 * 1024 * 1024;
 
 /// Writes `bytes` to `relative` (owned by `uid`).
 pub fn write(root: &Path, uid: u32, relative: &str, bytes: &[u8]) -> Result<(), Failure> {
-    write_within(root, uid, relative, bytes, MAX_FILE_BYTES)
+    write_within(root, uid, relative, bytes, MAX_FILE_BYTES, DEFAULT_MODE)
 }
 
 /// [`write`] of a file of up to `limit` bytes (a restore's).
@@ -139,6 +147,7 @@ pub fn write_within(
     relative: &str,
     bytes: &[u8],
     limit: usize,
+    mode: u32,
 ) -> Result<(), Failure> {
     let path = parse(relative, false)?;
     if bytes.len() > limit {
@@ -157,9 +166,11 @@ pub fn write_within(
         uuid::Uuid::new_v4().simple()
     );
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(&dir, temporary.as_str(), flags, Mode::from_raw_mode(0o644)).map_err(io)?;
+    let fd = rustix::fs::openat(&dir, temporary.as_str(), flags, Mode::from_raw_mode(0o600)).map_err(io)?;
     let written = (|| {
         rustix::fs::fchown(&fd, Some(Uid::from_raw(uid)), Some(Gid::from_raw(uid))).map_err(io)?;
+        // Set explicitly: the node's umask must not decide a restored file's mode.
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & MODE_BITS)).map_err(io)?;
         let mut file = std::fs::File::from(fd);
         file.write_all(bytes).map_err(io)?;
         file.sync_data().map_err(io)?;
@@ -177,6 +188,11 @@ pub fn write_within(
 /// Opens the regular file `name` in `dir` for reading, never through a symlink, never
 /// blocking on a FIFO.
 fn open_regular(dir: &OwnedFd, name: &str) -> Result<(std::fs::File, u64), Failure> {
+    open_regular_with_mode(dir, name).map(|(file, size, _)| (file, size))
+}
+
+/// [`open_regular`] with the file's permission bits.
+fn open_regular_with_mode(dir: &OwnedFd, name: &str) -> Result<(std::fs::File, u64, u32), Failure> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let fd = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
         Ok(fd) => fd,
@@ -194,7 +210,15 @@ fn open_regular(dir: &OwnedFd, name: &str) -> Result<(std::fs::File, u64), Failu
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
         return Err(Failure::NotRegular);
     }
-    Ok((std::fs::File::from(fd), u64::try_from(stat.st_size).unwrap_or(0)))
+    Ok((std::fs::File::from(fd), u64::try_from(stat.st_size).unwrap_or(0), stat.st_mode & MODE_BITS))
+}
+
+/// Sets the permission bits of the regular file `relative` (never through a symlink).
+pub fn set_mode(root: &Path, relative: &str, mode: u32) -> Result<(), Failure> {
+    let path = parse(relative, false)?;
+    let dir = parent(root, &path, None)?;
+    let (file, _, _) = open_regular_with_mode(&dir, last(&path))?;
+    rustix::fs::fchmod(&file, Mode::from_raw_mode(mode & MODE_BITS)).map_err(io)
 }
 
 /// The bytes of `relative`.
@@ -373,7 +397,7 @@ fn walk(
                 if out.len() >= limit {
                     return Ok((out, true));
                 }
-                let (file, _) = match open_regular(&level.dir, &name) {
+                let (file, _, mode) = match open_regular_with_mode(&level.dir, &name) {
                     Ok(found) => found,
                     Err(Failure::NotFound | Failure::Symlink | Failure::NotRegular) => continue,
                     Err(err) => return Err(err),
@@ -383,7 +407,7 @@ fn walk(
                     return Err(Limits::past(Cap::ListingBytes, limits.max_listing_bytes));
                 }
                 let (size, sha256) = sha256_of(file, limits.max_file_bytes)?;
-                out.push(Entry { path, size, sha256 });
+                out.push(Entry { path, size, sha256, mode });
             }
             // Symlinks, FIFOs, sockets, devices: not regular workspace files, not followed.
             _ => {}

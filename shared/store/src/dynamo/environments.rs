@@ -41,6 +41,23 @@ const PURGE_PARTITION: &str = "ENVIRONMENTS_PURGE";
 fn purge_key(at: Timestamp, project: &ProjectId, id: &EnvironmentId) -> String {
     format!("{:015}#{project}#{id}", at.unix_millis().max(0))
 }
+/// How long after a state change that needs a message the outbox sweep looks whether it was
+/// acted on (the message is sent at once; this is the net under a send that failed).
+pub const OUTBOX_GRACE_MS: i64 = 60_000;
+pub(crate) fn outbox_due_from(at: Timestamp) -> Timestamp {
+    at.plus_millis(OUTBOX_GRACE_MS)
+}
+/// The due-work partition of environments with Platform work whose message may still have to
+/// be sent (the outbox: written with the state change that needs the message).
+pub(crate) const OUTBOX_PARTITION: &str = "ENVIRONMENTS_OUTBOX";
+/// The outbox sort key of an environment due at `at`.
+pub(crate) fn outbox_key(at: Timestamp, project: &ProjectId, id: &EnvironmentId) -> String {
+    format!("{:015}#{project}#{id}", at.unix_millis().max(0))
+}
+/// The update clause (with the values `:outbox`, `:outbox_due`) that puts an environment in the
+/// outbox unless it is there already (the earliest due time is kept).
+pub(crate) const OUTBOX_SET: &str =
+    "GSI2PK = if_not_exists(GSI2PK, :outbox), GSI2SK = if_not_exists(GSI2SK, :outbox_due)";
 fn link_sk(environment: &EnvironmentId, session: &SessionId) -> String {
     format!("ENV#{environment}#SESSION#{session}")
 }
@@ -213,8 +230,13 @@ impl<'a> Environments<'a> {
             .table_name(&self.store.names.main_table)
             .key("PK", s(project_pk(project)))
             .key("SK", s(environment_sk(id)))
-            .update_expression("SET #rb = :rb")
+            .update_expression(format!("SET #rb = :rb, {OUTBOX_SET}"))
             .condition_expression("attribute_exists(PK) AND attribute_not_exists(#rb) AND run_count = :count")
+            .expression_attribute_values(":outbox", s(OUTBOX_PARTITION))
+            .expression_attribute_values(
+                ":outbox_due",
+                s(outbox_key(outbox_due_from(rollback.accepted_at), project, id)),
+            )
             .expression_attribute_names("#rb", "rollback")
             .expression_attribute_values(":rb", serde_dynamo::to_attribute_value(rollback)?)
             .expression_attribute_values(
@@ -245,6 +267,90 @@ impl<'a> Environments<'a> {
             .condition_expression("attribute_exists(PK) AND #rb.run_id = :run")
             .expression_attribute_names("#rb", "rollback")
             .expression_attribute_values(":run", s(run.to_string()))
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
+        match result {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Up to `limit` environments whose outbox is due at or before `now`, the oldest first.
+    pub async fn outbox_due(&self, now: Timestamp, limit: usize) -> Result<Vec<Environment>, StoreError> {
+        let until = format!("{:015}$", now.unix_millis().max(0));
+        let items: Vec<EnvironmentItem> =
+            super::due_page(self.store, &self.store.names.main_table, OUTBOX_PARTITION, until, limit).await?;
+        Ok(items.into_iter().map(|i| i.environment).collect())
+    }
+
+    /// Looks at the environment's outbox again at `due` (its work is still open).
+    pub async fn reschedule_outbox(&self, env: &Environment, due: Timestamp) -> Result<(), StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(&env.project_id)))
+            .key("SK", s(environment_sk(&env.id)))
+            .update_expression("SET GSI2SK = :due")
+            .condition_expression("GSI2PK = :outbox")
+            .expression_attribute_values(":outbox", s(OUTBOX_PARTITION))
+            .expression_attribute_values(":due", s(outbox_key(due, &env.project_id, &env.id)))
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
+        match result {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Takes the environment out of the outbox: every Run up to `env.run_count` has ended and
+    /// no rollback is under way (as `env` was read; a Run created or a rollback begun since
+    /// keeps it in).
+    pub async fn clear_outbox(&self, env: &Environment) -> Result<(), StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(&env.project_id)))
+            .key("SK", s(environment_sk(&env.id)))
+            .update_expression("REMOVE GSI2PK, GSI2SK")
+            .condition_expression("GSI2PK = :outbox AND run_count = :count AND attribute_not_exists(#rb)")
+            .expression_attribute_names("#rb", "rollback")
+            .expression_attribute_values(":outbox", s(OUTBOX_PARTITION))
+            .expression_attribute_values(":count", n(env.run_count))
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
+        match result {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Gives up the rollback of `run` (if it is still the one under way): the environment is
+    /// released and records why.
+    pub async fn fail_rollback(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+        failure: &agentplane_domain::platform::RollbackFailure,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(environment_sk(id)))
+            .update_expression("REMOVE #rb SET rollback_failure = :failure")
+            .condition_expression("attribute_exists(PK) AND #rb.run_id = :run")
+            .expression_attribute_names("#rb", "rollback")
+            .expression_attribute_values(":run", s(failure.run_id.to_string()))
+            .expression_attribute_values(":failure", serde_dynamo::to_attribute_value(failure)?)
             .send()
             .await
             .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));

@@ -18,7 +18,7 @@ use agentplane_domain::{ProjectId, SessionId};
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem, Update};
 use serde::{Deserialize, Serialize};
 
-use super::environments::environment_sk;
+use super::environments::{OUTBOX_PARTITION, OUTBOX_SET, environment_sk, outbox_due_from, outbox_key};
 use super::keys::project_pk;
 use super::page::{query_created, query_index, start_key};
 use super::{conditional, get_as, get_item, s, transaction_conflict};
@@ -95,9 +95,16 @@ impl<'a> Runs<'a> {
             .table_name(table)
             .key("PK", s(project_pk(&run.project_id)))
             .key("SK", s(environment_sk(&run.environment_id)))
-            .update_expression("SET run_count = :next")
+            // The environment enters the outbox in the same write: the Run's message is sent
+            // after the commit, and the sweep sends it should that send fail.
+            .update_expression(format!("SET run_count = :next, {OUTBOX_SET}"))
             .condition_expression(
                 "attribute_exists(PK) AND attribute_not_exists(deleted_at) AND run_count = :previous",
+            )
+            .expression_attribute_values(":outbox", s(OUTBOX_PARTITION))
+            .expression_attribute_values(
+                ":outbox_due",
+                s(outbox_key(outbox_due_from(run.created_at), &run.project_id, &run.environment_id)),
             )
             .expression_attribute_values(":next", AttributeValue::N(run.environment_sequence.to_string()))
             .expression_attribute_values(":previous", AttributeValue::N(previous.to_string()))
