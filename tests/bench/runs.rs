@@ -8,7 +8,9 @@
 //!   changed, with the bytes each uploaded;
 //! - restore time back to the first checkpoint after 10% of the files were deleted and one
 //!   changed;
-//! - rollback latency: DELETE of a completed Run → `reverted` (polled every 20 ms), p50/max.
+//! - rollback latency: DELETE of a completed Run → `reverted` (polled every 20 ms), p50/max;
+//! - a rollback across 2 sessions × 5 Runs (the 2nd Run's: 9 Runs affected), DELETE → all
+//!   `reverted`.
 //!
 //! `BENCH_RUNS_SIZES` narrows the sizes (`100x1,1000x100`: files x MB in all); `BENCH_N` sets the
 //! rollbacks measured (default 10).
@@ -191,6 +193,55 @@ async fn rollbacks(n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Two sessions × `per` Runs created alternately (A1, B1, A2, B2, …), each writing its own
+/// file; then a rollback of the second Run (every later Run of both sessions affected):
+/// DELETE → every affected Run `reverted`.
+async fn rollback_across_sessions(per: usize) -> anyhow::Result<()> {
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let _node = TestNode::start(&app).await?;
+    let tenant = app.tenant().await?;
+    let env = made(&app, &tenant.key, "/environments").await?;
+    let sessions = [
+        made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?,
+        made(&app, &tenant.key, &format!("/environments/{env}/sessions")).await?,
+    ];
+    let mut paths = Vec::new();
+    for i in 0..per * 2 {
+        let session = &sessions[i % 2];
+        model.push(Reply::tool("w", "write_file", &json!({"path": format!("f{i}.txt"), "content": "x"})));
+        model.push(Reply::text("done"));
+        let (_, created) = send(
+            v1(&app, &tenant.key, Method::POST, &format!("/environments/{env}/sessions/{session}/runs"))
+                .json(&json!({"model": "m", "input": "write"})),
+        )
+        .await?;
+        paths.push(format!(
+            "/environments/{env}/sessions/{session}/runs/{}",
+            created["data"]["id"].as_str().unwrap_or_default()
+        ));
+    }
+    let t = Instant::now();
+    for path in &paths {
+        wait(&app, &tenant.key, path, "completed").await?;
+    }
+    let ran = t.elapsed();
+    let t = Instant::now();
+    let (status, body) = send(v1(&app, &tenant.key, Method::DELETE, &paths[1])).await?;
+    anyhow::ensure!(status == StatusCode::ACCEPTED, "{body}");
+    for path in &paths[1..] {
+        wait(&app, &tenant.key, path, "reverted").await?;
+    }
+    let took = t.elapsed();
+    println!(
+        "2 sessions x {per} Runs, one at a time: all completed in {:.1} s; rollback of the 2nd ({} Runs affected) DELETE → all reverted {:.0} ms",
+        secs(ran),
+        paths.len() - 1,
+        secs(took) * 1000.0
+    );
+    Ok(())
+}
+
 async fn wait(app: &TestApp, key: &str, path: &str, status: &str) -> anyhow::Result<Value> {
     let started = Instant::now();
     loop {
@@ -223,5 +274,6 @@ async fn main() -> anyhow::Result<()> {
         checkpoints(&app, &tenant.key, tenant.project_id.parse()?, files, total).await?;
     }
     println!();
-    rollbacks(n).await
+    rollbacks(n).await?;
+    rollback_across_sessions(5).await
 }
