@@ -13,48 +13,12 @@ use agentplane_engine::platform::outbox::{OutboxReport, sweep_outbox};
 use agentplane_engine::platform::{Platform, rollback};
 use agentplane_engine::ports::Compute;
 use agentplane_tests::model::{Reply, ScriptedModel};
+use agentplane_tests::platform::{ended, file, run, wait};
 use agentplane_tests::{TestApp, TestNode, send};
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::json;
 
 type R = anyhow::Result<()>;
-
-async fn file(app: &TestApp, key: &str, env: &str, path: &str) -> anyhow::Result<(StatusCode, String)> {
-    let response = app.v1(key, Method::GET, &format!("/environments/{env}/files?path={path}")).send().await?;
-    Ok((response.status(), response.text().await?))
-}
-
-/// Creates a Run; its path.
-async fn run(app: &TestApp, key: &str, env: &str, session: &str, input: &str) -> anyhow::Result<String> {
-    let base = format!("/environments/{env}/sessions/{session}/runs");
-    let (status, body) =
-        send(app.v1(key, Method::POST, &base).json(&json!({"model": "m", "input": input}))).await?;
-    anyhow::ensure!(status == StatusCode::ACCEPTED, "{body}");
-    Ok(format!("{base}/{}", body["data"]["id"].as_str().unwrap_or_default()))
-}
-
-async fn wait(
-    app: &TestApp,
-    key: &str,
-    path: &str,
-    within: Duration,
-    done: impl Fn(&Value) -> bool,
-) -> anyhow::Result<Value> {
-    let started = Instant::now();
-    loop {
-        let (status, body) = send(app.v1(key, Method::GET, path)).await?;
-        anyhow::ensure!(status == StatusCode::OK, "{body}");
-        if done(&body["data"]) {
-            return Ok(body["data"].clone());
-        }
-        anyhow::ensure!(started.elapsed() < within, "never got there: {body}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn ended(run: &Value) -> bool {
-    matches!(run["status"].as_str(), Some("completed" | "failed" | "stopped" | "reverted"))
-}
 
 fn message(project: agentplane_domain::ProjectId, path: &str) -> anyhow::Result<ExecuteRun> {
     Ok(ExecuteRun { project_id: project, run_id: path.rsplit('/').next().unwrap_or_default().parse()? })

@@ -3,6 +3,7 @@
 //! a small typed client. Each test reads as: set up, act through the public API, assert.
 
 pub mod model;
+pub mod platform;
 pub mod sandbox;
 
 use std::sync::OnceLock;

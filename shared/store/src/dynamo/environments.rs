@@ -22,6 +22,7 @@ use agentplane_domain::sandbox::SandboxId;
 use agentplane_domain::session::Session;
 use agentplane_domain::telemetry::EnvironmentId;
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
@@ -100,6 +101,32 @@ pub struct Environments<'a> {
 impl<'a> Environments<'a> {
     pub(crate) fn new(store: &'a Store) -> Self {
         Self { store }
+    }
+
+    /// A conditional update of the environment item `(project, id)` with the expressions
+    /// `build` adds: a condition that no longer holds means another writer moved the item
+    /// first, which these callers take as done.
+    async fn update_unless_changed(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+        build: impl FnOnce(UpdateItemFluentBuilder) -> UpdateItemFluentBuilder,
+    ) -> Result<(), StoreError> {
+        let update = self
+            .store
+            .dynamo
+            .update_item()
+            .table_name(&self.store.names.main_table)
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(environment_sk(id)));
+        match build(update)
+            .send()
+            .await
+            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))
+        {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
+        }
     }
 
     pub async fn create(&self, environment: &Environment) -> Result<(), StoreError> {
@@ -197,23 +224,13 @@ impl<'a> Environments<'a> {
         id: &EnvironmentId,
         manifest: &str,
     ) -> Result<(), StoreError> {
-        let result = self
-            .store
-            .dynamo
-            .update_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(environment_sk(id)))
-            .update_expression("SET initial_checkpoint = :m")
-            .condition_expression("attribute_exists(PK) AND attribute_not_exists(initial_checkpoint)")
-            .expression_attribute_values(":m", s(manifest))
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
-        match result {
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(err) => Err(err),
-        }
+        self.update_unless_changed(project, id, |update| {
+            update
+                .update_expression("SET initial_checkpoint = :m")
+                .condition_expression("attribute_exists(PK) AND attribute_not_exists(initial_checkpoint)")
+                .expression_attribute_values(":m", s(manifest))
+        })
+        .await
     }
 
     /// Marks a rollback under way (`Conflict` when one already is, or the environment's Runs
@@ -256,24 +273,14 @@ impl<'a> Environments<'a> {
         id: &EnvironmentId,
         run: &agentplane_domain::platform::run::RunId,
     ) -> Result<(), StoreError> {
-        let result = self
-            .store
-            .dynamo
-            .update_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(environment_sk(id)))
-            .update_expression("REMOVE #rb")
-            .condition_expression("attribute_exists(PK) AND #rb.run_id = :run")
-            .expression_attribute_names("#rb", "rollback")
-            .expression_attribute_values(":run", s(run.to_string()))
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
-        match result {
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(err) => Err(err),
-        }
+        self.update_unless_changed(project, id, |update| {
+            update
+                .update_expression("REMOVE #rb")
+                .condition_expression("attribute_exists(PK) AND #rb.run_id = :run")
+                .expression_attribute_names("#rb", "rollback")
+                .expression_attribute_values(":run", s(run.to_string()))
+        })
+        .await
     }
 
     /// Up to `limit` environments whose outbox is due at or before `now`, the oldest first.
@@ -286,49 +293,29 @@ impl<'a> Environments<'a> {
 
     /// Looks at the environment's outbox again at `due` (its work is still open).
     pub async fn reschedule_outbox(&self, env: &Environment, due: Timestamp) -> Result<(), StoreError> {
-        let result = self
-            .store
-            .dynamo
-            .update_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(&env.project_id)))
-            .key("SK", s(environment_sk(&env.id)))
-            .update_expression("SET GSI2SK = :due")
-            .condition_expression("GSI2PK = :outbox")
-            .expression_attribute_values(":outbox", s(OUTBOX_PARTITION))
-            .expression_attribute_values(":due", s(outbox_key(due, &env.project_id, &env.id)))
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
-        match result {
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(err) => Err(err),
-        }
+        self.update_unless_changed(&env.project_id, &env.id, |update| {
+            update
+                .update_expression("SET GSI2SK = :due")
+                .condition_expression("GSI2PK = :outbox")
+                .expression_attribute_values(":outbox", s(OUTBOX_PARTITION))
+                .expression_attribute_values(":due", s(outbox_key(due, &env.project_id, &env.id)))
+        })
+        .await
     }
 
     /// Takes the environment out of the outbox: every Run up to `env.run_count` has ended and
     /// no rollback is under way (as `env` was read; a Run created or a rollback begun since
     /// keeps it in).
     pub async fn clear_outbox(&self, env: &Environment) -> Result<(), StoreError> {
-        let result = self
-            .store
-            .dynamo
-            .update_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(&env.project_id)))
-            .key("SK", s(environment_sk(&env.id)))
-            .update_expression("REMOVE GSI2PK, GSI2SK")
-            .condition_expression("GSI2PK = :outbox AND run_count = :count AND attribute_not_exists(#rb)")
-            .expression_attribute_names("#rb", "rollback")
-            .expression_attribute_values(":outbox", s(OUTBOX_PARTITION))
-            .expression_attribute_values(":count", n(env.run_count))
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
-        match result {
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(err) => Err(err),
-        }
+        self.update_unless_changed(&env.project_id, &env.id, |update| {
+            update
+                .update_expression("REMOVE GSI2PK, GSI2SK")
+                .condition_expression("GSI2PK = :outbox AND run_count = :count AND attribute_not_exists(#rb)")
+                .expression_attribute_names("#rb", "rollback")
+                .expression_attribute_values(":outbox", s(OUTBOX_PARTITION))
+                .expression_attribute_values(":count", n(env.run_count))
+        })
+        .await
     }
 
     /// Gives up the rollback of `run` (if it is still the one under way): the environment is
@@ -339,25 +326,16 @@ impl<'a> Environments<'a> {
         id: &EnvironmentId,
         failure: &agentplane_domain::platform::RollbackFailure,
     ) -> Result<(), StoreError> {
-        let result = self
-            .store
-            .dynamo
-            .update_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(environment_sk(id)))
-            .update_expression("REMOVE #rb SET rollback_failure = :failure")
-            .condition_expression("attribute_exists(PK) AND #rb.run_id = :run")
-            .expression_attribute_names("#rb", "rollback")
-            .expression_attribute_values(":run", s(failure.run_id.to_string()))
-            .expression_attribute_values(":failure", serde_dynamo::to_attribute_value(failure)?)
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
-        match result {
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(err) => Err(err),
-        }
+        let recorded: aws_sdk_dynamodb::types::AttributeValue = serde_dynamo::to_attribute_value(failure)?;
+        self.update_unless_changed(project, id, |update| {
+            update
+                .update_expression("REMOVE #rb SET rollback_failure = :failure")
+                .condition_expression("attribute_exists(PK) AND #rb.run_id = :run")
+                .expression_attribute_names("#rb", "rollback")
+                .expression_attribute_values(":run", s(failure.run_id.to_string()))
+                .expression_attribute_values(":failure", recorded)
+        })
+        .await
     }
 
     /// Claims the environment's execution lease for `run` (sequence `sequence`), as `read` (the
@@ -437,24 +415,14 @@ impl<'a> Environments<'a> {
         id: &EnvironmentId,
         lease: &ExecutionLease,
     ) -> Result<(), StoreError> {
-        let result = self
-            .store
-            .dynamo
-            .update_item()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(environment_sk(id)))
-            .update_expression("REMOVE #ex")
-            .condition_expression("attribute_exists(#ex) AND fence = :token")
-            .expression_attribute_names("#ex", "executing")
-            .expression_attribute_values(":token", n(lease.token))
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
-        match result {
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(err) => Err(err),
-        }
+        self.update_unless_changed(project, id, |update| {
+            update
+                .update_expression("REMOVE #ex")
+                .condition_expression("attribute_exists(#ex) AND fence = :token")
+                .expression_attribute_names("#ex", "executing")
+                .expression_attribute_values(":token", n(lease.token))
+        })
+        .await
     }
 
     /// Creates `session` in its environment (`session.environment_id`): the session, its
