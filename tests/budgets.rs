@@ -243,3 +243,48 @@ async fn cancelling_a_turn_paused_by_its_budget_frees_the_session() -> R {
     assert_eq!(events(&app, &tenant, &id).await?.last().map(String::as_str), Some("turn.ended"));
     Ok(())
 }
+
+#[tokio::test]
+async fn a_budget_raise_whose_continuation_could_not_be_sent_is_carried_on_by_the_sweep() -> R {
+    let model = ScriptedModel::start().await?;
+    // The API cannot reach the runs queue (as when SQS refuses a send).
+    let app = TestApp::spawn_with_model_and(&model, |mut app| {
+        app.store.runs = None;
+        app
+    })
+    .await?;
+    let tenant = app.tenant().await?;
+    let agent = app
+        .create_agent(
+            &tenant.key,
+            json!({"name": "thrifty", "model": "gpt-4o-mini", "tools": ["add"], "config": {"execution": {"max_cost_usd": TINY}}}),
+        )
+        .await?;
+    model.push(Reply::tool("call_1", "add", &json!({"a": 2, "b": 3})));
+    model.push(Reply::text("it is 5"));
+    let (status, paused) = send(
+        app.client(&tenant.key, Method::POST, "/responses")
+            .json(&json!({"agent": agent, "input": "add 2 and 3"})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{paused}");
+    let id = str_field(&paused, "session_id")?;
+    assert_eq!(session(&app, &tenant, &id).await?["runtime_status"], "budget_paused");
+    // The raise is recorded (200) though its continuation could not be sent.
+    let (status, body) = patch(&app, &tenant, &id, json!({"budget": {"max_cost_usd": 5.0}})).await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(session(&app, &tenant, &id).await?["runtime_status"], "budget_paused");
+    // The sweep's pass carries it on; the turn ends.
+    let resumed =
+        agentplane_engine::tenant_resume::carry_on_tenant_pauses(&app.store, agentplane_api::edge::now())
+            .await?;
+    assert_eq!(resumed.continued, 1, "{resumed:?}");
+    let mut full = app.app.clone();
+    full.store = app.store.clone();
+    assert!(agentplane_api::jobs::consume_runs_once(&full, 5).await? >= 1);
+    let done = until_idle(&app, &tenant, &id).await?;
+    assert_eq!(done["stop_reason"], "end_turn");
+    assert_eq!(model.requests().len(), 2);
+    Ok(())
+}

@@ -1,5 +1,7 @@
 //! The turns a tenant's monthly spend limit paused, so that a raise of the limit (or a new
-//! month) finds them again without reading every session.
+//! month) finds them again without reading every session; and the outbox of session budget
+//! raises (noted under the project's key, which has no limit: the sweep carries such a turn on
+//! if its own budget now allows, should the raise's continuation not have been sent).
 //!
 //! | item         | PK              | SK                                   |
 //! |--------------|-----------------|--------------------------------------|

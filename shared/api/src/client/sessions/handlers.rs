@@ -143,6 +143,17 @@ pub async fn update(
     let patch = SessionPatch::try_from(body)?;
     let budget_changed = patch.budget.is_some();
     let now = edge::now();
+    if budget_changed {
+        // The outbox of a budget raise, written before it: should the continuation below not be
+        // sent, the retention sweep finds the note and carries a paused turn on (the note of a
+        // session that did not pause, or is running, is dropped or kept harmlessly).
+        let note = agentplane_store::dynamo::tenant_pauses::TenantPause {
+            tenant_key: agentplane_domain::tenant::TenantKey::Project(auth.project_id).key(),
+            project_id: auth.project_id,
+            session_id: id,
+        };
+        app.store.tenant_pauses().note(&note).await?;
+    }
     let session = app
         .store
         .sessions()
@@ -153,7 +164,11 @@ pub async fn update(
     if budget_changed && session.runtime_status == agentplane_domain::session::RuntimeStatus::BudgetPaused {
         // The agent's budget applies when the session's own was removed.
         let agent_budget = agentplane_engine::tenant_resume::agent_budget_of(&app.store, &session).await?;
-        agentplane_engine::continuation::carry_on_after_budget(&app.store, &session, agent_budget).await?;
+        if let Err(err) =
+            agentplane_engine::continuation::carry_on_after_budget(&app.store, &session, agent_budget).await
+        {
+            tracing::warn!(error = %err, session = %id, "a budget raise's continuation was not sent; the sweep sends it");
+        }
     }
     Ok(Json(SessionBody::from(&session.settled(now))))
 }
