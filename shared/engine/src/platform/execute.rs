@@ -25,12 +25,15 @@ use agentplane_domain::platform::manifest::Manifest;
 use agentplane_domain::platform::run::{
     self as run_rules, ExecuteRun, FILE_INVALID, RUNTIME_UNAVAILABLE, Run, RunError, RunStatus,
 };
-use agentplane_domain::sandbox::Sandbox;
-use agentplane_store::{OutboxEvent, RunsMessage, Store, StoreError};
+use agentplane_store::{RunsMessage, Store, StoreError};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+pub use super::end::run_event;
+use super::end::{End, finish, update_running};
 use super::lease::{self, Line};
+pub use super::takeover::nudge;
+use super::takeover::take_over;
 use super::tools::{Kind, ToolContext, WorkspaceTool};
 use super::{Platform, WorkspaceError, checkpoint, workspace};
 use crate::ports::{Compute, TurnStore};
@@ -129,54 +132,6 @@ fn waits_for_sandbox(run: &Run) -> bool {
 
 fn claimable(run: &Run) -> bool {
     run.status == RunStatus::Queued || waits_for_sandbox(run)
-}
-
-/// Settles a Run whose executor died once its lease has expired: the workspace as it was left
-/// is checkpointed (so the diff is known) and the Run fails with [`lease::EXECUTOR_LOST`] (or
-/// ends `stopped` when a stop was asked for). It is not run again: that would repeat model
-/// spend and external side effects.
-async fn take_over<C: Compute>(
-    platform: &Platform<'_, C>,
-    environment: &Environment,
-    run: Run,
-) -> Result<Executed, StoreError> {
-    let store = platform.store;
-    let Some(held) = lease::take_over(store, environment, &run, platform.lease).await? else {
-        return Ok(Executed::Stale);
-    };
-    tracing::warn!(run = %run.id, "taking over a Run whose executor stopped renewing its lease");
-    let before = match &run.start_manifest {
-        Some(id) => checkpoint::load(store, id).await.ok(),
-        None => None,
-    };
-    let sandbox = match &before {
-        Some(_) => workspace::sandbox(platform, environment).await.ok(),
-        None => None,
-    };
-    let end = if run.stop_requested {
-        End::stopped()
-    } else {
-        End::failed(RunError {
-            code: lease::EXECUTOR_LOST.into(),
-            message: "the Run's executor stopped while it ran; the Run was not resumed".into(),
-        })
-    };
-    let ran_for = run
-        .started_at
-        .map(|at| {
-            Duration::from_millis(u64::try_from(crate::now().unix_millis() - at.unix_millis()).unwrap_or(0))
-        })
-        .unwrap_or_default();
-    let started = Instant::now().checked_sub(ran_for).unwrap_or_else(Instant::now);
-    // Its turn died with it: the session's next turn need not wait for that turn's hold.
-    store
-        .sessions()
-        .settle_turn_of(&run.project_id, &run.session_id, run.turn_id().as_str(), crate::now())
-        .await?;
-    let workspace = sandbox.as_ref().zip(before.as_ref());
-    let executed = finish(store, run, end, started, workspace).await;
-    lease::release(store, &environment.project_id, &environment.id, &held).await;
-    executed
 }
 
 /// The Run's execution under its lease: `lost` turns true when the lease is lost, and then
@@ -395,33 +350,6 @@ async fn claim(store: &Store, mut run: Run) -> Result<Option<Run>, StoreError> {
     Ok(None)
 }
 
-/// Writes `change` to the Run as it is stored now (read again on a conflict), while it is
-/// still `running`; the Run as written, or `None` when it is no longer running.
-pub(crate) async fn update_running(
-    store: &Store,
-    run: &Run,
-    change: impl Fn(&mut Run),
-    events: impl Fn(&Run) -> Vec<OutboxEvent>,
-) -> Result<Option<(Run, Vec<OutboxEvent>)>, StoreError> {
-    let mut current = run.clone();
-    for _ in 0..8 {
-        if current.status != RunStatus::Running {
-            return Ok(None);
-        }
-        let expected = current.version;
-        let mut next = current.clone();
-        change(&mut next);
-        next.version = expected + 1;
-        let emitted = events(&next);
-        match store.runs().replace_emitting(&next, expected, &emitted).await {
-            Ok(()) => return Ok(Some((next, emitted))),
-            Err(StoreError::Conflict) => current = store.runs().get(&run.project_id, &run.id).await?,
-            Err(err) => return Err(err),
-        }
-    }
-    Err(StoreError::Conflict)
-}
-
 /// The sandbox cannot be reached: the Run waits (`running` with the diagnostic, its message
 /// sent again) until it has waited [`Platform::node_wait`] since its first claim, and then
 /// fails, so that it never holds its environment's line forever.
@@ -444,27 +372,6 @@ async fn unreachable<C: Compute>(
     unavailable(store, &run, detail).await?;
     resend(store, message).await?;
     Ok(Executed::Unavailable)
-}
-
-/// Sends `run`'s message now when no live lease holds its environment for it: a Run left
-/// `running` by an executor that died is then taken over (and settled) by that delivery rather
-/// than by a redelivery that may be minutes away. A live executor is left alone.
-pub async fn nudge(store: &Store, run: &Run) -> Result<bool, StoreError> {
-    if run.status != RunStatus::Running {
-        return Ok(false);
-    }
-    let env = match store.environments().get(&run.project_id, &run.environment_id).await {
-        Ok(env) => env,
-        Err(StoreError::NotFound) => return Ok(false),
-        Err(err) => return Err(err),
-    };
-    let now = crate::now();
-    if env.executing.as_ref().is_some_and(|l| l.live(now) && l.run_id == run.id) {
-        return Ok(false);
-    }
-    let message = ExecuteRun { project_id: run.project_id, run_id: run.id };
-    store.runs_queue()?.send_delayed(&RunsMessage::PlatformRun(message), 0).await?;
-    Ok(true)
 }
 
 /// Records that the sandbox cannot be reached (the Run stays `running`).
@@ -534,101 +441,6 @@ fn invalid_files(run: &Run, manifest: &Manifest) -> Option<RunError> {
         code: FILE_INVALID.into(),
         message: format!("not a regular workspace file (or not of the sha256 given): {}", bad.join(", ")),
     })
-}
-
-/// How the execution ended.
-struct End {
-    status: RunStatus,
-    error: Option<RunError>,
-    output: Option<String>,
-}
-
-impl End {
-    fn failed(error: RunError) -> Self {
-        Self { status: RunStatus::Failed, error: Some(error), output: None }
-    }
-
-    fn stopped() -> Self {
-        Self { status: RunStatus::Stopped, error: None, output: None }
-    }
-}
-
-/// The `run.*` event of a Run that reached its status.
-pub fn run_event(run: &Run) -> Option<OutboxEvent> {
-    let kind = run.status.event_type()?;
-    let data = agentplane_domain::webhook::events::platform_run(run);
-    let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes());
-    Some(OutboxEvent::new(id, run.project_id, kind, &data, crate::now()))
-}
-
-/// Adds `elapsed` ms of sandbox time to a Run a rollback took while it executed (reverting or
-/// reverted), by a conditional write on its version.
-async fn add_runtime_of_reverted(store: &Store, run: &Run, elapsed: u64) -> Result<(), StoreError> {
-    let mut current = store.runs().get(&run.project_id, &run.id).await?;
-    for _ in 0..8 {
-        if !current.status.is_reverted() {
-            return Ok(());
-        }
-        let expected = current.version;
-        let mut next = current.clone();
-        next.sandbox_runtime_ms = next.sandbox_runtime_ms.saturating_add(elapsed);
-        next.version = expected + 1;
-        match store.runs().replace(&next, expected).await {
-            Ok(()) => return Ok(()),
-            Err(StoreError::Conflict) => current = store.runs().get(&run.project_id, &run.id).await?,
-            Err(err) => return Err(err),
-        }
-    }
-    Err(StoreError::Conflict)
-}
-
-/// Checkpoints the workspace (when the sandbox was reached) and writes the Run's end with its
-/// event, once.
-async fn finish(
-    store: &Store,
-    run: Run,
-    end: End,
-    started: Instant,
-    workspace: Option<(&Sandbox, &Manifest)>,
-) -> Result<Executed, StoreError> {
-    let after = match workspace {
-        Some((sandbox, before)) => Some(checkpoint::take(store, sandbox, Some(before)).await),
-        None => None,
-    };
-    if let Some(Err(err)) = &after {
-        tracing::warn!(error = %err, run = %run.id, "the checkpoint after a Run failed");
-    }
-    let before = workspace.map(|(_, manifest)| manifest);
-    let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let now = crate::now();
-    let written = update_running(
-        store,
-        &run,
-        |r| {
-            r.status = end.status;
-            r.error = end.error.clone();
-            r.output = end.output.clone();
-            r.finished_at = Some(now);
-            r.sandbox_runtime_ms = r.sandbox_runtime_ms.saturating_add(elapsed);
-            checkpoint::record_end(r, before, after.as_ref());
-        },
-        |r| run_event(r).into_iter().collect(),
-    )
-    .await?;
-    match written {
-        Some((run, events)) => {
-            if let Err(err) = store.webhooks().dispatch(&events).await {
-                tracing::warn!(error = %err, run = %run.id, "could not send a Run's webhook event");
-            }
-            Ok(Executed::Ran(run.status))
-        }
-        None => {
-            // A rollback took it mid-execution: its ending is not written, but the sandbox
-            // time it used is (usage is kept through a rollback).
-            add_runtime_of_reverted(store, &run, elapsed).await?;
-            Ok(Executed::Stale)
-        }
-    }
 }
 
 /// Reads the Run until a stop is requested; then tells the tools (a running command is killed)

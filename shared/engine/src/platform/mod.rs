@@ -14,11 +14,13 @@ use crate::Engine;
 use crate::ports::Compute;
 
 pub mod checkpoint;
+mod end;
 pub mod error;
 pub mod execute;
 pub mod lease;
 pub mod outbox;
 pub mod rollback;
+pub mod takeover;
 mod tools;
 pub mod workspace;
 

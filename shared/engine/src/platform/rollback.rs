@@ -306,7 +306,7 @@ pub async fn give_up(
             let mut next = current.clone();
             run::unrevert(&mut next, failure.at);
             next.version = expected + 1;
-            let mut events: Vec<_> = super::execute::run_event(&next).into_iter().collect();
+            let mut events: Vec<_> = super::end::run_event(&next).into_iter().collect();
             if next.id == active.run_id {
                 let data = agentplane_domain::webhook::events::rollback_failed(&next, &failure);
                 let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes());
@@ -402,7 +402,7 @@ async fn restore_once<C: Compute>(
             let mut next = current.clone();
             run::revert(&mut next);
             next.version = expected + 1;
-            let events: Vec<_> = super::execute::run_event(&next).into_iter().collect();
+            let events: Vec<_> = super::end::run_event(&next).into_iter().collect();
             match store.runs().replace_emitting(&next, expected, &events).await {
                 Ok(()) => {
                     reverted += 1;
