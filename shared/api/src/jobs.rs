@@ -194,6 +194,7 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "run_contents_erased": content.erased,
                     "sessions_purged": report.sessions_purged,
                     "tenant_pauses_continued": report.tenant_pauses_continued,
+                    "dead_runs_settled": report.dead_runs_settled,
                     "failed": report.failed + purged.failed + content.failed,
                 }))
             }))
