@@ -129,3 +129,60 @@ async fn a_run_whose_executor_died_is_settled_once_by_the_sweep() -> R {
     assert_eq!(status, StatusCode::OK, "{body}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_run_that_started_before_leases_takes_its_lease_at_its_next_renewal() -> R {
+    use agentplane_domain::agent_run::{AgentRun, RunStatus};
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let app = TestApp::spawn_without_runs_consumer().await?;
+    let tenant = app.tenant().await?;
+    let project: agentplane_domain::ProjectId = tenant.project_id.parse()?;
+    let now = agentplane_api::edge::now();
+    let run: AgentRun = serde_json::from_value(json!({
+        "id": RunId::from_random([9; 12]), "project_id": project,
+        "session_id": agentplane_domain::SessionId::from_random([9; 16]),
+        "agent_id": agentplane_domain::ids::AgentId::from_random([9; 16]),
+        "channel": "draft", "status": "queued", "input": "old", "max_duration_ms": 60_000,
+        "created_at": now, "expires_at": now.plus_seconds(86_400),
+    }))?;
+    let announced =
+        agentplane_engine::background::run_event(&run).ok_or_else(|| anyhow::anyhow!("no event"))?;
+    app.store.agent_runs().create(&run, &announced).await?;
+    let key = agentplane_domain::tenant::TenantKey::Project(project).key();
+    let lease = now.plus_millis(1000);
+    let slot = app
+        .store
+        .agent_runs()
+        .start(&run, RunStatus::Queued, &key, 10, now, lease)
+        .await?
+        .map_err(|refused| anyhow::anyhow!("{refused:?}"))?;
+    // As an item written before leases: running, under its retention, no lease.
+    app.store
+        .dynamo
+        .update_item()
+        .table_name(&app.store.names.main_table)
+        .key("PK", AttributeValue::S(format!("PROJECT#{project}")))
+        .key("SK", AttributeValue::S(format!("RUN#{}", run.id)))
+        .update_expression("SET GSI2PK = :pk, GSI2SK = :sk REMOVE lease_until")
+        .expression_attribute_values(":pk", AttributeValue::S("AGENT_RUNS_EXPIRE".into()))
+        .expression_attribute_values(
+            ":sk",
+            AttributeValue::S(format!("{:015}#{project}#{}", run.expires_at.unix_millis(), run.id)),
+        )
+        .send()
+        .await?;
+    let later = now.plus_millis(SLOT_LEASE_MS + 60_000);
+    assert_eq!(sweep_once(&app.store, later).await?.dead_runs_settled, 0, "no lease, not found");
+    // Its executor's next renewal files it under its lease, and the retention does not take it.
+    app.store.agent_runs().renew(&slot, &run, lease).await?;
+    let report = sweep_once(&app.store, lease.plus_millis(-1)).await?;
+    assert_eq!((report.dead_runs_settled, report.runs_deleted), (0, 0), "{report:?}");
+    let report = sweep_once(&app.store, later).await?;
+    assert_eq!((report.dead_runs_settled, report.runs_deleted), (1, 0), "{report:?}");
+    let stored = app.store.agent_runs().get(&project, &run.id).await?;
+    assert_eq!(stored.status, RunStatus::Failed);
+    assert_eq!(stored.lease_until, None);
+    // Its end files it back under its retention.
+    assert_eq!(sweep_once(&app.store, run.expires_at).await?.runs_deleted, 1);
+    Ok(())
+}

@@ -17,7 +17,7 @@
 //! `{lease ms:015}#{pid}#{run}`), so a run whose executor died is found once its lease lapsed
 //! (`background_sweep`); otherwise its retention (GSI2PK `AGENT_RUNS_EXPIRE`, GSI2SK
 //! `{expires ms:015}#{pid}#{run}`), after which it is deleted (the item's TTL is the backstop).
-//! Runs stored before leases have no `lease_until` and stay in the retention partition.
+//! A run that started before leases moves under its lease at its first renewal.
 
 use agentplane_domain::agent_run::{AgentRun, RunError, RunId, RunStatus};
 use agentplane_domain::page::{Page, PageRequest, created_sort_key};
@@ -71,12 +71,9 @@ pub const RUNS_EXPIRE: &str = "AGENT_RUNS_EXPIRE";
 /// The `by_due` partition of running background runs, by when their lease lapses.
 pub const RUNS_LEASE: &str = "AGENT_RUNS_LEASE";
 
+/// A run's sort key in its `by_due` partition: due at `at`.
 fn due_sk(at: Timestamp, run: &AgentRun) -> String {
-    due_key(at, &run.project_id, &run.id)
-}
-
-fn due_key(at: Timestamp, project: &ProjectId, run: &RunId) -> String {
-    format!("{:015}#{project}#{run}", at.unix_millis().max(0))
+    format!("{:015}#{}#{}", at.unix_millis().max(0), run.project_id, run.id)
 }
 
 pub use super::slots::Slot;
@@ -393,10 +390,12 @@ impl<'a> AgentRuns<'a> {
             .key("PK", s(project_pk(&run.project_id)))
             .key("SK", s(run_sk(&run.id)))
             .condition_expression("#status = :running")
-            .update_expression("SET lease_until = :lease, GSI2SK = :lease_sk")
+            // The partition too: a run that started before leases moves under its lease here.
+            .update_expression("SET lease_until = :lease, GSI2PK = :lease_pk, GSI2SK = :lease_sk")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":running", s(RunStatus::Running.as_str()))
             .expression_attribute_values(":lease", attr(lease_until)?)
+            .expression_attribute_values(":lease_pk", s(RUNS_LEASE))
             .expression_attribute_values(":lease_sk", s(due_sk(lease_until, run)))
             .build()
             .map_err(StoreError::unavailable)?;
