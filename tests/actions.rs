@@ -59,6 +59,7 @@ fn action(
         created_at,
         expires_at: expires_at(created_at, timeout_minutes),
         settled_at: None,
+        answer_key_ids: None,
     })
 }
 

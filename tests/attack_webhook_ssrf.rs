@@ -268,14 +268,27 @@ async fn a_background_run_cannot_call_back_the_emulator() -> R {
     )
     .await?;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    // An agent's default callback is the same request: refused when a run would use it.
-    let agent = t
-        .create_agent(
-            &tenant.key,
-            json!({"name": "defaulted", "model": "gpt-4o-mini",
-                   "config": {"execution": {"background_enabled": true, "default_callback_url": callback}}}),
-        )
-        .await?;
+    // An agent's default callback is refused when it is saved (tests/seed_callback_url.rs) ...
+    let defaulted = json!({"name": "defaulted", "model": "gpt-4o-mini",
+                           "config": {"execution": {"background_enabled": true, "default_callback_url": callback}}});
+    let (status, body) = send(t.client(&tenant.key, Method::POST, "/agents").json(&defaulted)).await?;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!("url_not_allowed")),
+        "{body}"
+    );
+    // ... and one stored before that check (or whose name resolved elsewhere then) is refused
+    // when a run would use it.
+    let project: ProjectId = tenant.project_id.parse().map_err(|_| anyhow::anyhow!("project id"))?;
+    let id = agentplane_domain::ids::AgentId::from_random(agentplane_api::edge::random()?);
+    let stored = agentplane_domain::agent::new_agent(
+        defaulted.as_object().ok_or_else(|| anyhow::anyhow!("an object"))?,
+        id,
+        project,
+        agentplane_api::edge::now(),
+    )?;
+    t.store.agents().create(&stored).await?;
+    let agent = id.to_string();
     let (status, body) = send(
         t.client(&tenant.key, Method::POST, "/responses")
             .json(&json!({"agent": agent, "input": "x", "background": true})),

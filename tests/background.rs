@@ -445,6 +445,7 @@ async fn a_crashed_holders_slot_comes_back_when_its_lease_runs_out() -> R {
         cancel_requested: false,
         pending_action_ids: Vec::new(),
         callback: None,
+        lease_until: None,
         expires_at: now.plus_seconds(86_400),
     };
     let announced =

@@ -380,6 +380,7 @@ async fn every_action_answer_matches_its_documented_schema() -> R {
             created_at: agentplane_domain::Timestamp::from_unix_millis(1_700_000_000_000),
             expires_at: Some(agentplane_domain::Timestamp::from_unix_millis(4_000_000_000_000)),
             settled_at: None,
+            answer_key_ids: None,
         };
         let put = agentplane_store::dynamo::actions::put_new(&app.store, &action)?;
         app.store

@@ -268,6 +268,7 @@ async fn pending_action(app: &TestApp, project: &str, session: &str) -> anyhow::
         created_at: agentplane_domain::Timestamp::from_unix_millis(1_700_000_000_000),
         expires_at: None,
         settled_at: None,
+        answer_key_ids: None,
     };
     let put = agentplane_store::dynamo::actions::put_new(&app.store, &action)?;
     app.store

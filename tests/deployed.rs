@@ -378,6 +378,7 @@ fn job_report_keys(job: Job) -> BTreeSet<&'static str> {
             "run_contents_erased",
             "sessions_purged",
             "tenant_pauses_continued",
+            "dead_runs_settled",
             "outbox_runs_sent",
             "outbox_rollbacks_sent",
             "rollbacks_given_up",

@@ -333,6 +333,7 @@ fn pending_action(project: ProjectId, session: SessionId, turn: &str, expires_at
         created_at: expires_at.plus_seconds(-600),
         expires_at: Some(expires_at),
         settled_at: None,
+        answer_key_ids: None,
     }
 }
 

@@ -104,6 +104,23 @@ impl StreamLimits {
 /// The most a stream cap may be: opening a stream reads every place of its sets.
 const MAX_STREAM_CAP: u32 = 1000;
 
+/// `AGENTPLANE_FUNCTION_TIMEOUT_S`: the timeout the template gives this function (set on the
+/// functions that run turns); `None` outside Lambda, where nothing kills a turn.
+pub fn function_timeout_from_env() -> Option<u64> {
+    std::env::var("AGENTPLANE_FUNCTION_TIMEOUT_S").ok().and_then(|v| v.trim().parse().ok()).filter(|s| *s > 0)
+}
+
+/// `AGENT_SYNC_TIMEOUT_MS` fitted to this function's timeout; a setting that does not fit is
+/// clamped, with a warning in the log.
+fn sync_ceiling_from_env() -> u64 {
+    let setting = std::env::var("AGENT_SYNC_TIMEOUT_MS").ok();
+    let resolved = agentplane_domain::ceilings::sync_ceiling(setting.as_deref(), function_timeout_from_env());
+    if let Some(warning) = &resolved.warning {
+        tracing::warn!(ceiling_ms = resolved.ms, "{warning}");
+    }
+    resolved.ms
+}
+
 /// `AGENTPLANE_SESSION_TITLE_MODEL`: the cheap model that titles sessions (default
 /// `gpt-4o-mini`; `off` turns titles off).
 fn title_model_from_env() -> Option<String> {
@@ -122,7 +139,8 @@ pub struct App {
     pub stream: StreamConfig,
     /// Caps on open event streams per key and per project.
     pub stream_limits: StreamLimits,
-    /// The synchronous call ceiling (`AGENT_SYNC_TIMEOUT_MS`, at most and by default 600 s).
+    /// The synchronous call ceiling (`AGENT_SYNC_TIMEOUT_MS`, by default 600 s; at most this
+    /// function's timeout less a margin, see `agentplane_domain::ceilings`).
     pub sync_ceiling: Duration,
     /// Runtime observation sources, the sampling interval and history settings.
     pub runtime: RuntimeTelemetry,
@@ -199,11 +217,7 @@ impl App {
         );
         engine.images = crate::client::files::view::SessionImages::of(&store)
             .map(|images| Arc::new(images) as Arc<dyn agentplane_engine::images::ImageSource>);
-        let ceiling = std::env::var("AGENT_SYNC_TIMEOUT_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(agentplane_domain::agent::SYNC_TIMEOUT_CEILING_MS)
-            .min(agentplane_domain::agent::SYNC_TIMEOUT_CEILING_MS);
+        let ceiling = sync_ceiling_from_env();
         Self {
             runtime: RuntimeTelemetry::from_env(&store),
             store,
@@ -230,6 +244,14 @@ impl App {
     pub fn with_platform_limits(mut self, limits: PlatformLimits) -> Self {
         self.platform_limits = limits;
         self
+    }
+
+    /// The deployment's ceilings, which bound an agent's Execution settings.
+    pub fn ceilings(&self) -> agentplane_domain::ceilings::Ceilings {
+        agentplane_domain::ceilings::Ceilings {
+            sync_ms: u64::try_from(self.sync_ceiling.as_millis()).unwrap_or(u64::MAX),
+            background_ms: self.background.max_duration_ms,
+        }
     }
 
     /// Charges Platform Runs created from now on `price` per sandbox-second.

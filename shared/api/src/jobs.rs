@@ -197,6 +197,7 @@ pub async fn serve(job: Job) -> Result<(), lambda_runtime::Error> {
                     "run_contents_erased": content.erased,
                     "sessions_purged": report.sessions_purged,
                     "tenant_pauses_continued": report.tenant_pauses_continued,
+                    "dead_runs_settled": report.dead_runs_settled,
                     "outbox_runs_sent": outbox.runs_sent,
                     "outbox_rollbacks_sent": outbox.rollbacks_sent,
                     "rollbacks_given_up": outbox.rollbacks_given_up,

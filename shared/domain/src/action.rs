@@ -245,6 +245,10 @@ pub struct Action {
     /// When it left `pending`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_at: Option<Timestamp>,
+    /// The keys that may answer it (the running version's `humanInTheLoop.answer_key_ids`);
+    /// `None`, as actions stored before read, any key of the project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_key_ids: Option<Vec<crate::ApiKeyId>>,
 }
 
 /// When an action created at `now` expires: `timeout_minutes` later, never for 0.
@@ -273,6 +277,11 @@ pub enum Resolution {
 }
 
 impl Action {
+    /// Whether the key `key` (of the action's project) may answer it.
+    pub fn may_answer(&self, key: &crate::ApiKeyId) -> bool {
+        self.answer_key_ids.as_ref().is_none_or(|ids| ids.contains(key))
+    }
+
     /// What the turn does with this action when it carries on. Still pending (cannot happen
     /// once the turn continues) reads as expired.
     pub fn resolution(&self) -> Resolution {
@@ -396,6 +405,7 @@ mod tests {
             created_at: now,
             expires_at: expires_at(now, 1440),
             settled_at: None,
+            answer_key_ids: None,
         };
         assert_eq!(action.expires_at, Some(Timestamp::from_unix_millis(1_000 + 86_400_000)));
         assert_eq!(expires_at(now, 0), None);

@@ -5,19 +5,23 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::bucket::BucketName;
+use crate::ceilings::Ceilings;
 use crate::ids::AgentId;
 use crate::project::Name;
-use crate::{ProjectId, Timestamp, ValidationError};
+use crate::{ApiKeyId, ProjectId, Timestamp, ValidationError};
 
 pub const MAX_MODEL_CHARS: usize = 128;
 pub const MAX_INSTRUCTIONS_CHARS: usize = 32_768;
 pub const MAX_TOOLS: usize = 32;
 pub const MAX_STEPS_CEILING: u32 = 50;
 pub const DEFAULT_MAX_STEPS: u32 = 8;
-/// The synchronous call ceiling: 600 s (`AGENT_SYNC_TIMEOUT_MS`); an agent can only lower it.
-pub const SYNC_TIMEOUT_CEILING_MS: u64 = 600_000;
-/// The background run ceiling: 30 min.
-pub const BACKGROUND_CEILING_MS: u64 = 1_800_000;
+/// The spec's synchronous call ceiling, 600 s: the deployment's unless `AGENT_SYNC_TIMEOUT_MS`
+/// raises or lowers it (see [`crate::ceilings`]); an agent can only lower it.
+pub const SYNC_TIMEOUT_CEILING_MS: u64 = crate::ceilings::SYNC_DEFAULT_MS;
+/// The spec's background run ceiling, 30 min (`AGENT_BACKGROUND_MAX_DURATION_MS`).
+pub const BACKGROUND_CEILING_MS: u64 = crate::ceilings::BACKGROUND_DEFAULT_MS;
+/// The most key ids `humanInTheLoop.answer_key_ids` may name.
+pub const MAX_ANSWER_KEYS: usize = 20;
 
 /// Operational settings, read from the live agent (no publish needed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,12 +38,19 @@ pub struct Execution {
 
 impl Default for Execution {
     fn default() -> Self {
+        Self::within(&Ceilings::default())
+    }
+}
+
+impl Execution {
+    /// A new agent's settings under a deployment's ceilings: it runs as long as they allow.
+    pub fn within(ceilings: &Ceilings) -> Self {
         Self {
-            sync_timeout_ms: SYNC_TIMEOUT_CEILING_MS,
+            sync_timeout_ms: ceilings.sync_ms,
             max_cost_usd: None,
             budget_action: BudgetAction::Pause,
             background_enabled: false,
-            background_max_duration_ms: BACKGROUND_CEILING_MS,
+            background_max_duration_ms: ceilings.background_ms,
             default_callback_url: None,
         }
     }
@@ -88,6 +99,9 @@ pub struct HumanInTheLoop {
     /// Tools that run in the caller's page: the model calls them, the turn pauses, the caller
     /// runs the tool and answers its `output`.
     pub client_tools: Vec<ClientTool>,
+    /// Who may answer the actions of this agent's turns: `None` (the default, and what stored
+    /// versions from before read as) any key of the project; otherwise these keys only.
+    pub answer_key_ids: Option<Vec<ApiKeyId>>,
 }
 
 impl Default for HumanInTheLoop {
@@ -97,6 +111,7 @@ impl Default for HumanInTheLoop {
             approval_timeout_minutes: 1440,
             questions_enabled: false,
             client_tools: Vec::new(),
+            answer_key_ids: None,
         }
     }
 }
@@ -183,6 +198,7 @@ fn empty_schema() -> Value {
 /// Client tool names: 1–64 of `a-z A-Z 0-9 _ -` (what model APIs accept), distinct, and not
 /// `ask_user`; parameters an object.
 fn check_human_in_the_loop(hitl: &HumanInTheLoop) -> Result<(), ValidationError> {
+    check_answer_keys(hitl.answer_key_ids.as_deref())?;
     if hitl.client_tools.len() > MAX_CLIENT_TOOLS {
         return Err(ValidationError::new(
             "config.humanInTheLoop.client_tools",
@@ -219,6 +235,25 @@ fn check_human_in_the_loop(hitl: &HumanInTheLoop) -> Result<(), ValidationError>
                 "`parameters` must be a JSON schema object",
             ));
         }
+    }
+    Ok(())
+}
+
+/// `answer_key_ids`: `null`, or 1 to [`MAX_ANSWER_KEYS`] distinct key ids (their form is checked
+/// as they are read; whether they are the project's keys is the API's check).
+fn check_answer_keys(ids: Option<&[ApiKeyId]>) -> Result<(), ValidationError> {
+    const P: &str = "config.humanInTheLoop.answer_key_ids";
+    let Some(ids) = ids else { return Ok(()) };
+    if ids.is_empty() || ids.len() > MAX_ANSWER_KEYS {
+        return Err(ValidationError::new(
+            P,
+            format!(
+                "`{P}` names 1 to {MAX_ANSWER_KEYS} key ids, or is null (any key of the project may answer)"
+            ),
+        ));
+    }
+    if let Some(i) = (1..ids.len()).find(|&i| ids[..i].contains(&ids[i])) {
+        return Err(ValidationError::new(format!("{P}[{i}]"), "the key ids must be distinct"));
     }
     Ok(())
 }
@@ -387,18 +422,21 @@ fn max_steps(body: &Map<String, Value>) -> Result<Option<u32>, ValidationError> 
     }
 }
 
-fn check_execution(execution: &Execution) -> Result<(), ValidationError> {
-    if !(1..=SYNC_TIMEOUT_CEILING_MS).contains(&execution.sync_timeout_ms) {
+fn check_execution(execution: &Execution, ceilings: &Ceilings) -> Result<(), ValidationError> {
+    if !(1..=ceilings.sync_ms).contains(&execution.sync_timeout_ms) {
         return Err(ValidationError::new(
             "config.execution.sync_timeout_ms",
-            "must be from 1 to 600000 (the ceiling)",
+            format!("must be from 1 to {} (the deployment's ceiling)", ceilings.sync_ms),
         ));
     }
-    if !(1..=BACKGROUND_CEILING_MS).contains(&execution.background_max_duration_ms) {
+    if !(1..=ceilings.background_ms).contains(&execution.background_max_duration_ms) {
         return Err(ValidationError::new(
             "config.execution.background_max_duration_ms",
-            "must be from 1 to 1800000",
+            format!("must be from 1 to {} (the deployment's ceiling)", ceilings.background_ms),
         ));
+    }
+    if let Some(url) = &execution.default_callback_url {
+        crate::webhook::check_url_as("config.execution.default_callback_url", url)?;
     }
     if execution.max_cost_usd.is_some_and(|c| crate::pricing::usd_amount(c) != Some(c)) {
         return Err(ValidationError::new(
@@ -409,18 +447,32 @@ fn check_execution(execution: &Execution) -> Result<(), ValidationError> {
     Ok(())
 }
 
-/// A create request: `name` and `model` required, everything else defaulted.
+/// A create request: `name` and `model` required, everything else defaulted, under the spec's
+/// ceilings.
 pub fn new_agent(
     body: &Map<String, Value>,
     id: AgentId,
     project_id: ProjectId,
     now: Timestamp,
 ) -> Result<Agent, ValidationError> {
+    new_agent_within(body, id, project_id, now, &Ceilings::default())
+}
+
+/// [`new_agent`] under a deployment's `ceilings`: its Execution settings are bounded by them
+/// and default to them.
+pub fn new_agent_within(
+    body: &Map<String, Value>,
+    id: AgentId,
+    project_id: ProjectId,
+    now: Timestamp,
+    ceilings: &Ceilings,
+) -> Result<Agent, ValidationError> {
     let name = Name::from_json("name", body.get("name"))?;
     let model = string_field(body, "model", MAX_MODEL_CHARS, true)?.unwrap_or_default();
     let config = config(body)?;
-    let execution = section(&Execution::default(), config, "execution")?.unwrap_or_default();
-    check_execution(&execution)?;
+    let defaults = Execution::within(ceilings);
+    let execution = section(&defaults, config, "execution")?.unwrap_or(defaults);
+    check_execution(&execution, ceilings)?;
     let draft = VersionedConfig {
         model,
         instructions: string_field(body, "instructions", MAX_INSTRUCTIONS_CHARS, false)?.unwrap_or_default(),
@@ -452,6 +504,16 @@ pub fn patch_agent(
     body: &Map<String, Value>,
     now: Timestamp,
 ) -> Result<(), ValidationError> {
+    patch_agent_within(agent, body, now, &Ceilings::default())
+}
+
+/// [`patch_agent`] under a deployment's `ceilings`.
+pub fn patch_agent_within(
+    agent: &mut Agent,
+    body: &Map<String, Value>,
+    now: Timestamp,
+    ceilings: &Ceilings,
+) -> Result<(), ValidationError> {
     const FIELDS: [&str; 6] = ["name", "model", "instructions", "tools", "max_steps", "config"];
     let config = config(body)?;
     if !body.keys().any(|k| FIELDS.contains(&k.as_str())) {
@@ -476,7 +538,13 @@ pub fn patch_agent(
         agent.draft.max_steps = steps;
     }
     if let Some(execution) = section(&agent.execution, config, "execution")? {
-        check_execution(&execution)?;
+        // A value saved under a higher ceiling stays valid (a turn is held to the deployment's
+        // ceiling anyway), so that other settings can still be changed.
+        let bounds = Ceilings {
+            sync_ms: ceilings.sync_ms.max(agent.execution.sync_timeout_ms),
+            background_ms: ceilings.background_ms.max(agent.execution.background_max_duration_ms),
+        };
+        check_execution(&execution, &bounds)?;
         agent.execution = execution;
     }
     if let Some(attachments) = section(&agent.draft.attachments, config, "attachments")? {
@@ -620,6 +688,96 @@ mod tests {
             make(json!({"name": "a", "model": "m", "config": {"execution": {"sync_timeout_ms": 5000}}}))
                 .expect("valid");
         assert_eq!(agent.execution.sync_timeout_ms, 5000);
+    }
+
+    #[test]
+    fn a_default_callback_url_follows_the_webhook_url_rules() {
+        let param = |url: Value| {
+            make(json!({"name": "a", "model": "m", "config": {"execution": {"default_callback_url": url}}}))
+                .err()
+                .and_then(|e| e.param)
+        };
+        for bad in
+            ["ftp://example.com/hook", "example.com/hook", "http://user:pw@example.com/", "http://x/#f"]
+        {
+            assert_eq!(param(json!(bad)).as_deref(), Some("config.execution.default_callback_url"), "{bad}");
+        }
+        assert_eq!(param(json!("https://hooks.example.com/run")), None);
+        assert_eq!(param(Value::Null), None);
+        let mut agent = make(json!({"name": "a", "model": "m"})).expect("valid");
+        let patch = body(json!({"config": {"execution": {"default_callback_url": "gopher://x"}}}));
+        assert!(patch_agent(&mut agent, &patch, Timestamp::from_unix_millis(1)).is_err());
+        assert_eq!(agent.execution.default_callback_url, None);
+    }
+
+    #[test]
+    fn who_may_answer_is_any_key_or_a_short_list_of_distinct_key_ids() {
+        let key = |n: u8| ApiKeyId::from_random([n; 16]).to_string();
+        let hitl = |ids: Value| {
+            make(json!({"name": "a", "model": "m", "config": {"humanInTheLoop": {"answer_key_ids": ids}}}))
+        };
+        assert_eq!(
+            make(json!({"name": "a", "model": "m"})).expect("valid").draft.human_in_the_loop.answer_key_ids,
+            None
+        );
+        let agent = hitl(json!([key(1), key(2)])).expect("valid");
+        assert_eq!(
+            agent.draft.human_in_the_loop.answer_key_ids,
+            Some(vec![ApiKeyId::from_random([1; 16]), ApiKeyId::from_random([2; 16])])
+        );
+        assert_eq!(hitl(Value::Null).expect("valid").draft.human_in_the_loop.answer_key_ids, None);
+        let param = |ids: Value| hitl(ids).err().and_then(|e| e.param);
+        let p = "config.humanInTheLoop.answer_key_ids";
+        assert_eq!(param(json!([])).as_deref(), Some(p));
+        let many: Vec<String> = (0..=MAX_ANSWER_KEYS as u8).map(key).collect();
+        assert_eq!(param(json!(many)).as_deref(), Some(p));
+        assert_eq!(
+            param(json!([key(1), key(1)])).as_deref(),
+            Some("config.humanInTheLoop.answer_key_ids[1]")
+        );
+        // Malformed ids are refused as they are read.
+        assert_eq!(param(json!(["cpeer_abc"])).as_deref(), Some("config.humanInTheLoop"));
+        assert_eq!(param(json!([key(0xab).to_uppercase()])).as_deref(), Some("config.humanInTheLoop"));
+        // Versions stored before the setting read as any key.
+        let old: HumanInTheLoop =
+            serde_json::from_value(json!({"tool_approvals": ["add"], "approval_timeout_minutes": 5}))
+                .expect("an old stored shape");
+        assert_eq!(old.answer_key_ids, None);
+    }
+
+    #[test]
+    fn execution_settings_are_bounded_by_the_deployments_ceilings() {
+        let raised = Ceilings { sync_ms: 840_000, background_ms: 7_200_000 };
+        let create = |execution: Value, ceilings: &Ceilings| {
+            new_agent_within(
+                &body(json!({"name": "a", "model": "m", "config": {"execution": execution}})),
+                AgentId::from_random([1; 16]),
+                ProjectId::from_random([2; 16]),
+                Timestamp::from_unix_millis(0),
+                ceilings,
+            )
+        };
+        // A new agent runs as long as the deployment allows.
+        let agent = create(json!({}), &raised).expect("valid");
+        assert_eq!(
+            (agent.execution.sync_timeout_ms, agent.execution.background_max_duration_ms),
+            (840_000, 7_200_000)
+        );
+        assert!(
+            create(json!({"sync_timeout_ms": 700_000, "background_max_duration_ms": 3_600_000}), &raised)
+                .is_ok()
+        );
+        assert!(create(json!({"sync_timeout_ms": 840_001}), &raised).is_err());
+        assert!(create(json!({"background_max_duration_ms": 7_200_001}), &raised).is_err());
+        // Lowered: only up to it.
+        let lowered = Ceilings { sync_ms: 30_000, background_ms: 60_000 };
+        assert!(create(json!({"sync_timeout_ms": 30_001}), &lowered).is_err());
+        let mut agent = create(json!({}), &raised).expect("valid");
+        // A value saved under a higher ceiling does not block changing other settings.
+        let patch = body(json!({"config": {"execution": {"budget_action": "stop"}}}));
+        assert!(patch_agent_within(&mut agent, &patch, Timestamp::from_unix_millis(1), &lowered).is_ok());
+        let patch = body(json!({"config": {"execution": {"sync_timeout_ms": 840_001}}}));
+        assert!(patch_agent_within(&mut agent, &patch, Timestamp::from_unix_millis(2), &lowered).is_err());
     }
 
     #[test]

@@ -156,6 +156,11 @@ pub struct AgentRun {
     /// so that recording it once can be conditional on its absence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback: Option<CallbackRecord>,
+    /// While it is `running`: until when its executor holds it (renewed while the turn goes
+    /// on). Past it, the executor is taken for dead and the retention sweep settles the run.
+    /// Absent otherwise, and on runs stored before leases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until: Option<Timestamp>,
     /// When the stored run is deleted (the retention period after its creation).
     pub expires_at: Timestamp,
 }
@@ -281,6 +286,7 @@ mod tests {
             cancel_requested: false,
             pending_action_ids: Vec::new(),
             callback: None,
+            lease_until: None,
             expires_at: Timestamp::from_unix_seconds(200),
         };
         assert_eq!(run.remaining_ms(Timestamp::from_unix_seconds(500)), 10_000);

@@ -9,6 +9,7 @@ pub mod agent_run;
 pub mod allocation;
 pub mod api_key;
 pub mod bucket;
+pub mod ceilings;
 pub mod error;
 pub mod event;
 pub mod feedback;

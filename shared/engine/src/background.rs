@@ -21,8 +21,8 @@ use agentplane_domain::agent_run::{
 use agentplane_domain::session::SessionBudget;
 use agentplane_domain::tenant::TenantKey;
 use agentplane_domain::webhook::{Message, MessageStatus, Owner, callback_signer_id};
-use agentplane_store::dynamo::agent_runs::{RunOutcome, SlotRef, StartRefused};
-use agentplane_store::{OutboxEvent, RunsMessage, StoreError, WebhooksMessage};
+use agentplane_store::dynamo::agent_runs::{Announce, RunOutcome, SlotRef, StartRefused};
+use agentplane_store::{OutboxEvent, RunsMessage, Store, StoreError, WebhooksMessage};
 use tokio::time::Instant;
 
 use crate::turn::TenantSpend;
@@ -33,7 +33,8 @@ use crate::{Engine, TurnContext, TurnError, TurnOutcome, TurnRequest};
 pub struct BackgroundConfig {
     /// Running runs per tenant (`AGENT_BACKGROUND_MAX_CONCURRENT_RUNS_PER_TENANT`, 10).
     pub max_concurrent_per_tenant: u32,
-    /// The deployment's run ceiling (`AGENT_BACKGROUND_MAX_DURATION_MS`, 30 min).
+    /// The deployment's run ceiling (`AGENT_BACKGROUND_MAX_DURATION_MS`, 30 min by default; may
+    /// be raised up to a day).
     pub max_duration_ms: u64,
     /// How long one invocation runs a turn before handing it over
     /// (`AGENTPLANE_RUN_INVOCATION_BUDGET_MS`, 13 min: under Lambda's 15 with room to write).
@@ -61,20 +62,37 @@ fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
 
+/// A setting as [`agentplane_domain::ceilings`] resolved it, its warning logged.
+fn logged(resolved: &agentplane_domain::ceilings::Resolved) -> u64 {
+    if let Some(warning) = &resolved.warning {
+        tracing::warn!(ms = resolved.ms, "{warning}");
+    }
+    resolved.ms
+}
+
 impl BackgroundConfig {
+    /// The settings from the environment. The run ceiling may be raised or lowered (it spans
+    /// invocations); one invocation's budget is fitted to this function's timeout
+    /// (`AGENTPLANE_FUNCTION_TIMEOUT_S`, the template's) less a margin, so Lambda never ends an
+    /// invocation before it handed its turn over.
     pub fn from_env() -> Self {
+        use agentplane_domain::ceilings;
         let d = Self::default();
+        let var = |name: &str| std::env::var(name).ok();
+        let function_timeout_s = env_number::<u64>("AGENTPLANE_FUNCTION_TIMEOUT_S").filter(|s| *s > 0);
+        let default_budget_ms = u64::try_from(d.invocation_budget.as_millis()).unwrap_or(u64::MAX);
         Self {
             max_concurrent_per_tenant: env_number("AGENT_BACKGROUND_MAX_CONCURRENT_RUNS_PER_TENANT")
                 .filter(|n: &u32| (1..=1000).contains(n))
                 .unwrap_or(d.max_concurrent_per_tenant),
-            max_duration_ms: env_number("AGENT_BACKGROUND_MAX_DURATION_MS")
-                .filter(|n: &u64| *n >= 1000)
-                .unwrap_or(d.max_duration_ms),
-            invocation_budget: env_number("AGENTPLANE_RUN_INVOCATION_BUDGET_MS")
-                .filter(|n: &u64| *n >= 100)
-                .map(Duration::from_millis)
-                .unwrap_or(d.invocation_budget),
+            max_duration_ms: logged(&ceilings::background_ceiling(
+                var("AGENT_BACKGROUND_MAX_DURATION_MS").as_deref(),
+            )),
+            invocation_budget: Duration::from_millis(logged(&ceilings::invocation_budget(
+                var("AGENTPLANE_RUN_INVOCATION_BUDGET_MS").as_deref(),
+                default_budget_ms,
+                function_timeout_s,
+            ))),
             wait_s: env_number("AGENTPLANE_RUN_WAIT_S")
                 .filter(|n: &i32| (0..=900).contains(n))
                 .unwrap_or(d.wait_s),
@@ -172,7 +190,7 @@ impl Engine {
             }
         };
         let request = TurnRequest { handover_at: Some(invocation_end), ..request };
-        let result = Box::pin(self.with_lease(&run.id, &slot, Box::pin(self.run_turn(request)))).await;
+        let result = Box::pin(self.with_lease(&run, &slot, Box::pin(self.run_turn(request)))).await;
         self.after_turn(&run, &slot, result).await
     }
 
@@ -217,7 +235,7 @@ impl Engine {
         };
         let run = AgentRun { status: RunStatus::Running, ..run };
         let result = Box::pin(self.with_lease(
-            &run.id,
+            &run,
             &slot,
             Box::pin(self.continue_paused(continuation, Some(invocation_end))),
         ))
@@ -320,7 +338,9 @@ impl Engine {
 
     /// Runs `work` while renewing the run's slot lease, so a live run keeps its slot and a
     /// crashed one loses it when the lease runs out.
-    async fn with_lease<F: Future>(&self, run: &RunId, slot: &SlotRef, work: F) -> F::Output {
+    /// The run's own lease moves with it: a run whose lease lapsed is settled by the retention
+    /// sweep (`background_sweep`), and a late renewal then finds it ended.
+    async fn with_lease<F: Future>(&self, run: &AgentRun, slot: &SlotRef, work: F) -> F::Output {
         let every = Duration::from_millis(u64::try_from(SLOT_LEASE_MS / 3).unwrap_or(40_000));
         let mut work = std::pin::pin!(work);
         loop {
@@ -329,7 +349,7 @@ impl Engine {
                 () = tokio::time::sleep(every) => {
                     let until = crate::now().plus_millis(SLOT_LEASE_MS);
                     if let Err(err) = self.store.agent_runs().renew(slot, run, until).await {
-                        tracing::warn!(error = %err, run = %run, "could not renew a run's slot");
+                        tracing::warn!(error = %err, run = %run.id, "could not renew a run's lease");
                     }
                 }
             }
@@ -408,8 +428,64 @@ impl Engine {
         &self,
         run: &AgentRun,
         slot: Option<&SlotRef>,
-        mut outcome: RunOutcome,
+        outcome: RunOutcome,
     ) -> Result<Executed, StoreError> {
+        let status = outcome.status;
+        let ending = Ending::of(run, outcome);
+        let now = crate::now();
+        match self.store.agent_runs().settle(run, slot, &ending.outcome, ending.announce(), now).await {
+            Ok(_) => {
+                ending.send(&self.store).await;
+                Ok(Executed::Ran(status))
+            }
+            Err(StoreError::Conflict) => Ok(Executed::Stale),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Puts a run that could not go on back to `queued` (its slot given back), to be started
+    /// again by the message's next delivery.
+    async fn requeue(&self, run: &AgentRun, slot: &SlotRef) {
+        let outcome = RunOutcome {
+            status: RunStatus::Queued,
+            stop_reason: None,
+            output_text: None,
+            error: None,
+            usage: run.usage,
+            cost_usd: run.cost_usd,
+            pending_action_ids: Vec::new(),
+            callback: None,
+        };
+        if let Err(err) =
+            self.store.agent_runs().settle(run, Some(slot), &outcome, Announce::default(), crate::now()).await
+        {
+            tracing::warn!(error = %err, run = %run.id, "could not put a run back in the queue");
+        }
+    }
+
+    /// Tells the webhooks queue that `event` was emitted; a failed send is the retry job's to
+    /// repair (the event waits in the outbox).
+    pub async fn dispatch(&self, event: Option<OutboxEvent>) {
+        dispatch(&self.store, event).await;
+    }
+
+    /// Sends the message that starts `run` (after a pause of `delay_s`, for a run that waits).
+    pub async fn enqueue_run(&self, run: &StartRun, delay_s: i32) -> Result<(), StoreError> {
+        self.store.runs_queue()?.send_delayed(&RunsMessage::StartRun(run.clone()), delay_s).await
+    }
+}
+
+/// What ending a run writes besides the run (the outcome with its callback recorded, the
+/// `agent_run.*` event, the callback's signed message), and sends once it is written.
+pub(crate) struct Ending {
+    pub outcome: RunOutcome,
+    event: Option<OutboxEvent>,
+    callback: Option<Message>,
+}
+
+impl Ending {
+    /// `run` moving to `outcome`: a terminal status records the callback the run owes.
+    pub(crate) fn of(run: &AgentRun, mut outcome: RunOutcome) -> Self {
         let status = outcome.status;
         if status.is_terminal()
             && let (Some(url), Some(event_type)) = (&run.callback_url, status.event_type())
@@ -431,82 +507,55 @@ impl Engine {
             ..run.clone()
         };
         let event = run_event(&after);
-        let now = crate::now();
         let callback =
             outcome.callback.as_ref().zip(event.as_ref()).map(|(c, e)| callback_message(run, c, e));
-        match self
-            .store
-            .agent_runs()
-            .settle(&run.project_id, &run.id, slot, &outcome, event.as_ref(), callback.as_ref(), now)
-            .await
-        {
-            Ok(_) => {
-                self.dispatch(event).await;
-                if let Some(message) = &callback {
-                    self.send_callback(message).await;
-                }
-                Ok(Executed::Ran(status))
-            }
-            Err(StoreError::Conflict) => Ok(Executed::Stale),
-            Err(err) => Err(err),
-        }
+        Self { outcome, event, callback }
     }
 
-    /// Sends the callback's first attempt on the webhooks queue; a failed send is made by the
-    /// retry job once the message is due.
-    async fn send_callback(&self, message: &Message) {
-        let first = WebhooksMessage::Attempt {
-            owner: message.owner,
-            endpoint_id: message.endpoint_id.clone(),
-            event_id: message.id.clone(),
-            created_at: message.created_at,
-            attempt: 1,
-        };
-        let sent = match self.store.webhooks_queue() {
-            Ok(queue) => queue.send_json(&first).await,
-            Err(err) => Err(err),
-        };
-        if let Err(err) = sent {
-            tracing::warn!(error = %err, "could not send a run's callback: the retry job makes it");
-        }
+    pub(crate) fn announce(&self) -> Announce<'_> {
+        Announce { event: self.event.as_ref(), callback: self.callback.as_ref() }
     }
 
-    /// Puts a run that could not go on back to `queued` (its slot given back), to be started
-    /// again by the message's next delivery.
-    async fn requeue(&self, run: &AgentRun, slot: &SlotRef) {
-        let outcome = RunOutcome {
-            status: RunStatus::Queued,
-            stop_reason: None,
-            output_text: None,
-            error: None,
-            usage: run.usage,
-            cost_usd: run.cost_usd,
-            pending_action_ids: Vec::new(),
-            callback: None,
-        };
-        if let Err(err) = self
-            .store
-            .agent_runs()
-            .settle(&run.project_id, &run.id, Some(slot), &outcome, None, None, crate::now())
-            .await
-        {
-            tracing::warn!(error = %err, run = %run.id, "could not put a run back in the queue");
+    /// Once written: the event to the webhooks queue, and the callback's first attempt.
+    pub(crate) async fn send(self, store: &Store) {
+        // A function not granted the webhooks queue (the retention sweep) leaves both to the
+        // retry job: the event waits in the outbox, the callback's first attempt comes due.
+        if store.webhooks_queue().is_err() {
+            return;
+        }
+        dispatch(store, self.event).await;
+        if let Some(message) = &self.callback {
+            send_callback(store, message).await;
         }
     }
+}
 
-    /// Tells the webhooks queue that `event` was emitted; a failed send is the retry job's to
-    /// repair (the event waits in the outbox).
-    pub async fn dispatch(&self, event: Option<OutboxEvent>) {
-        if let Some(event) = event
-            && let Err(err) = self.store.webhooks().dispatch(&[event]).await
-        {
-            tracing::warn!(error = %err, "could not send a background run's webhook event");
-        }
+/// Tells the webhooks queue that `event` was emitted; a failed send is the retry job's to
+/// repair (the event waits in the outbox).
+async fn dispatch(store: &Store, event: Option<OutboxEvent>) {
+    if let Some(event) = event
+        && let Err(err) = store.webhooks().dispatch(&[event]).await
+    {
+        tracing::warn!(error = %err, "could not send a background run's webhook event");
     }
+}
 
-    /// Sends the message that starts `run` (after a pause of `delay_s`, for a run that waits).
-    pub async fn enqueue_run(&self, run: &StartRun, delay_s: i32) -> Result<(), StoreError> {
-        self.store.runs_queue()?.send_delayed(&RunsMessage::StartRun(run.clone()), delay_s).await
+/// Sends the callback's first attempt on the webhooks queue; a failed send is made by the
+/// retry job once the message is due.
+async fn send_callback(store: &Store, message: &Message) {
+    let first = WebhooksMessage::Attempt {
+        owner: message.owner,
+        endpoint_id: message.endpoint_id.clone(),
+        event_id: message.id.clone(),
+        created_at: message.created_at,
+        attempt: 1,
+    };
+    let sent = match store.webhooks_queue() {
+        Ok(queue) => queue.send_json(&first).await,
+        Err(err) => Err(err),
+    };
+    if let Err(err) = sent {
+        tracing::warn!(error = %err, "could not send a run's callback: the retry job makes it");
     }
 }
 

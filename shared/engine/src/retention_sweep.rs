@@ -8,7 +8,8 @@
 //! `AGENT_RUN_RETENTION_DAYS`, and webhook delivery records (a message with its attempts) past
 //! `RECORD_RETENTION_DAYS`. Each is read oldest first from its partition of the `by_due` index,
 //! in bounded pages; what a pass deletes leaves the index, so the next pass starts where this
-//! one stopped. Last, the workspaces bucket: checkpoint blobs and manifests no environment or
+//! one stopped. Background runs whose executor died (their lease lapsed) are settled
+//! (`background_sweep`). Last, the workspaces bucket: checkpoint blobs and manifests no environment or
 //! Run references any more, by a mark-and-sweep that keeps its cursor in DynamoDB
 //! (workspace_sweep.rs). It also carries stored-shape migrations that must rewrite old items
 //! (the store's `session_placement`), each resumable from a cursor it keeps.
@@ -64,6 +65,8 @@ pub struct SweepReport {
     pub tenant_pauses_continued: usize,
     /// Deleted sessions whose data this pass removed (`session_purge`).
     pub sessions_purged: usize,
+    /// Background runs whose executor died, settled (`background_sweep`).
+    pub dead_runs_settled: usize,
 }
 
 /// What the sweep needs of storage (a port, so the pass's rules are tested in memory; the
@@ -124,6 +127,16 @@ pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, St
     // Without an S3 client (a function not granted the files bucket) files wait.
     if store.objects().is_ok() {
         report.files_deleted = sweep_expired(&ExpiredFiles(store), now, &mut report.failed).await?;
+    }
+    match crate::background_sweep::settle_dead_runs(store, now).await {
+        Ok(dead) => {
+            report.dead_runs_settled = dead.failed + dead.canceled;
+            report.failed += dead.errors;
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "reading the background runs whose lease lapsed failed");
+            report.failed += 1;
+        }
     }
     report.runs_deleted = sweep_expired(&ExpiredRuns(store), now, &mut report.failed).await?;
     report.records_deleted = sweep_expired(&ExpiredRecords(store), now, &mut report.failed).await?;
@@ -438,6 +451,7 @@ mod tests {
             created_at: NOW.plus_seconds(-3600),
             expires_at: expires_in_s.map(|s| NOW.plus_seconds(s)),
             settled_at: None,
+            answer_key_ids: None,
         }
     }
 

@@ -1035,6 +1035,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
                     created_at: now,
                     expires_at: agentplane_domain::action::expires_at(now, timeout),
                     settled_at: None,
+                    answer_key_ids: self.plan.config.human_in_the_loop.answer_key_ids.clone(),
                 };
                 let id = action.id.clone();
                 actions.push(action);

@@ -32,6 +32,10 @@ pub enum ClientError {
     /// 409 `action_not_pending`, with the action's `action_status`.
     #[error("the action is not pending")]
     ActionNotPending { action_status: agentplane_domain::action::ActionStatus },
+    /// 403 `answer_not_permitted`: the agent's `humanInTheLoop.answer_key_ids` does not name
+    /// the key that answered.
+    #[error("this key may not answer the action")]
+    AnswerNotPermitted,
     /// 409 `session_busy`, naming the session when known.
     #[error("a turn is already running in this session")]
     SessionBusy { session_id: Option<String> },
@@ -163,6 +167,12 @@ impl ClientError {
                 "not_found_error",
                 "action_not_found",
                 "action not found",
+            ),
+            Self::AnswerNotPermitted => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                "answer_not_permitted",
+                "this key may not answer the action: the agent's `humanInTheLoop.answer_key_ids` names the keys that may",
             ),
             Self::ActionNotPending { action_status } => ApiError::new(
                 StatusCode::CONFLICT,

@@ -26,9 +26,10 @@ pub enum WebhookError {
     /// 409 `concurrent_update`: the endpoint kept changing meanwhile.
     #[error("the endpoint changed meanwhile")]
     ConcurrentUpdate,
-    /// 400 `url_not_allowed` (`param: url`).
-    #[error("{0}")]
-    UrlNotAllowed(String),
+    /// 400 `url_not_allowed`, naming the parameter that gave the URL (`url`, `callback_url`,
+    /// `config.execution.default_callback_url`).
+    #[error("{message}")]
+    UrlNotAllowed { param: &'static str, message: String },
     /// 503 `webhooks_unavailable`: the deployment has no webhook secret key.
     #[error("webhooks are not configured")]
     Unavailable,
@@ -78,9 +79,9 @@ impl WebhookError {
                 "concurrent_update",
                 "the endpoint changed meanwhile; try again",
             ),
-            Self::UrlNotAllowed(message) => {
+            Self::UrlNotAllowed { param, message } => {
                 ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", "url_not_allowed", message)
-                    .with("param", "url")
+                    .with("param", param)
             }
             Self::Unavailable => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -123,7 +124,11 @@ mod tests {
             (WebhookError::CursorNotFound, StatusCode::NOT_FOUND, "cursor_not_found"),
             (WebhookError::LimitReached, StatusCode::CONFLICT, "webhook_limit_reached"),
             (WebhookError::ConcurrentUpdate, StatusCode::CONFLICT, "concurrent_update"),
-            (WebhookError::UrlNotAllowed("x".into()), StatusCode::BAD_REQUEST, "url_not_allowed"),
+            (
+                WebhookError::UrlNotAllowed { param: "url", message: "x".into() },
+                StatusCode::BAD_REQUEST,
+                "url_not_allowed",
+            ),
             (WebhookError::Unavailable, StatusCode::SERVICE_UNAVAILABLE, "webhooks_unavailable"),
         ] {
             let api = err.to_api_error();

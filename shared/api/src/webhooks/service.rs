@@ -46,14 +46,25 @@ fn new_secret(app: &App, id: &EndpointId, now: Timestamp) -> Result<(String, Sto
 }
 
 /// Refuses a URL whose host is or resolves to an address deliveries may not reach (checked
-/// again at every delivery). A name that does not resolve yet is accepted: its deliveries fail.
-async fn check_reachable(app: &App, url: &str) -> Result<(), WebhookError> {
+/// again at every delivery), naming the parameter `param` that gave it. A name that does not
+/// resolve yet is accepted: its deliveries fail. Endpoints, a run's `callback_url` and an
+/// agent's `default_callback_url` are all checked here.
+pub(crate) async fn check_reachable(app: &App, param: &'static str, url: &str) -> Result<(), WebhookError> {
     match resolve(url, &app.webhooks.targets, app.webhooks.timeout).await {
         Ok(_) | Err(TargetError::Unresolvable(_)) => Ok(()),
-        Err(TargetError::NotAllowed { host, reason }) => Err(WebhookError::UrlNotAllowed(format!(
-            "`url` points at {host}, {reason}; webhooks go to public hosts and the deployment's allow-listed receivers"
-        ))),
-        Err(TargetError::Invalid(message)) => Err(ValidationError::new("url", message).into()),
+        Err(TargetError::NotAllowed { host, reason }) => Err(WebhookError::UrlNotAllowed {
+            param,
+            message: format!(
+                "`{param}` points at {host}, {reason}; webhooks go to public hosts and the deployment's allow-listed receivers"
+            ),
+        }),
+        Err(TargetError::Invalid(_)) => {
+            // The same rules as `resolve`'s, with the message naming `param`.
+            let message = webhook::check_url_as(param, url)
+                .err()
+                .map_or_else(|| format!("`{param}` must be an absolute http(s) URL"), |e| e.message);
+            Err(ValidationError::new(param, message).into())
+        }
     }
 }
 
@@ -62,7 +73,7 @@ pub async fn create(app: &App, owner: Owner, body: CreateWebhook) -> Result<Webh
     let id = EndpointId::from_random(edge::random()?);
     let (secret, stored) = new_secret(app, &id, now)?;
     let endpoint = webhook::new_endpoint(EndpointFields::from(body), id, owner, stored, now)?;
-    check_reachable(app, &endpoint.url).await?;
+    check_reachable(app, "url", &endpoint.url).await?;
     match app.store.webhooks().create(&endpoint).await {
         Ok(()) => Ok(WebhookWithSecret { endpoint: WebhookBody::from(&endpoint), secret }),
         Err(StoreError::Conflict) => Err(WebhookError::LimitReached),
@@ -135,7 +146,7 @@ pub async fn update(
     let fields = EndpointFields::from(body);
     if let Some(url) = &fields.url {
         webhook::check_url(url)?;
-        check_reachable(app, url).await?;
+        check_reachable(app, "url", url).await?;
     }
     let (endpoint, ()) =
         edit(app, owner, id, |endpoint, now| Ok(webhook::patch_endpoint(endpoint, fields.clone(), now)?))
@@ -241,7 +252,7 @@ pub async fn prepare_callback(
     project: ProjectId,
     url: &str,
 ) -> Result<Option<String>, WebhookError> {
-    check_reachable(app, url).await?;
+    check_reachable(app, "callback_url", url).await?;
     let now = edge::now();
     let id = webhook::callback_signer_id(&project);
     let (secret, stored) = new_secret(app, &id, now)?;

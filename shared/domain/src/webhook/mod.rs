@@ -332,7 +332,13 @@ pub struct Target {
 /// `http` or `https`, a host, no user name or password, no fragment, at most
 /// [`MAX_URL_CHARS`] characters; answers where it points.
 pub fn check_url(url: &str) -> Result<Target, ValidationError> {
-    let refuse = |why: &str| ValidationError::new("url", format!("`url` {why}"));
+    check_url_as("url", url)
+}
+
+/// [`check_url`] for a URL given as `param` (a run's `callback_url`, an agent's
+/// `config.execution.default_callback_url`): the same rules, the error naming `param`.
+pub fn check_url_as(param: &str, url: &str) -> Result<Target, ValidationError> {
+    let refuse = |why: &str| ValidationError::new(param, format!("`{param}` {why}"));
     if url.chars().count() > MAX_URL_CHARS {
         return Err(refuse(&format!("must be at most {MAX_URL_CHARS} characters")));
     }

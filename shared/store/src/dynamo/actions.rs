@@ -402,6 +402,7 @@ mod tests {
             created_at,
             expires_at: expires_at(created_at, timeout_minutes),
             settled_at: None,
+            answer_key_ids: None,
         }
     }
 

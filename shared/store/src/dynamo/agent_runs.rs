@@ -9,10 +9,15 @@
 //! of its tenant's slots (`0..max`): the slot is taken in the same transaction that moves the run
 //! to `running` (the slot free, or its lease past, or already this run's), renewed while the run
 //! goes on, and given back in the same transaction that moves the run on. A holder that crashed
-//! stops renewing, so its slot comes back when the lease runs out. Runs expire after the
-//! retention period (`expires_at`): each run is in the `by_due` index (GSI2PK
-//! `AGENT_RUNS_EXPIRE`, GSI2SK `{expires ms:015}#{pid}#{run}`), where the retention sweep finds
-//! it, and the item's TTL is the backstop.
+//! stops renewing, so its slot comes back when the lease runs out. The run itself carries the
+//! same lease (`lease_until`, renewed with the slot) while it is `running`.
+//!
+//! Each run is in the `by_due` index, where the retention sweep finds it, in the partition of
+//! what is due for it next: while it is `running`, its lease (GSI2PK `AGENT_RUNS_LEASE`, GSI2SK
+//! `{lease ms:015}#{pid}#{run}`), so a run whose executor died is found once its lease lapsed
+//! (`background_sweep`); otherwise its retention (GSI2PK `AGENT_RUNS_EXPIRE`, GSI2SK
+//! `{expires ms:015}#{pid}#{run}`), after which it is deleted (the item's TTL is the backstop).
+//! A run that started before leases moves under its lease at its first renewal.
 
 use agentplane_domain::agent_run::{AgentRun, RunError, RunId, RunStatus};
 use agentplane_domain::page::{Page, PageRequest, created_sort_key};
@@ -63,6 +68,13 @@ struct RunItem {
 
 /// The `by_due` partition of background runs, by when they expire.
 pub const RUNS_EXPIRE: &str = "AGENT_RUNS_EXPIRE";
+/// The `by_due` partition of running background runs, by when their lease lapses.
+pub const RUNS_LEASE: &str = "AGENT_RUNS_LEASE";
+
+/// A run's sort key in its `by_due` partition: due at `at`.
+fn due_sk(at: Timestamp, run: &AgentRun) -> String {
+    format!("{:015}#{}#{}", at.unix_millis().max(0), run.project_id, run.id)
+}
 
 pub use super::slots::Slot;
 
@@ -86,6 +98,14 @@ pub enum StartRefused {
     NoSlot,
     /// The run is not in the status the start expected (started already, canceled, gone).
     NotStartable,
+}
+
+/// What a run's move announces, written with it: the `agent_run.*` event and the callback's
+/// signed message.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Announce<'a> {
+    pub event: Option<&'a OutboxEvent>,
+    pub callback: Option<&'a agentplane_domain::webhook::Message>,
 }
 
 /// How a run ends or pauses: what the executor writes when its turn stops.
@@ -129,6 +149,15 @@ impl<'a> AgentRuns<'a> {
         Ok(items.into_iter().map(|item| item.run).collect())
     }
 
+    /// Up to `limit` running runs whose lease lapsed at `now`, the oldest lapse first (the index
+    /// is read eventually consistent: a run renewed just now may be among them, and
+    /// [`AgentRuns::settle_lapsed`] leaves it be).
+    pub async fn lapsed(&self, now: Timestamp, limit: usize) -> Result<Vec<AgentRun>, StoreError> {
+        let until = format!("{:015}#~", now.unix_millis().max(0));
+        let items: Vec<RunItem> = super::due_page(self.store, self.table(), RUNS_LEASE, until, limit).await?;
+        Ok(items.into_iter().map(|item| item.run).collect())
+    }
+
     /// Deletes `run`, whose retention ended (`NotFound` when it is gone already).
     pub async fn delete_expired(&self, run: &AgentRun) -> Result<(), StoreError> {
         let result = self
@@ -158,12 +187,7 @@ impl<'a> AgentRuns<'a> {
             gsi1pk: runs_list(&run.project_id),
             gsi1sk: created_sort_key(run.created_at, &run.id),
             gsi2pk: Some(RUNS_EXPIRE.to_owned()),
-            gsi2sk: Some(format!(
-                "{:015}#{}#{}",
-                run.expires_at.unix_millis().max(0),
-                run.project_id,
-                run.id
-            )),
+            gsi2sk: Some(due_sk(run.expires_at, run)),
             run: run.clone(),
         };
         let put = Put::builder()
@@ -296,13 +320,17 @@ impl<'a> AgentRuns<'a> {
     ) -> Result<Result<SlotRef, StartRefused>, StoreError> {
         // A cancelled run does not start; one that is running already (handed over) goes on,
         // so that its turn sees the cancel and ends.
+        // The run carries the slot's lease, and is filed under it in the due-work index.
         let mut update = Update::builder()
             .table_name(self.table())
             .key("PK", s(project_pk(&run.project_id)))
             .key("SK", s(run_sk(&run.id)))
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":from", s(from.as_str()))
-            .expression_attribute_values(":running", s(RunStatus::Running.as_str()));
+            .expression_attribute_values(":running", s(RunStatus::Running.as_str()))
+            .expression_attribute_values(":lease", attr(lease_until)?)
+            .expression_attribute_values(":lease_pk", s(RUNS_LEASE))
+            .expression_attribute_values(":lease_sk", s(due_sk(lease_until, run)));
         update = if from == RunStatus::Running {
             update.condition_expression("#status = :from")
         } else {
@@ -310,12 +338,13 @@ impl<'a> AgentRuns<'a> {
                 .condition_expression("#status = :from AND cancel_requested = :no")
                 .expression_attribute_values(":no", AttributeValue::Bool(false))
         };
+        const LEASED: &str = "lease_until = :lease, GSI2PK = :lease_pk, GSI2SK = :lease_sk";
         update = if run.started_at.is_none() {
             update
-                .update_expression("SET #status = :running, started_at = :now")
+                .update_expression(format!("SET #status = :running, started_at = :now, {LEASED}"))
                 .expression_attribute_values(":now", attr(now)?)
         } else {
-            update.update_expression("SET #status = :running")
+            update.update_expression(format!("SET #status = :running, {LEASED}"))
         };
         let items = vec![
             TransactWriteItem::builder().put(self.slot_put(slot, &run.id, now, lease_until)?).build(),
@@ -346,45 +375,93 @@ impl<'a> AgentRuns<'a> {
         }
     }
 
-    /// Renews the run's hold on its slot (the executor does, while the turn goes on).
-    pub async fn renew(&self, slot: &SlotRef, run: &RunId, lease_until: Timestamp) -> Result<(), StoreError> {
-        let update = slots::renew(self.store, &slot.place(), &run.to_string(), lease_until, None)?;
+    /// Renews the run's hold on its slot and the run's own lease (the executor does, while the
+    /// turn goes on), in one transaction. `Conflict`: the slot is another's now, or the run is
+    /// not running any more (ended, or settled by the sweep after its lease lapsed).
+    pub async fn renew(
+        &self,
+        slot: &SlotRef,
+        run: &AgentRun,
+        lease_until: Timestamp,
+    ) -> Result<(), StoreError> {
+        let slot_update = slots::renew(self.store, &slot.place(), &run.id.to_string(), lease_until, None)?;
+        let run_update = Update::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(&run.project_id)))
+            .key("SK", s(run_sk(&run.id)))
+            .condition_expression("#status = :running")
+            // The partition too: a run that started before leases moves under its lease here.
+            .update_expression("SET lease_until = :lease, GSI2PK = :lease_pk, GSI2SK = :lease_sk")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":running", s(RunStatus::Running.as_str()))
+            .expression_attribute_values(":lease", attr(lease_until)?)
+            .expression_attribute_values(":lease_pk", s(RUNS_LEASE))
+            .expression_attribute_values(":lease_sk", s(due_sk(lease_until, run)))
+            .build()
+            .map_err(StoreError::unavailable)?;
         self.store
             .dynamo
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(update.key))
-            .set_condition_expression(update.condition_expression)
-            .set_update_expression(Some(update.update_expression))
-            .set_expression_attribute_names(update.expression_attribute_names)
-            .set_expression_attribute_values(update.expression_attribute_values)
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(slot_update).build())
+            .transact_items(TransactWriteItem::builder().update(run_update).build())
             .send()
             .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()))?;
+            .map_err(transaction_conflict)?;
         Ok(())
     }
 
     /// Records how the run's turn stopped (`running` → the outcome's status) and gives its slot
     /// back, in one transaction, with the event announcing it and the callback's message.
     /// `Conflict`: the run was not running (another writer ended it).
-    #[allow(clippy::too_many_arguments)]
     pub async fn settle(
         &self,
-        project: &ProjectId,
-        id: &RunId,
+        run: &AgentRun,
         slot: Option<&SlotRef>,
         outcome: &RunOutcome,
-        emit: Option<&OutboxEvent>,
-        callback: Option<&agentplane_domain::webhook::Message>,
+        announce: Announce<'_>,
         now: Timestamp,
     ) -> Result<AgentRun, StoreError> {
-        let mut sets =
-            vec!["#status = :to", "#usage = :usage", "cost_usd = :cost", "pending_action_ids = :pending"];
+        self.settle_if(run, slot, outcome, announce, now, None).await
+    }
+
+    /// Settles a running run whose lease lapsed at `now` (its executor died), as
+    /// [`AgentRuns::settle`] does but keeping its slot as it is (its lapsed lease frees it).
+    /// `Conflict`: the run is not running, or its lease was renewed meanwhile.
+    pub async fn settle_lapsed(
+        &self,
+        run: &AgentRun,
+        outcome: &RunOutcome,
+        announce: Announce<'_>,
+        now: Timestamp,
+    ) -> Result<AgentRun, StoreError> {
+        self.settle_if(run, None, outcome, announce, now, Some(now)).await
+    }
+
+    async fn settle_if(
+        &self,
+        run: &AgentRun,
+        slot: Option<&SlotRef>,
+        outcome: &RunOutcome,
+        announce: Announce<'_>,
+        now: Timestamp,
+        lapsed_at: Option<Timestamp>,
+    ) -> Result<AgentRun, StoreError> {
+        let (project, id) = (&run.project_id, &run.id);
+        // Off the lease partition, back under its retention.
+        let mut sets = vec![
+            "#status = :to",
+            "#usage = :usage",
+            "cost_usd = :cost",
+            "pending_action_ids = :pending",
+            "GSI2PK = :expire_pk",
+            "GSI2SK = :expire_sk",
+        ];
         let mut update = Update::builder()
             .table_name(self.table())
             .key("PK", s(project_pk(project)))
             .key("SK", s(run_sk(id)))
-            .condition_expression("#status = :running")
+            .expression_attribute_values(":expire_pk", s(RUNS_EXPIRE))
+            .expression_attribute_values(":expire_sk", s(due_sk(run.expires_at, run)))
             .expression_attribute_names("#status", "status")
             .expression_attribute_names("#usage", "usage")
             .expression_attribute_values(":running", s(RunStatus::Running.as_str()))
@@ -392,6 +469,12 @@ impl<'a> AgentRuns<'a> {
             .expression_attribute_values(":usage", attr(outcome.usage)?)
             .expression_attribute_values(":cost", AttributeValue::N(format!("{:.9}", outcome.cost_usd)))
             .expression_attribute_values(":pending", attr(&outcome.pending_action_ids)?);
+        update = match lapsed_at {
+            None => update.condition_expression("#status = :running"),
+            Some(at) => update
+                .condition_expression("#status = :running AND lease_until < :lapsed")
+                .expression_attribute_values(":lapsed", attr(at)?),
+        };
         if let Some(reason) = outcome.stop_reason {
             sets.push("stop_reason = :reason");
             update = update.expression_attribute_values(":reason", attr(reason)?);
@@ -416,18 +499,18 @@ impl<'a> AgentRuns<'a> {
             update = update.expression_attribute_values(":callback", attr(callback)?);
         }
         let update = update
-            .update_expression(format!("SET {}", sets.join(", ")))
+            .update_expression(format!("SET {} REMOVE lease_until", sets.join(", ")))
             .build()
             .map_err(StoreError::unavailable)?;
         let mut items = vec![TransactWriteItem::builder().update(update).build()];
         if let Some(slot) = slot {
             items.push(self.slot_release(slot, id)?);
         }
-        if let Some(event) = emit {
+        if let Some(event) = announce.event {
             items.push(self.store.webhooks().emit_item(event)?);
         }
         // The callback's signed message, written if and only if the end is.
-        if let Some(message) = callback {
+        if let Some(message) = announce.callback {
             items.extend(self.store.webhooks().message_items(message)?);
         }
         self.store

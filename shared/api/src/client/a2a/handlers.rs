@@ -539,6 +539,10 @@ async fn execute(ctx: &Ctx, prepared: Prepared) -> Result<Task, RpcError> {
 /// Settles each answered action (one conditional update each), as the actions route does: an
 /// action past its expiry is recorded expired and refused.
 async fn settle(ctx: &Ctx, answers: Vec<(Action, Answer)>) -> Result<Vec<Action>, RpcError> {
+    // Who may answer is checked for every action before any is settled.
+    if answers.iter().any(|(action, _)| !action.may_answer(&ctx.auth.key_id)) {
+        return Err(ClientError::AnswerNotPermitted.into());
+    }
     let store = ctx.app.store.actions();
     let mut settled = Vec::with_capacity(answers.len());
     for (action, answer) in answers {

@@ -100,7 +100,9 @@ pub async fn get(
 
 /// Answer a pending action.
 ///
-/// Whoever holds a key of the session's project may answer, once: the body takes the shape of
+/// Whoever holds a key of the session's project may answer, once (when the agent's
+/// `humanInTheLoop.answer_key_ids` names keys, only those: another is 403
+/// `answer_not_permitted`, and the action stays as it was): the body takes the shape of
 /// the action's `type` (approval `{decision: "approve" | "deny", reason?}`, question `{answers}`,
 /// client tool `{output}`; `answers` and `output` are kept exactly as given). The first answer
 /// wins; any later one — or one to an expired or cancelled action — is 409
@@ -121,6 +123,7 @@ pub async fn get(
         (status = 200, description = "The action, resolved with this answer.", body = ActionBody),
         (status = 400, description = "The body is not an answer to an action of this type (`param` names the field).", body = ErrorEnvelope),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
+        (status = 403, description = "The agent's `humanInTheLoop.answer_key_ids` does not name this key (`answer_not_permitted`).", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or no such action in the session (`action_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The action was already answered, expired or was cancelled (`action_not_pending`, with its `action_status`).", body = ErrorEnvelope),
         (status = 413, description = "The body is too large.", body = ErrorEnvelope),
@@ -138,6 +141,9 @@ pub async fn answer(
     let actions = app.store.actions();
     let action =
         actions.get(&auth.project_id, &session, &id).await.or_not_found(ClientError::ActionNotFound)?;
+    if !action.may_answer(&auth.key_id) {
+        return Err(ClientError::AnswerNotPermitted);
+    }
     if action.status != ActionStatus::Pending {
         return Err(ClientError::ActionNotPending { action_status: action.status });
     }

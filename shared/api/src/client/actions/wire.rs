@@ -199,6 +199,7 @@ mod tests {
             created_at: at,
             expires_at: None,
             settled_at: Some(at),
+            answer_key_ids: None,
         };
         let body = serde_json::to_value(ActionBody::from(&action)).unwrap_or_default();
         assert_eq!(

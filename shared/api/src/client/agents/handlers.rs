@@ -50,6 +50,36 @@ async fn check_bucket(app: &App, agent: &Agent) -> Result<(), ClientError> {
     }
 }
 
+/// A `config.execution.default_callback_url` is a URL a run's end may be delivered to: the same
+/// rules as a webhook endpoint's (scheme, and no address deliveries may not reach), checked when
+/// it is saved (one lookup, only when it is set or changed) and again at every delivery.
+async fn check_default_callback(app: &App, agent: &Agent) -> Result<(), ClientError> {
+    let Some(url) = &agent.execution.default_callback_url else { return Ok(()) };
+    crate::webhooks::service::check_reachable(app, "config.execution.default_callback_url", url).await?;
+    Ok(())
+}
+
+/// Each key `config.humanInTheLoop.answer_key_ids` names is a live key of the project (one read
+/// per key, only when the list is set or changed).
+async fn check_answer_keys(app: &App, agent: &Agent) -> Result<(), ClientError> {
+    let Some(ids) = &agent.draft.human_in_the_loop.answer_key_ids else { return Ok(()) };
+    for (i, id) in ids.iter().enumerate() {
+        let live = match app.store.api_keys().get(&agent.project_id, id).await {
+            Ok(key) => key.revoked_at.is_none(),
+            Err(StoreError::NotFound) => false,
+            Err(err) => return Err(err.into()),
+        };
+        if !live {
+            return Err(ValidationError::new(
+                format!("config.humanInTheLoop.answer_key_ids[{i}]"),
+                format!("`{id}` is not a live key of this project"),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// Create an agent.
 ///
 /// The body is read as `CreateAgent` describes it; a partial `config` section is laid over
@@ -62,7 +92,7 @@ async fn check_bucket(app: &App, agent: &Agent) -> Result<(), ClientError> {
     request_body = CreateAgent,
     responses(
         (status = 201, description = "The new agent.", body = AgentBody),
-        (status = 400, description = "The body is not a valid agent (`param` names the field).", body = ErrorEnvelope),
+        (status = 400, description = "The body is not a valid agent (`param` names the field; `url_not_allowed` for a `default_callback_url` deliveries may not reach).", body = ErrorEnvelope),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 413, description = "The body is too large.", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
@@ -74,9 +104,11 @@ pub async fn create(
     JsonObject(body, _): JsonObject<ClientError>,
 ) -> Result<(StatusCode, Json<AgentBody>), ClientError> {
     let id = AgentId::from_random(edge::random()?);
-    let agent = agent::new_agent(&body, id, auth.project_id, edge::now())?;
+    let agent = agent::new_agent_within(&body, id, auth.project_id, edge::now(), &app.ceilings())?;
     check_tools(&app, &agent)?;
     check_bucket(&app, &agent).await?;
+    check_default_callback(&app, &agent).await?;
+    check_answer_keys(&app, &agent).await?;
     app.store.agents().create(&agent).await?;
     Ok((StatusCode::CREATED, Json(AgentBody::from(&agent))))
 }
@@ -156,7 +188,7 @@ pub async fn get(
     request_body = UpdateAgent,
     responses(
         (status = 200, description = "The agent as changed.", body = AgentBody),
-        (status = 400, description = "The body is not a valid change (`param` names the field).", body = ErrorEnvelope),
+        (status = 400, description = "The body is not a valid change (`param` names the field; `url_not_allowed` for a `default_callback_url` deliveries may not reach).", body = ErrorEnvelope),
         (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such agent in this project (`agent_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The agent kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
@@ -175,12 +207,18 @@ pub async fn update(
         let mut agent =
             app.store.agents().get(&auth.project_id, &id).await.or_not_found(ClientError::AgentNotFound)?;
         let previous = agent.updated_at;
-        let bucket_before = agent.draft.attachments.bucket.clone();
+        let before = agent.clone();
         let now = edge::now().max(previous.plus_millis(1));
-        agent::patch_agent(&mut agent, &body, now)?;
+        agent::patch_agent_within(&mut agent, &body, now, &app.ceilings())?;
         check_tools(&app, &agent)?;
-        if agent.draft.attachments.bucket != bucket_before {
+        if agent.draft.attachments.bucket != before.draft.attachments.bucket {
             check_bucket(&app, &agent).await?;
+        }
+        if agent.execution.default_callback_url != before.execution.default_callback_url {
+            check_default_callback(&app, &agent).await?;
+        }
+        if agent.draft.human_in_the_loop.answer_key_ids != before.draft.human_in_the_loop.answer_key_ids {
+            check_answer_keys(&app, &agent).await?;
         }
         match app.store.agents().replace(&agent, previous).await {
             Ok(()) => return Ok(Json(AgentBody::from(&agent))),

@@ -48,7 +48,8 @@ impl From<BudgetAction> for BudgetActionName {
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct ExecutionInput {
-    /// A synchronous turn's ceiling, 1 to 600000 ms (the deployment's ceiling).
+    /// A synchronous turn's ceiling, 1 ms to the deployment's ceiling (600000 unless the
+    /// deployment's `AGENT_SYNC_TIMEOUT_MS` says otherwise; a new agent's default).
     #[schema(nullable = false, minimum = 1, maximum = 600000)]
     sync_timeout_ms: Option<u64>,
     /// Session budget in USD; `null` for none.
@@ -58,8 +59,13 @@ pub struct ExecutionInput {
     budget_action: Option<BudgetActionName>,
     #[schema(nullable = false)]
     background_enabled: Option<bool>,
+    /// A background run's ceiling, 1 ms to the deployment's ceiling (1800000 unless the
+    /// deployment's `AGENT_BACKGROUND_MAX_DURATION_MS` says otherwise; a new agent's default).
     #[schema(nullable = false, minimum = 1, maximum = 1800000)]
     background_max_duration_ms: Option<u64>,
+    /// Where a background run's end is delivered when its request names no `callback_url`: an
+    /// http(s) URL that deliveries may reach (a public host, or one the deployment allows),
+    /// else 400 (`url_not_allowed` for the address).
     default_callback_url: Option<String>,
 }
 
@@ -94,6 +100,11 @@ pub struct HumanInTheLoopInput {
     /// Replaces the whole list when given.
     #[schema(nullable = false)]
     client_tools: Option<Vec<ClientToolBody>>,
+    /// The keys that may answer the actions of this agent's turns: 1 to 20 distinct ids of live
+    /// keys of the project; `null` (the default): any key of the project. Another key's answer
+    /// is 403 `answer_not_permitted`.
+    #[schema(min_items = 1, max_items = 20)]
+    answer_key_ids: Option<Vec<String>>,
 }
 
 /// A tool the caller runs in its own page: the model calls it, the turn pauses with a
@@ -265,6 +276,9 @@ pub struct HumanInTheLoopBody {
     /// Whether the model may ask the user a question (the `ask_user` tool).
     pub questions_enabled: bool,
     pub client_tools: Vec<ClientToolBody>,
+    /// The keys that may answer the actions of this agent's turns; `null`: any key of the
+    /// project.
+    pub answer_key_ids: Option<Vec<String>>,
 }
 
 impl From<&HumanInTheLoop> for HumanInTheLoopBody {
@@ -282,6 +296,10 @@ impl From<&HumanInTheLoop> for HumanInTheLoopBody {
                     parameters: Some(t.parameters.clone()),
                 })
                 .collect(),
+            answer_key_ids: h
+                .answer_key_ids
+                .as_ref()
+                .map(|ids| ids.iter().map(ToString::to_string).collect()),
         }
     }
 }

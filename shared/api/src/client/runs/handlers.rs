@@ -66,6 +66,7 @@ pub async fn queue(
         cancel_requested: false,
         pending_action_ids: Vec::new(),
         callback: None,
+        lease_until: None,
         expires_at: now.plus_seconds(app.background.retention_days * 86_400),
     };
     // Its end is a signed delivery to the callback: the URL is checked and the project's
