@@ -13,7 +13,7 @@
 //! Each message is idempotent on the consumer's side (a Run is claimed by a conditional write, a
 //! rollback restores once), so sending one twice costs a read. An environment whose Runs have all
 //! ended and which has no rollback under way leaves the outbox; otherwise it is looked at again a
-//! grace period later.
+//! grace period later (the store's, the one a state change's due time is set with).
 
 use std::time::Duration;
 
@@ -24,8 +24,6 @@ use agentplane_store::{RunsMessage, Store, StoreError};
 
 /// How many environments one pass looks at.
 const PAGE: usize = 100;
-/// How long until an environment with open work is looked at again.
-pub const GRACE: Duration = Duration::from_secs(60);
 
 /// What one pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +70,6 @@ async fn visit(
         Err(StoreError::NotFound) => return Ok(()),
         Err(err) => return Err(err),
     };
-    let again = now.plus_millis(i64::try_from(GRACE.as_millis()).unwrap_or(i64::MAX));
     if let Some(active) = &env.rollback {
         if super::rollback::overdue(active, give_up, now) {
             super::rollback::give_up(store, &env, active).await?;
@@ -81,7 +78,7 @@ async fn visit(
             super::rollback::send(store, &env.project_id, &env.id, active).await;
             report.rollbacks_sent += 1;
         }
-        return store.environments().reschedule_outbox(&env, again).await;
+        return store.environments().reschedule_outbox(&env, now).await;
     }
     let from = env.settled_through + 1;
     if from > env.run_count {
@@ -91,7 +88,7 @@ async fn visit(
     let listed = store.runs().sequence_runs(&env.id, from, env.run_count).await?;
     if u64::try_from(listed.len()).unwrap_or(0) < env.run_count - from + 1 {
         // The index has not caught up with a Run just created: look again later.
-        return store.environments().reschedule_outbox(&env, again).await;
+        return store.environments().reschedule_outbox(&env, now).await;
     }
     let live = env.executing.as_ref().filter(|lease| lease.live(now));
     let mut open = false;
@@ -127,7 +124,7 @@ async fn visit(
         }
     }
     if open {
-        store.environments().reschedule_outbox(&env, again).await
+        store.environments().reschedule_outbox(&env, now).await
     } else {
         report.settled += 1;
         store.environments().clear_outbox(&env).await

@@ -44,7 +44,7 @@ fn purge_key(at: Timestamp, project: &ProjectId, id: &EnvironmentId) -> String {
 }
 /// How long after a state change that needs a message the outbox sweep looks whether it was
 /// acted on (the message is sent at once; this is the net under a send that failed).
-pub const OUTBOX_GRACE_MS: i64 = 60_000;
+const OUTBOX_GRACE_MS: i64 = 60_000;
 pub(crate) fn outbox_due_from(at: Timestamp) -> Timestamp {
     at.plus_millis(OUTBOX_GRACE_MS)
 }
@@ -291,8 +291,9 @@ impl<'a> Environments<'a> {
         Ok(items.into_iter().map(|i| i.environment).collect())
     }
 
-    /// Looks at the environment's outbox again at `due` (its work is still open).
-    pub async fn reschedule_outbox(&self, env: &Environment, due: Timestamp) -> Result<(), StoreError> {
+    /// Looks at the environment's outbox again one grace after `now` (its work is still open).
+    pub async fn reschedule_outbox(&self, env: &Environment, now: Timestamp) -> Result<(), StoreError> {
+        let due = outbox_due_from(now);
         self.update_unless_changed(&env.project_id, &env.id, |update| {
             update
                 .update_expression("SET GSI2SK = :due")
