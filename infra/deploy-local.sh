@@ -47,10 +47,10 @@ for service in cloudformation lambda apigateway secretsmanager; do
 done
 
 if [ "${AGENTPLANE_DEPLOY_SKIP_BUILD:-0}" != 1 ]; then
-  say "cargo lambda build (profile lambda, x86_64) of every function"
+  say "cargo lambda build --release (x86_64): one binary per function"
   started=$(date +%s)
   # `nice`: the build is long and must not starve whatever else runs on the machine.
-  CARGO_TARGET_DIR="$target" nice -n 10 cargo lambda build --profile lambda --x86-64 \
+  CARGO_TARGET_DIR="$target" nice -n 10 cargo lambda build --release --x86-64 \
     -p agentplane-functions -o zip
   say "built in $(( $(date +%s) - started )) s"
 fi

@@ -40,20 +40,17 @@ def client(name: str, endpoint: str):
 
 
 def functions_of(template_text: str) -> list[tuple[str, str, str]]:
-    """(logical id, binary, the route or job it serves) of every function, in template order."""
+    """(logical id, binary, the route or job it serves) of every function, in template order: each
+    function is its own binary, named for the route or job it serves."""
     out = []
     current = None
-    binary = None
     for line in template_text.splitlines():
         m = re.match(r"^  ([A-Za-z0-9]+):\s*$", line)
         if m:
-            current, binary = m.group(1), None
+            current = m.group(1)
         m = re.match(r"^\s+Binary:\s*(\S+)\s*$", line)
         if m and current:
-            binary = m.group(1)
-        m = re.match(r"^\s+AGENTPLANE_FUNCTION:\s*(\S+)\s*$", line)
-        if m and current and binary:
-            out.append((current, binary, m.group(1)))
+            out.append((current, m.group(1), m.group(1)))
     return out
 
 
@@ -152,7 +149,7 @@ def main() -> None:
             uploaded += 1
         code[binary] = (args.bucket, key)
         sizes[binary] = bootstrap_size(zip_path)
-    log(f"{len(fns)} functions of {len(code)} binary packaged ({uploaded} uploaded) in {time.monotonic() - started:.1f} s")
+    log(f"{len(fns)} functions of {len(code)} binaries packaged ({uploaded} uploaded) in {time.monotonic() - started:.1f} s")
 
     packaged = package(text, code)
     template_key = f"templates/{hashlib.sha256(packaged.encode()).hexdigest()[:20]}.yaml"
@@ -244,6 +241,8 @@ def main() -> None:
         "outputs": outputs,
         "parameters": {p["ParameterKey"]: p["ParameterValue"] for p in params},
         "lambda_report": args.report,
+        # Every resource the stack holds after the SAM transform (CloudFormation's limit is 500).
+        "stack_resources": len(physical),
         "functions": [
             {
                 "logical_id": lid,

@@ -301,7 +301,7 @@ async fn the_same_start_message_delivered_twice_runs_once() -> R {
         run_id: id.parse()?,
     };
     for _ in 0..3 {
-        app.app.engine.enqueue_run(&message, 0).await?;
+        app.app.engine().enqueue_run(&message, 0).await?;
     }
     let end = until_status(&app, &tenant, &id, &["succeeded", "failed"]).await?;
     assert_eq!(end["status"], "succeeded");

@@ -41,6 +41,8 @@ struct Stack {
     model_addr: String,
     report: PathBuf,
     functions: Vec<Function>,
+    /// Resources of the deployed stack after the SAM transform.
+    stack_resources: u64,
     http: reqwest::Client,
 }
 
@@ -103,6 +105,7 @@ impl Stack {
             model_addr,
             report: PathBuf::from(text(&info["lambda_report"])),
             functions,
+            stack_resources: info["stack_resources"].as_u64().unwrap_or(0),
             http,
         }))
     }
@@ -721,6 +724,14 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
         percentile(&sizes, 50.0),
         sizes.last().copied().unwrap_or(0.0),
         sizes.iter().sum::<f64>()
+    );
+    // The design's budget: well under CloudFormation's 500 resources a stack, with room for the
+    // routes still to come (tests/infra.rs estimates the same count from the template).
+    eprintln!("stack resources after the SAM transform: {} (budget 400, limit 500)", s.stack_resources);
+    assert!(
+        (100..=400).contains(&s.stack_resources),
+        "the stack holds {} resources: over the 400 budget (share roles or nest stacks)",
+        s.stack_resources
     );
     eprintln!(
         "plain turn through the REST API ({} turns): p50 {:.0} ms, p99 {:.0} ms",

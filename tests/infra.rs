@@ -58,33 +58,91 @@ fn streamed_branches(v: &Value) -> (Value, Value) {
     }
 }
 
-/// The route or job a function serves: its `AGENTPLANE_FUNCTION`.
+/// The route or job a function serves: its binary's name.
 fn served(function: &Value) -> String {
-    str_of(&function["Properties"]["Environment"]["Variables"]["AGENTPLANE_FUNCTION"])
+    str_of(&function["Metadata"]["BuildProperties"]["Binary"])
 }
 
 #[test]
-fn every_route_and_job_is_deployed_once_from_the_one_binary_and_nothing_else_is() {
+fn every_route_and_job_is_deployed_once_from_its_own_binary_and_nothing_else_is() {
     let t = template();
     let mut deployed = BTreeSet::new();
     for (id, function) in functions(&t) {
-        assert_eq!(
-            str_of(&function["Metadata"]["BuildProperties"]["Binary"]),
-            "agentplane",
-            "{id}: every function is built from functions/src/main.rs"
+        let binary = served(function);
+        assert!(
+            root().join("functions/src/bin").join(format!("{binary}.rs")).is_file(),
+            "{id}: functions/src/bin/{binary}.rs builds its binary"
         );
         assert_eq!(str_of(&function["Metadata"]["BuildMethod"]), "rust-cargolambda", "{id}");
-        assert!(deployed.insert(served(function)), "{id}: {} is deployed twice", served(function));
+        assert!(deployed.insert(binary.clone()), "{id}: {binary} is deployed twice");
     }
-    assert!(
-        t["Globals"]["Function"]["Environment"]["Variables"]["AGENTPLANE_FUNCTION"].is_null(),
-        "AGENTPLANE_FUNCTION is each function's own"
-    );
+    assert!(t["Globals"]["Function"]["Metadata"].is_null(), "each function names its own binary");
     let routed: BTreeSet<String> = Route::ALL.iter().map(|r| r.function_name().to_owned()).collect();
     let jobs: BTreeSet<String> = Job::ALL.iter().map(|j| j.function_name().to_owned()).collect();
     assert!(routed.is_disjoint(&jobs), "a name is both a route and a job");
     let named: BTreeSet<String> = routed.union(&jobs).cloned().collect();
     assert_eq!(deployed, named, "template functions vs Route::ALL and Job::ALL");
+}
+
+/// functions/src/bin/ holds exactly the binaries `cargo xtask functions` writes: one per route
+/// (taking its declaration at compile time) and one per job.
+#[test]
+fn the_function_binaries_are_what_cargo_xtask_functions_writes() {
+    let dir = root().join(xtask::FUNCTIONS_BIN);
+    let expected = xtask::function_sources();
+    assert_eq!(expected.len(), Route::ALL.len() + Job::ALL.len());
+    let mut present: Vec<String> = std::fs::read_dir(&dir)
+        .expect("functions/src/bin")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    present.sort();
+    let mut names: Vec<String> = expected.iter().map(|(f, _)| f.clone()).collect();
+    names.sort();
+    assert_eq!(present, names, "functions/src/bin is stale: run `cargo xtask functions`");
+    for (file, source) in expected {
+        let text = std::fs::read_to_string(dir.join(&file)).expect("a function binary");
+        assert_eq!(text, source, "functions/src/bin/{file} is stale: run `cargo xtask functions`");
+    }
+}
+
+/// The resources CloudFormation holds once the SAM transform has expanded the template: a
+/// function is its `AWS::Lambda::Function` and its role (unless it names one), and an `Api`
+/// event a permission, a `Schedule` a rule and a permission, an `SQS` event a mapping; the
+/// `AWS::Serverless::Api` a REST API, a deployment and a stage.
+fn resources_after_transform(t: &Value) -> usize {
+    resources(t)
+        .values()
+        .map(|r| match r["Type"].as_str().unwrap_or_default() {
+            "AWS::Serverless::Function" => {
+                let role = usize::from(r["Properties"]["Role"].is_null());
+                let events = r["Properties"]["Events"].as_mapping().map(|m| m.values().collect::<Vec<_>>());
+                let events: usize = events
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|e| match e["Type"].as_str().unwrap_or_default() {
+                        "Schedule" | "ScheduleV2" => 2,
+                        _ => 1,
+                    })
+                    .sum();
+                1 + role + events
+            }
+            "AWS::Serverless::Api" => 3,
+            _ => 1,
+        })
+        .sum()
+}
+
+/// The design's budget: the stack stays well under CloudFormation's 500 resources, with room
+/// for the routes still to come (the deployed smoke suite checks the real count, too).
+#[test]
+fn the_stack_stays_within_its_resource_budget_after_the_sam_transform() {
+    let t = template();
+    let count = resources_after_transform(&t);
+    eprintln!("{count} resources after the SAM transform (budget 400, limit 500)");
+    let functions = functions(&t).len();
+    assert!(count > 2 * functions, "the estimate counts each function's role: {count}");
+    assert!(count <= 400, "{count} resources: over the 400 budget (share roles or nest stacks)");
 }
 
 /// The logical id of the function that serves `route`.
@@ -501,8 +559,8 @@ fn only_the_functions_that_run_turns_touch_s3() {
         let expected = matches!(job, Job::RunExecution | Job::RollbackRestore | Job::RetentionSweep);
         assert_eq!(grants::uses_objects(grants::job(*job)), expected, "{job:?}");
     }
-    let lambda = std::fs::read_to_string(root().join("shared/api/src/lambda.rs")).expect("lambda.rs");
-    assert!(lambda.contains("App::from_env(route.grants())"));
+    let lambda = std::fs::read_to_string(root().join("functions/src/lib.rs")).expect("functions/src/lib.rs");
+    assert!(lambda.contains("App::from_env(declaration.grants)"));
     let app = std::fs::read_to_string(root().join("shared/api/src/app.rs")).expect("app.rs");
     assert!(app.contains("let objects = crate::grants::uses_objects(grants);"));
     for (_, dir) in lambda_crates() {

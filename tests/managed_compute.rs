@@ -117,7 +117,7 @@ fn busiest(history: &RuntimeHistory) -> f64 {
 
 #[tokio::test]
 async fn a_hosted_session_burning_cpu_on_a_node_is_observed_through_an_outage_until_released() -> R {
-    agentplane_api::lambda::init_local_tracing();
+    agentplane_api::logs::init_local_tracing();
     let app = app().await?;
     let mut node = TestNode::start(&app).await?;
     let tenant = app.tenant().await?;

@@ -2,7 +2,7 @@
 # The full test suite, on a fresh machine: installs what the tests need (system packages, pip
 # tools, LocalStack), starts LocalStack, then checks formatting, lints (clippy, cfn-lint) and runs
 # every test (one binary, tests/suite.rs). Then it deploys the stack into LocalStack
-# (infra/deploy-local.sh: one cargo-lambda release build of the one Lambda binary)
+# (infra/deploy-local.sh: one cargo-lambda release build, a binary per function)
 # and runs the smoke suite through its REST API (tests/deployed.rs); AGENTPLANE_DEPLOY_SMOKE=0
 # skips that part.
 # Usage: bash tests/run.sh   (or AGENTPLANE_DEPLOY_SMOKE=0 bash tests/run.sh)
@@ -10,11 +10,32 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 say() { printf '\n[tests] %s\n' "$*" >&2; }
+# Each stage's time, printed at the end; the design's budget for the whole run is 60 minutes on
+# the 2-core machine CI uses (exceeding it fails the run, so the budget is noticed when it breaks).
+started=$(date +%s)
+stage_name="" stage_started=$started stages=""
+stage() {
+  local now; now=$(date +%s)
+  [ -n "$stage_name" ] && stages+=$(printf '%-44s %5d s' "$stage_name" $((now - stage_started)))$'\n'
+  stage_name="$1" stage_started=$now
+  [ -n "$1" ] && say "$1"
+  return 0
+}
+budget() {
+  stage ""
+  local total=$(( $(date +%s) - started ))
+  printf '\n[tests] stage times\n%s%-44s %5d s (budget 3600 s)\n' "$stages" "total" "$total" >&2
+  if [ "$total" -gt 3600 ]; then
+    say "over the 60-minute budget of bash tests/run.sh"
+    failed=1
+  fi
+}
 disk() { say "disk: $(df -h --output=avail,size . | tail -1 | awk '{print $1 " free of " $2}')"; }
 # A clean build gains nothing from incremental state, and it would take gigabytes of disk.
 export CARGO_INCREMENTAL=0
 disk
 
+stage "system packages"
 # System packages: bubblewrap (sandboxes), a JDK (DynamoDB Local), curl, e2fsprogs and mount
 # (each sandbox's disk image).
 bash localstack/prereqs.sh bwrap javac curl mkfs.ext4 mount
@@ -24,6 +45,7 @@ bash localstack/prereqs.sh bwrap javac curl mkfs.ext4 mount
 # (tests/contract.rs); standardwebhooks (the reference library) verifies real webhook deliveries
 # (tests/webhooks.rs). infra/deploy-local.sh installs its own (cargo-lambda, boto3).
 tools="$root/.localstack/tools"
+stage "pip tools"
 if [ ! -x "$tools/bin/cfn-lint" ] || [ ! -x "$tools/bin/schemathesis" ] \
   || ! "$tools/bin/python" -c 'import standardwebhooks' 2>/dev/null; then
   say "installing cfn-lint, schemathesis and standardwebhooks"
@@ -35,19 +57,19 @@ export AGENTPLANE_CFN_LINT="$tools/bin/cfn-lint"
 export AGENTPLANE_SCHEMATHESIS="$tools/bin/schemathesis"
 export AGENTPLANE_TOOLS_PYTHON="$tools/bin/python"
 
-say "starting LocalStack"
+stage "starting LocalStack"
 bash localstack/emulator.sh start
 
-say "cargo fmt --check"
+stage "cargo fmt --check"
 cargo fmt --all -- --check
 
-say "cargo clippy"
+stage "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
-say "cfn-lint infra/template.yaml"
+stage "cfn-lint infra/template.yaml"
 "$tools/bin/cfn-lint" infra/template.yaml
 
-say "cargo test"
+stage "cargo test"
 # Every test binary runs even after one fails, so a red run shows every failure at once.
 failed=0
 cargo test --workspace --no-fail-fast || failed=1
@@ -67,14 +89,15 @@ for line in sys.stdin:
   cp "$suite" "$root/.localstack/bin/suite"
   rm -rf "${CARGO_TARGET_DIR:-$root/target}/debug"
   disk
-  say "deploy the stack into LocalStack (infra/deploy-local.sh)"
+  stage "deploy the stack into LocalStack (infra/deploy-local.sh)"
   if bash infra/deploy-local.sh; then
     disk
-    say "smoke suite through the deployed REST API (tests/deployed.rs)"
+    stage "smoke suite through the deployed REST API (tests/deployed.rs)"
     AGENTPLANE_DEPLOYED="$root/.localstack/deployed.json" \
       "$root/.localstack/bin/suite" deployed:: --nocapture || failed=1
   else
     failed=1
   fi
 fi
+budget
 exit "$failed"

@@ -41,7 +41,8 @@ fn every_function_that_runs_turns_knows_its_timeout_and_its_turns_fit_in_it() {
     let mut checked = Vec::new();
     for (id, resource) in resources {
         let props = &resource["Properties"];
-        let Some(name) = text(&props["Environment"]["Variables"]["AGENTPLANE_FUNCTION"]) else { continue };
+        // A function is its own binary, named for the route or job it serves.
+        let Some(name) = text(&resource["Metadata"]["BuildProperties"]["Binary"]) else { continue };
         let turns = Route::by_function_name(&name).is_some_and(Route::runs_turns);
         let runs = matches!(Job::by_function_name(&name), Some(Job::RunExecution));
         let told = text(&props["Environment"]["Variables"]["AGENTPLANE_FUNCTION_TIMEOUT_S"]);

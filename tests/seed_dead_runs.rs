@@ -49,7 +49,7 @@ async fn dead_executor(
     anyhow::ensure!(status == StatusCode::ACCEPTED, "{status} {queued}");
     let id = str_field(&queued, "id")?;
     let message = StartRun { project_id: tenant.project_id.parse()?, run_id: id.parse::<RunId>()? };
-    let engine = app.app.engine.clone();
+    let engine = app.app.engine().clone();
     let in_flight = model.in_flight();
     let executor = tokio::spawn(async move {
         let config = BackgroundConfig::default();

@@ -115,7 +115,7 @@ impl Bench {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    agentplane_api::lambda::init_local_tracing();
+    agentplane_api::logs::init_local_tracing();
     let n: usize = std::env::var("BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
     let app = TestApp::spawn().await?;
     let node = TestNode::start(&app).await?;

@@ -105,7 +105,7 @@ pub async fn run(n: usize) -> anyhow::Result<()> {
     .await?;
 
     // Append throughput: one writer, then eight writers on one session.
-    let bus = app.app.engine.bus.clone();
+    let bus = app.app.bus.clone();
     let store = app.store.clone();
     let appends = n.max(100);
     let session = SessionId::from_random(*uuid::Uuid::new_v4().as_bytes());

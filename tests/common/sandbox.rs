@@ -19,7 +19,7 @@ pub struct Env {
 }
 
 pub async fn env() -> Env {
-    agentplane_api::lambda::init_local_tracing();
+    agentplane_api::logs::init_local_tracing();
     let app = TestApp::spawn().await.expect("app");
     let node = TestNode::start(&app).await.expect("node");
     let tenant = app.tenant().await.expect("tenant");

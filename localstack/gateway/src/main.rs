@@ -244,5 +244,5 @@ fn announce(listen: &str, key: &CoreKey) {
 }
 
 fn tracing_init() {
-    agentplane_api::lambda::init_local_tracing();
+    agentplane_api::logs::init_local_tracing();
 }

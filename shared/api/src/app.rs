@@ -1,6 +1,6 @@
 //! What every handler shares: storage clients and configuration, built once per process.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use agentplane_domain::pricing::PriceTable;
 use agentplane_engine::bus::retention_days_from_env;
 use agentplane_engine::runtime::RuntimeTelemetry;
 use agentplane_engine::webhooks::{SealKey, WebhookConfig};
-use agentplane_engine::{Engine, EventBus, ModelConfig};
+use agentplane_engine::{Engine, EventBus, ModelClient, ModelConfig, ToolRegistry};
 use agentplane_store::{ResourceNames, Store};
 use anyhow::Context;
 
@@ -135,7 +135,18 @@ fn title_model_from_env() -> Option<String> {
 pub struct App {
     pub store: Store,
     core_key: Option<Arc<CoreKey>>,
-    pub engine: Engine,
+    /// The turn engine, built the first time a handler asks for it ([`App::engine`]): a
+    /// function whose route runs no turn never builds it (nor its model client), and its binary
+    /// does not link it.
+    engine: Arc<OnceLock<Engine>>,
+    /// The model the engine calls.
+    model: ModelConfig,
+    /// What the engine's model calls cost.
+    pub prices: Arc<PriceTable>,
+    /// The tools agents may name.
+    pub tools: Arc<ToolRegistry>,
+    /// This process's event bus: turns publish on it, open streams of this process listen.
+    pub bus: EventBus,
     pub stream: StreamConfig,
     /// Caps on open event streams per key and per project.
     pub stream_limits: StreamLimits,
@@ -209,20 +220,16 @@ impl App {
     /// An app whose model settings come from the environment; see `with_model` to point it
     /// elsewhere.
     pub fn new(store: Store, core_key: Option<CoreKey>) -> Self {
-        let mut engine = Engine::new(
-            store.clone(),
-            ModelConfig::from_env(),
-            PriceTable::default(),
-            EventBus::new(retention_days_from_env()),
-        );
-        engine.images = crate::client::files::view::SessionImages::of(&store)
-            .map(|images| Arc::new(images) as Arc<dyn agentplane_engine::images::ImageSource>);
         let ceiling = sync_ceiling_from_env();
         Self {
             runtime: RuntimeTelemetry::from_env(&store),
             store,
             core_key: core_key.map(Arc::new),
-            engine,
+            engine: Arc::default(),
+            model: ModelConfig::from_env(),
+            prices: Arc::new(PriceTable::default()),
+            tools: Arc::new(ToolRegistry::builtin()),
+            bus: EventBus::new(retention_days_from_env()),
             stream: StreamConfig::default(),
             stream_limits: StreamLimits::from_env(),
             sync_ceiling: Duration::from_millis(ceiling),
@@ -284,13 +291,31 @@ impl App {
     }
 
     pub fn with_model(mut self, config: ModelConfig) -> Self {
-        self.engine.model = agentplane_engine::ModelClient::new(config);
+        self.model = config;
+        self.engine = Arc::default();
         self
     }
 
     pub fn with_prices(mut self, prices: PriceTable) -> Self {
-        self.engine.prices = Arc::new(prices);
+        self.prices = Arc::new(prices);
+        self.engine = Arc::default();
         self
+    }
+
+    /// The turn engine over this app's store, model, prices, tools and bus, built on first use.
+    pub fn engine(&self) -> &Engine {
+        self.engine.get_or_init(|| {
+            let images = crate::client::files::view::SessionImages::of(&self.store)
+                .map(|images| Arc::new(images) as Arc<dyn agentplane_engine::images::ImageSource>);
+            Engine {
+                store: self.store.clone(),
+                model: ModelClient::new(self.model.clone()),
+                tools: self.tools.clone(),
+                prices: self.prices.clone(),
+                bus: self.bus.clone(),
+                images,
+            }
+        })
     }
 
     pub fn with_runtime(mut self, runtime: RuntimeTelemetry) -> Self {

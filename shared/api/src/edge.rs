@@ -18,3 +18,12 @@ pub fn random<const N: usize>() -> Result<[u8; N], getrandom::Error> {
     getrandom::fill(&mut buf)?;
     Ok(buf)
 }
+
+/// The domain and stage API Gateway invoked a deployed function for (the Lambda glue in
+/// functions/ puts it in the request's extensions; the local gateway has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvokedAt {
+    pub domain: String,
+    /// `None` for the `$default` stage.
+    pub stage: Option<String>,
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{MatchedPath, Request};
+use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
@@ -17,7 +17,6 @@ use serde_json::{Map, Value, json};
 use super::quote::{cap_message, quote};
 use crate::body::MAX_BODY_BYTES;
 use crate::envelope::ApiError;
-use crate::routes::Route;
 
 /// Longest request target (path and query).
 pub const MAX_URI_BYTES: usize = 8 * 1024;
@@ -135,11 +134,28 @@ pub fn generic_body(surface: Surface, status: StatusCode) -> Value {
     }
 }
 
-pub async fn guard(request: Request, next: Next) -> Response {
+/// The routes of a router that read a request body: `(method, path as declared)`.
+#[derive(Debug, Clone, Default)]
+pub struct BodyRoutes(std::sync::Arc<Vec<(http::Method, String)>>);
+
+impl BodyRoutes {
+    pub fn add(&mut self, method: http::Method, path: &str) {
+        std::sync::Arc::make_mut(&mut self.0).push((method, path.to_owned()));
+    }
+
+    /// Whether the route this request matched reads a body (a path no route serves reads none).
+    fn take(&self, request: &Request) -> bool {
+        let Some(matched) = request.extensions().get::<MatchedPath>() else { return false };
+        self.0.iter().any(|(method, path)| method == request.method() && path == matched.as_str())
+    }
+}
+
+pub async fn guard(State(bodies): State<BodyRoutes>, request: Request, next: Next) -> Response {
     let surface = Surface::of(request.uri().path());
+    let takes_body = bodies.take(&request);
     let response = match check_head(&request, surface) {
         Some(refused) => refused,
-        None => match read_body(request, surface).await {
+        None => match read_body(request, surface, takes_body).await {
             Ok(request) => next.run(request).await,
             Err(refused) => refused,
         },
@@ -204,19 +220,10 @@ fn decodes_to_utf8(path: &str) -> bool {
     std::str::from_utf8(&out).is_ok()
 }
 
-/// Whether the route this request matched reads a body (a path no route serves reads none).
-fn takes_body(request: &Request) -> bool {
-    let Some(matched) = request.extensions().get::<MatchedPath>() else { return false };
-    Route::ALL
-        .iter()
-        .find(|route| route.method() == request.method() && route.path() == matched.as_str())
-        .is_some_and(|route| route.takes_body())
-}
-
 /// Reads the whole body (bounded, before the deadline if there is one) so that handlers get it
 /// in memory and a route that takes no body cannot be made to hold one.
-async fn read_body(request: Request, surface: Surface) -> Result<Request, Response> {
-    let limit = if takes_body(&request) { MAX_BODY_BYTES } else { MAX_BODYLESS_BYTES };
+async fn read_body(request: Request, surface: Surface, takes_body: bool) -> Result<Request, Response> {
+    let limit = if takes_body { MAX_BODY_BYTES } else { MAX_BODYLESS_BYTES };
     let too_large = || {
         let message = if limit == MAX_BODY_BYTES {
             format!("the request body exceeds {limit} bytes")

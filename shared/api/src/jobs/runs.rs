@@ -216,7 +216,7 @@ where
 pub async fn handle_runs_event(app: &App, event: SqsEvent) -> SqsBatchResponse {
     let records: Vec<ReceivedMessage> = event.records.into_iter().map(ReceivedMessage::from).collect();
     let config = BackgroundConfig::from_env();
-    let (run, start) = engine_seams(&app.engine, config);
+    let (run, start) = engine_seams(app.engine(), config);
     handle_runs_batch_all(&records, run, start, platform_seam(app)).await
 }
 
@@ -278,7 +278,7 @@ pub const LOCAL_RETRY_AFTER_S: i32 = 2;
 /// One receive from the `runs` queue (waiting up to `wait_seconds`) and its batch through the
 /// engine; see [`consume_batch`]. Returns how many messages it received.
 pub async fn consume_runs_once(app: &App, wait_seconds: i32) -> Result<usize, StoreError> {
-    let (run, start) = engine_seams(&app.engine, app.background);
+    let (run, start) = engine_seams(app.engine(), app.background);
     let messages = app.store.runs_queue()?.receive(10, wait_seconds).await?;
     if messages.is_empty() {
         return Ok(0);
@@ -396,7 +396,7 @@ async fn consume_runs_once_then(app: App, received: Received) {
     if messages.is_empty() {
         return;
     }
-    let (run, start) = engine_seams(&app.engine, app.background);
+    let (run, start) = engine_seams(app.engine(), app.background);
     let response = handle_runs_batch_all(&messages, run, start, platform_seam(&app)).await;
     settle_batch(queue, &messages, response).await;
 }

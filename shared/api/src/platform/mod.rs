@@ -27,7 +27,7 @@ use crate::sandbox::managed::Nodes;
 pub fn platform(app: &App) -> Platform<'_, Nodes<'_>> {
     Platform {
         store: &app.store,
-        engine: &app.engine,
+        engine: app.engine(),
         compute: Nodes(app),
         turn_budget: app.background.invocation_budget,
         lease: agentplane_engine::platform::lease::LEASE,

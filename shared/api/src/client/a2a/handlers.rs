@@ -82,14 +82,10 @@ fn public_base(app: &App, extensions: &http::Extensions) -> String {
     if let Some(url) = &app.public_url {
         return url.clone();
     }
-    if let Some(lambda_http::request::RequestContext::ApiGatewayV1(context)) =
-        extensions.get::<lambda_http::request::RequestContext>()
-        && let Some(domain) = context.domain_name.as_deref().filter(|d| !d.is_empty())
-    {
-        let stage = context.stage.as_deref().filter(|s| !s.is_empty() && *s != "$default");
-        return match stage {
-            Some(stage) => format!("https://{domain}/{stage}"),
-            None => format!("https://{domain}"),
+    if let Some(invoked) = extensions.get::<crate::edge::InvokedAt>() {
+        return match &invoked.stage {
+            Some(stage) => format!("https://{}/{stage}", invoked.domain),
+            None => format!("https://{}", invoked.domain),
         };
     }
     "http://localhost".to_owned()
@@ -457,7 +453,7 @@ async fn new_turn(
         }
     };
     let budget = SessionBudget::effective(session.budget, &ctx.agent.execution);
-    if budget.is_some() && ctx.app.engine.prices.price(&ctx.config.model).is_none() {
+    if budget.is_some() && ctx.app.prices.price(&ctx.config.model).is_none() {
         return Err(ClientError::ModelNotPriced { model: ctx.config.model.clone() }.into());
     }
     let random: [u8; 12] = edge::random().map_err(|_| ClientError::internal("no randomness"))?;
@@ -493,7 +489,7 @@ async fn new_turn(
 async fn execute(ctx: &Ctx, prepared: Prepared) -> Result<Task, RpcError> {
     match prepared {
         Prepared::Turn { id, request, session, after } => {
-            let engine = ctx.app.engine.clone();
+            let engine = ctx.app.engine().clone();
             // Its own task: the turn ends (and releases the session) even if the caller goes.
             let input = request.input.clone();
             let outcome = tokio::spawn(async move { engine.run_turn(*request).await })
@@ -521,7 +517,7 @@ async fn execute(ctx: &Ctx, prepared: Prepared) -> Result<Task, RpcError> {
                 };
                 // The turn carries on in this call; the claim is conditional, so a
                 // continuation the retention sweep sends meanwhile does nothing more.
-                let continued = ctx.app.engine.continue_turn(&continuation).await?;
+                let continued = ctx.app.engine().continue_turn(&continuation).await?;
                 for action in &settled {
                     if let Err(err) = ctx.app.store.actions().mark_carried_on(action).await {
                         tracing::warn!(action = %action.id, error = %err, "carried-on mark not written");

@@ -23,8 +23,8 @@ fn agent_id(text: &str) -> Result<AgentId, ClientError> {
 /// Every tool an agent names must exist in the registry.
 fn check_tools(app: &App, agent: &Agent) -> Result<(), ClientError> {
     for (i, name) in agent.draft.tools.iter().enumerate() {
-        if !app.engine.tools.contains(name) {
-            let known: Vec<&str> = app.engine.tools.names().collect();
+        if !app.tools.contains(name) {
+            let known: Vec<&str> = app.tools.names().collect();
             return Err(ValidationError::new(
                 format!("tools[{i}]"),
                 format!("unknown tool `{name}`; known: {}", known.join(", ")),

@@ -188,7 +188,7 @@ impl Followed<'_> {
         let (app, id) = (self.app, *self.session);
         let config = app.stream.clone();
         let renew_every = app.stream_limits.renew_every();
-        let mut news = app.engine.bus.subscribe();
+        let mut news = app.bus.subscribe();
         let started = Instant::now();
         if tx.send(Bytes::from(format!("retry: {}\n\n", config.retry_ms))).await.is_err() {
             return;

@@ -206,7 +206,7 @@ async fn run_or_queue(
     let tenant = tenant_spend(app, *tenant).await?;
     if background(body)? {
         let budget = SessionBudget::effective(session.budget, &agent.execution);
-        if budget.is_some() && app.engine.prices.price(&config.0.model).is_none() {
+        if budget.is_some() && app.prices.price(&config.0.model).is_none() {
             return Err(ClientError::ModelNotPriced { model: config.0.model.clone() });
         }
         let queued = crate::client::runs::handlers::Queued {
@@ -272,7 +272,7 @@ pub(crate) async fn run(
         images,
         supersede,
     };
-    let engine = app.engine.clone();
+    let engine = app.engine().clone();
     let created_at = edge::now().unix_seconds();
     let outcome = tokio::spawn(async move { engine.run_turn(request).await })
         .await

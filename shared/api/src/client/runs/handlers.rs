@@ -78,9 +78,9 @@ pub async fn queue(
     let queued = agentplane_engine::background::run_event(&run)
         .ok_or_else(|| ClientError::internal("a queued run has an event type"))?;
     app.store.agent_runs().create(&run, &queued).await?;
-    app.engine.dispatch(Some(queued)).await;
+    app.engine().dispatch(Some(queued)).await;
     let start = StartRun { project_id: project, run_id: run.id.clone() };
-    if let Err(err) = app.engine.enqueue_run(&start, 0).await {
+    if let Err(err) = app.engine().enqueue_run(&start, 0).await {
         tracing::error!(error = %err, run = %run.id, "could not queue a background run");
         let _ = app
             .store
@@ -106,7 +106,7 @@ async fn cancel_event(
         .agent_runs()
         .transition(&run.project_id, &run.id, from, RunStatus::Canceled, event.as_ref(), now)
         .await?;
-    app.engine.dispatch(event).await;
+    app.engine().dispatch(event).await;
     Ok(canceled)
 }
 
@@ -241,7 +241,7 @@ pub async fn cancel(
             RunStatus::RequiresAction => {
                 let session = app.store.sessions().get(&project, &run.session_id).await;
                 if let Ok(session) = session {
-                    app.engine
+                    app.engine()
                         .cancel_paused(&project, &run.session_id, &run.id.turn_id(), session.last_event_seq)
                         .await?;
                 }

@@ -252,7 +252,7 @@ pub async fn cancel(
             if paused
                 && let Some(turn_id) = &session.current_turn_id
                 && app
-                    .engine
+                    .engine()
                     .cancel_paused(&auth.project_id, &id, turn_id, session.last_event_seq)
                     .await?
                     .is_some()

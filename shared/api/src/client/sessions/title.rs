@@ -33,7 +33,8 @@ pub async fn after_first_turn(app: &App, session: &Session, first: bool, input: 
             content: format!("User: {}\n\nAssistant: {}", excerpt(input), excerpt(answer)).into(),
         },
     ];
-    let reply = match app.engine.model.complete(model, &messages, &[], Instant::now() + TITLE_TIMEOUT).await {
+    let reply = match app.engine().model.complete(model, &messages, &[], Instant::now() + TITLE_TIMEOUT).await
+    {
         Ok(reply) => reply,
         Err(err) => {
             tracing::warn!(session = %session.id, error = %err, "the session's title was not generated");
@@ -43,7 +44,7 @@ pub async fn after_first_turn(app: &App, session: &Session, first: bool, input: 
     // The call is paid for whether or not its title is kept: on the session, the tenant's
     // spend and the session's log, like a call of a turn.
     if let Err(err) =
-        agentplane_engine::side_call::record(&app.engine, session, "title", model, reply.usage).await
+        agentplane_engine::side_call::record(app.engine(), session, "title", model, reply.usage).await
     {
         tracing::warn!(session = %session.id, error = %err, "the title call's usage was not recorded");
     }

@@ -1,0 +1,3 @@
+//! `client-session-actions-get`: GET /api/client/v1/sessions/{session_id}/actions/{action_id}. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(ClientSessionActionsGet);

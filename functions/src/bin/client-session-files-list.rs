@@ -1,0 +1,3 @@
+//! `client-session-files-list`: GET /api/client/v1/sessions/{session_id}/files. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(ClientSessionFilesList);

@@ -1,0 +1,3 @@
+//! `client-sessions-create`: POST /api/client/v1/sessions. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(ClientSessionsCreate);

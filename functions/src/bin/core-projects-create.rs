@@ -1,0 +1,3 @@
+//! `core-projects-create`: POST /core/v1/projects. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(CoreProjectsCreate);

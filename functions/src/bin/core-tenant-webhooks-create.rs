@@ -1,0 +1,3 @@
+//! `core-tenant-webhooks-create`: POST /core/v1/tenants/{tenant_id}/webhooks. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(CoreTenantWebhooksCreate);

@@ -1,0 +1,3 @@
+//! `core-tenant-webhooks-delete`: DELETE /core/v1/tenants/{tenant_id}/webhooks/{endpoint_id}. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(CoreTenantWebhooksDelete);

@@ -1,0 +1,3 @@
+//! `core-tenants-get`: GET /core/v1/tenants/{tenant_id}. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(CoreTenantsGet);

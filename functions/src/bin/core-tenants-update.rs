@@ -1,0 +1,3 @@
+//! `core-tenants-update`: PATCH /core/v1/tenants/{tenant_id}. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(CoreTenantsUpdate);

@@ -1,0 +1,3 @@
+//! `platform-environments-delete`: DELETE /v1/environments/{environmentId}. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(PlatformEnvironmentsDelete);

@@ -1,0 +1,3 @@
+//! `platform-environments-list`: GET /v1/environments. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(PlatformEnvironmentsList);

@@ -1,0 +1,3 @@
+//! `platform-files-delete`: DELETE /v1/environments/{environmentId}/files. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(PlatformFilesDelete);

@@ -1,0 +1,3 @@
+//! `platform-files-get`: GET /v1/environments/{environmentId}/files. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(PlatformFilesGet);

@@ -1,0 +1,3 @@
+//! `platform-runs-create`: POST /v1/environments/{environmentId}/sessions/{sessionId}/runs. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(PlatformRunsCreate);

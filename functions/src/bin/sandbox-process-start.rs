@@ -1,0 +1,3 @@
+//! `sandbox-process-start`: POST /sandbox/v1/sandboxes/{sandbox_id}/processes. Written by `cargo xtask functions`; do not edit.
+
+agentplane_functions::route_function!(SandboxProcessStart);

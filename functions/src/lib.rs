@@ -1,0 +1,102 @@
+//! The Lambda glue every function binary shares. Each route and each job is its own binary
+//! (`src/bin/<function>.rs`, written by `cargo xtask functions`): a route's binary takes its
+//! declaration at compile time and serves it ([`route_function!`]), a job's binary runs its job
+//! ([`jobs`]), so each links only its own handler or job.
+
+pub mod jobs;
+
+use std::process::ExitCode;
+
+use agentplane_api::App;
+use agentplane_api::edge::InvokedAt;
+use agentplane_api::routes::{Declaration, router_of};
+use axum::extract::Request;
+
+pub use agentplane_api::routes::Route;
+
+/// A function binary serving one route: `agentplane_functions::route_function!(CoreProjectsList);`.
+#[macro_export]
+macro_rules! route_function {
+    ($route:ident) => {
+        fn main() -> ::std::process::ExitCode {
+            const DECLARATION: $crate::routes::Declaration = $crate::Route::$route.declaration();
+            $crate::serve_route(DECLARATION)
+        }
+    };
+}
+
+pub mod routes {
+    pub use agentplane_api::routes::Declaration;
+}
+
+/// Runs a function's main future on a multi-threaded runtime; an init or runtime error is
+/// logged and ends the process with a failure (Lambda reports it as an init error).
+fn run(main: impl Future<Output = Result<(), lambda_http::Error>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("starting the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(main) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(%err, "the function stopped");
+            eprintln!("{err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// JSON logs, one object per line, level from `RUST_LOG` (default `info`). Lambda stamps the
+/// time itself.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_current_span(false)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .init();
+}
+
+/// Serves one route as a Lambda function behind API Gateway (REST API) until Lambda stops the
+/// process. Not generic and not async: all of it is compiled here once, and a route's binary
+/// only links it (with its own handler, which the declaration points at).
+pub fn serve_route(declaration: Declaration) -> ExitCode {
+    run(route(declaration))
+}
+
+/// The app holds the clients its grants name (S3, SQS only where granted).
+async fn route(declaration: Declaration) -> Result<(), lambda_http::Error> {
+    init_tracing();
+    let app = App::from_env(declaration.grants).await?;
+    let router = router_of(app, &[declaration]).layer(axum::middleware::map_request(invoked_at));
+    if declaration.serving.streams() {
+        lambda_http::run_with_streaming_response(router).await
+    } else {
+        lambda_http::run(router).await
+    }
+}
+
+/// The domain and stage API Gateway invoked the function for, as the handlers read it
+/// ([`InvokedAt`]: the A2A card's links when no public URL is configured).
+async fn invoked_at(mut request: Request) -> Request {
+    let invoked = match request.extensions().get::<lambda_http::request::RequestContext>() {
+        Some(lambda_http::request::RequestContext::ApiGatewayV1(context)) => {
+            context.domain_name.as_deref().filter(|d| !d.is_empty()).map(|domain| InvokedAt {
+                domain: domain.to_owned(),
+                stage: context.stage.clone().filter(|s| !s.is_empty() && s != "$default"),
+            })
+        }
+        _ => None,
+    };
+    if let Some(invoked) = invoked {
+        request.extensions_mut().insert(invoked);
+    }
+    request
+}
