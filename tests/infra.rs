@@ -425,7 +425,7 @@ fn each_function_may_touch_only_what_it_uses_and_only_as_it_uses_it() {
         let name = served(function);
         let grants = match (Route::by_function_name(&name), Job::by_function_name(&name)) {
             (Some(route), None) => route.grants(),
-            (None, Some(job)) => grants::job(job),
+            (None, Some(job)) => job.grants(),
             _ => panic!("{id}: {name} must be exactly one Route or Job"),
         };
         let expected: BTreeSet<(String, Access)> =
@@ -557,7 +557,7 @@ fn only_the_functions_that_run_turns_touch_s3() {
         // run-execution runs turns; the rollback restores transcripts, which may live in the files
         // bucket; the retention sweep deletes expired files' bytes.
         let expected = matches!(job, Job::RunExecution | Job::RollbackRestore | Job::RetentionSweep);
-        assert_eq!(grants::uses_objects(grants::job(*job)), expected, "{job:?}");
+        assert_eq!(grants::uses_objects(job.grants()), expected, "{job:?}");
     }
     let lambda = std::fs::read_to_string(root().join("functions/src/lib.rs")).expect("functions/src/lib.rs");
     assert!(lambda.contains("App::from_env(declaration.grants)"));
@@ -591,9 +591,9 @@ fn only_the_functions_granted_the_runs_queue_build_its_client() {
             }
         }
     }
-    assert!(grants::uses_runs_queue(grants::job(Job::RunExecution)));
-    assert!(grants::uses_runs_queue(grants::job(Job::RetentionSweep)));
-    assert!(!grants::uses_runs_queue(grants::job(Job::Sampler)));
+    assert!(grants::uses_runs_queue(Job::RunExecution.grants()));
+    assert!(grants::uses_runs_queue(Job::RetentionSweep.grants()));
+    assert!(!grants::uses_runs_queue(Job::Sampler.grants()));
     let t = template();
     let globals = &t["Globals"]["Function"]["Environment"]["Variables"];
     assert_eq!(str_of(&globals["AGENTPLANE_RUNS_QUEUE_URL"]), "!Ref RunsQueue");
@@ -627,7 +627,7 @@ fn only_the_functions_granted_the_webhooks_queue_build_its_client() {
                 // A rollback given up emits `rollback.failed` and `run.*`.
                 | Job::RetentionSweep
         );
-        assert_eq!(grants::uses_webhooks_queue(grants::job(*job)), expected, "{job:?}");
+        assert_eq!(grants::uses_webhooks_queue(job.grants()), expected, "{job:?}");
     }
     for route in Route::ALL {
         // The routes that run turns, and those that cancel (ending a paused turn idles its
@@ -663,7 +663,8 @@ fn read_only_routes_get_read_only_grants() {
         }
     }
     assert!(
-        grants::job(Job::Sampler)
+        Job::Sampler
+            .grants()
             .contains(&agentplane_api::grants::Grant { resource: "MainTable", access: Access::Read })
     );
 }

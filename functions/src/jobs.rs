@@ -3,7 +3,6 @@
 //! of these, so it links that job alone.
 
 use agentplane_api::App;
-use agentplane_api::grants;
 use agentplane_api::jobs::{self, Job, SqsBatchResponse, SqsEvent};
 use agentplane_engine::runtime::{RuntimeTelemetry, sample_once};
 use agentplane_store::{ResourceNames, Store, StoreError};
@@ -128,28 +127,28 @@ async fn serve_placer() -> Result<(), lambda_runtime::Error> {
 /// `run-execution`: the `runs` queue (continuations, background runs, Platform Runs).
 async fn serve_run_execution() -> Result<(), lambda_runtime::Error> {
     crate::init_tracing();
-    let app = App::from_env(grants::job(Job::RunExecution)).await?;
+    let app = App::from_env(Job::RunExecution.grants()).await?;
     on_queue(&app, jobs::handle_runs_event).await
 }
 
 /// `webhook-delivery`: the `webhooks` queue (fan-out and first attempts).
 async fn serve_webhook_delivery() -> Result<(), lambda_runtime::Error> {
     crate::init_tracing();
-    let app = App::from_env(grants::job(Job::WebhookDelivery)).await?;
+    let app = App::from_env(Job::WebhookDelivery.grants()).await?;
     on_queue(&app, jobs::handle_webhooks_event).await
 }
 
 /// `rollback-restore`: the `rollbacks` queue.
 async fn serve_rollback_restore() -> Result<(), lambda_runtime::Error> {
     crate::init_tracing();
-    let app = App::from_env(grants::job(Job::RollbackRestore)).await?;
+    let app = App::from_env(Job::RollbackRestore.grants()).await?;
     on_queue(&app, jobs::handle_rollbacks_event).await
 }
 
 /// `webhook-retry`: makes due webhook attempts; fans out events whose queue message never came.
 async fn serve_webhook_retry() -> Result<(), lambda_runtime::Error> {
     crate::init_tracing();
-    let app = App::from_env(grants::job(Job::WebhookRetry)).await?;
+    let app = App::from_env(Job::WebhookRetry.grants()).await?;
     Box::pin(every_tick(|| async {
         let report = jobs::webhook_retry_once(&app).await?;
         tracing::info!(?report, "webhook retry pass");
@@ -167,7 +166,7 @@ async fn serve_webhook_retry() -> Result<(), lambda_runtime::Error> {
 /// `retention-sweep`: expiries, retention, purges and the Platform outbox, one pass each tick.
 async fn serve_retention_sweep() -> Result<(), lambda_runtime::Error> {
     crate::init_tracing();
-    let app = App::from_env(grants::job(Job::RetentionSweep)).await?;
+    let app = App::from_env(Job::RetentionSweep.grants()).await?;
     Box::pin(every_tick(|| async {
         let now = agentplane_engine::now();
         let report = jobs::sweep_once(&app.store, now).await?;

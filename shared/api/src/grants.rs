@@ -3,12 +3,14 @@
 //! exactly this — a read-only route gets read-only policies — and tests/infra.rs checks it
 //! function by function.
 //!
-//! A route's grants are part of its one declaration (`Route::declaration`); a job's are here.
+//! A route's grants are part of its one declaration (`Route::declaration`); a job's are
+//! `Job::grants`.
 //! Both matches are exhaustive on purpose: a new route or job does not build until it says
 //! what it may touch.
 
 #[cfg(test)]
 use crate::Route;
+#[cfg(test)]
 use crate::jobs::Job;
 
 /// How a function may use a resource. `Write` includes reading (DynamoDB CRUD). A queue is
@@ -80,49 +82,6 @@ pub const MODEL_KEY: Grant = read("ModelApiKeySecret");
 /// The key that seals webhook signing secrets at rest.
 pub const WEBHOOK_KEY: Grant = read("WebhookSecretKeySecret");
 
-/// What a job's function may touch.
-pub fn job(job: Job) -> &'static [Grant] {
-    match job {
-        // Reads allocations and sessions, and sandbox counters; writes samples.
-        Job::Sampler => &[MAIN_R, TELEMETRY_W],
-        // Reads allocations and nodes; writes sandboxes, node commands and allocations.
-        Job::Placer => &[MAIN_W],
-        // Claims and runs paused turns (sessions, actions, events, large transcripts, the
-        // model); consumes continuations and sends the next one when a turn pauses again.
-        // Platform Runs too: their workspace (node commands) and checkpoints.
-        Job::RunExecution => &[
-            MAIN_W,
-            EVENTS_W,
-            FILES_W,
-            DOCS_R,
-            WORKSPACES_W,
-            MODEL_KEY,
-            RUNS_CONSUME,
-            RUNS_SEND,
-            WEBHOOKS_SEND,
-        ],
-        // Fans emitted events out into messages and makes first attempts (endpoints, messages,
-        // attempts; opens the signing secrets); sends the first attempts it fans out.
-        Job::WebhookDelivery => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_CONSUME, WEBHOOKS_SEND],
-        // Makes due attempts and fans out events whose queue message never came.
-        Job::WebhookRetry => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_SEND],
-        // Stops the affected Runs, restores files (checkpoints: the workspaces bucket), the
-        // affected sessions' transcripts (large ones in the files bucket), marks Runs reverted
-        // with their `run.reverted` events.
-        // RUNS_SEND: a rollback's end sends the first Run that waited for it.
-        Job::RollbackRestore => &[MAIN_W, FILES_W, WORKSPACES_W, ROLLBACKS_CONSUME, WEBHOOKS_SEND, RUNS_SEND],
-        // Expires due actions and carries their turns on.
-        // Also deletes expired session files' bytes (the files bucket and Document Store
-        // buckets), and checkpoint blobs and manifests no Run or environment references (the
-        // workspaces bucket).
-        // Re-sends the Platform outbox (Runs, rollbacks) and gives up overdue rollbacks (their
-        // events go to the webhooks queue).
-        Job::RetentionSweep => {
-            &[MAIN_W, EVENTS_W, FILES_W, DOCS_W, WORKSPACES_W, RUNS_SEND, ROLLBACKS_SEND, WEBHOOKS_SEND]
-        }
-    }
-}
-
 /// Whether a function of `grants` builds an S3 client (only those granted the files bucket or
 /// Document Store buckets).
 pub fn uses_objects(grants: &[Grant]) -> bool {
@@ -188,7 +147,7 @@ mod tests {
             }
         }
         for j in Job::ALL {
-            assert!(!job(*j).is_empty());
+            assert!(!j.grants().is_empty());
         }
     }
 }

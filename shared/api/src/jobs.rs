@@ -26,6 +26,8 @@ pub use webhooks::{
     handle_webhooks_event, retry_forever, retry_interval_from_env, webhook_retry_once,
 };
 
+use crate::grants::*;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Job {
     /// Samples every live allocation once per sampling interval.
@@ -77,9 +79,54 @@ impl Job {
         }
     }
 
-    /// The stack resources this job's function may touch; how is in [`crate::grants`].
+    /// What a job's function may touch.
+    pub const fn grants(self) -> &'static [Grant] {
+        match self {
+            // Reads allocations and sessions, and sandbox counters; writes samples.
+            Job::Sampler => &[MAIN_R, TELEMETRY_W],
+            // Reads allocations and nodes; writes sandboxes, node commands and allocations.
+            Job::Placer => &[MAIN_W],
+            // Claims and runs paused turns (sessions, actions, events, large transcripts, the
+            // model); consumes continuations and sends the next one when a turn pauses again.
+            // Platform Runs too: their workspace (node commands) and checkpoints.
+            Job::RunExecution => &[
+                MAIN_W,
+                EVENTS_W,
+                FILES_W,
+                DOCS_R,
+                WORKSPACES_W,
+                MODEL_KEY,
+                RUNS_CONSUME,
+                RUNS_SEND,
+                WEBHOOKS_SEND,
+            ],
+            // Fans emitted events out into messages and makes first attempts (endpoints, messages,
+            // attempts; opens the signing secrets); sends the first attempts it fans out.
+            Job::WebhookDelivery => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_CONSUME, WEBHOOKS_SEND],
+            // Makes due attempts and fans out events whose queue message never came.
+            Job::WebhookRetry => &[MAIN_W, WEBHOOK_KEY, WEBHOOKS_SEND],
+            // Stops the affected Runs, restores files (checkpoints: the workspaces bucket), the
+            // affected sessions' transcripts (large ones in the files bucket), marks Runs reverted
+            // with their `run.reverted` events.
+            // RUNS_SEND: a rollback's end sends the first Run that waited for it.
+            Job::RollbackRestore => {
+                &[MAIN_W, FILES_W, WORKSPACES_W, ROLLBACKS_CONSUME, WEBHOOKS_SEND, RUNS_SEND]
+            }
+            // Expires due actions and carries their turns on.
+            // Also deletes expired session files' bytes (the files bucket and Document Store
+            // buckets), and checkpoint blobs and manifests no Run or environment references (the
+            // workspaces bucket).
+            // Re-sends the Platform outbox (Runs, rollbacks) and gives up overdue rollbacks (their
+            // events go to the webhooks queue).
+            Job::RetentionSweep => {
+                &[MAIN_W, EVENTS_W, FILES_W, DOCS_W, WORKSPACES_W, RUNS_SEND, ROLLBACKS_SEND, WEBHOOKS_SEND]
+            }
+        }
+    }
+
+    /// The stack resources this job's function may touch; how is in [`Job::grants`].
     pub fn resources(self) -> Vec<&'static str> {
-        crate::grants::resources(crate::grants::job(self))
+        crate::grants::resources(self.grants())
     }
 
     pub fn by_function_name(name: &str) -> Option<Job> {

@@ -100,6 +100,12 @@ uuid_id!(
     "command"
 );
 
+uuid_id!(
+    /// A tenant: a group of projects that share limits.
+    TenantId,
+    "tenant"
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

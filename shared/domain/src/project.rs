@@ -46,7 +46,7 @@ pub struct Project {
     pub created_at: Timestamp,
     /// The tenant the project belongs to; `None`: it is its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant_id: Option<crate::tenant::TenantId>,
+    pub tenant_id: Option<crate::ids::TenantId>,
 }
 
 #[cfg(test)]

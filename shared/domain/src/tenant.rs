@@ -2,22 +2,13 @@
 //! limits, webhook endpoints) count across a tenant's projects; a project without a tenant is its
 //! own tenant (its id stands for the tenant's).
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
-use crate::ids::{InvalidId, uuid_id};
 use crate::project::Name;
 use crate::{ProjectId, Timestamp};
 
-uuid_id!(
-    /// A tenant: a group of projects that share limits.
-    TenantId,
-    "tenant"
-);
+pub use crate::ids::TenantId;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tenant {

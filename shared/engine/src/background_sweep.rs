@@ -21,7 +21,7 @@ use agentplane_store::dynamo::agent_runs::RunOutcome;
 use agentplane_store::{Store, StoreError};
 
 use crate::background::Ending;
-use crate::retention_sweep::{MAX_PAGES, PAGE};
+use crate::sweep_limits::{MAX_PAGES, PAGE};
 
 /// The code a background run whose executor died fails with (as a Platform Run's does).
 pub const EXECUTOR_LOST: &str = "executor_lost";

@@ -4,6 +4,7 @@
 pub mod background;
 pub mod background_sweep;
 pub mod bus;
+pub mod chat;
 pub mod compute;
 pub mod continuation;
 pub mod dispatch;
@@ -19,6 +20,7 @@ pub mod runtime;
 pub mod session_purge;
 pub mod side_call;
 pub mod store_adapter;
+pub mod sweep_limits;
 pub mod tenant_resume;
 pub mod tools;
 pub mod transcript;

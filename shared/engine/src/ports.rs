@@ -19,7 +19,7 @@ use agentplane_domain::telemetry::{RuntimeSample, SandboxCounters};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use tokio::time::Instant;
 
-use crate::model::{ChatMessage, ModelError, ModelReply, ToolDefinition};
+use crate::chat::{ChatMessage, ModelError, ModelReply, ToolDefinition};
 
 pub use agentplane_domain::allocation::Allocation;
 pub use agentplane_domain::sandbox::retention::{RetentionState, StoredChunk};

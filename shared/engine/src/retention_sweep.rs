@@ -26,10 +26,7 @@ use agentplane_store::{Objects, Store, StoreError};
 
 use crate::continuation::carry_on_if_settled;
 
-/// How many due actions one read takes.
-pub const PAGE: usize = 100;
-/// How many reads one pass makes at most; what is left waits for the next pass.
-pub const MAX_PAGES: usize = 10;
+pub use crate::sweep_limits::{MAX_PAGES, PAGE};
 
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

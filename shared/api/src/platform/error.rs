@@ -182,7 +182,10 @@ impl PlatformError {
             Self::FileTooLarge => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "file_too_large",
-                format!("a workspace file may be at most {} bytes", super::files::MAX_FILE_BYTES),
+                format!(
+                    "a workspace file may be at most {} bytes",
+                    agentplane_engine::platform::MAX_FILE_BYTES
+                ),
                 None,
             ),
             Self::RuntimeUnavailable(detail) => {

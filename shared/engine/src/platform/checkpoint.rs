@@ -303,7 +303,7 @@ pub async fn record_start(store: &Store, run: Run, taken: &Taken) -> Result<Opti
     store.environments().set_initial_checkpoint(&run.project_id, &run.environment_id, &taken.id).await?;
     let id = taken.id.clone();
     let written =
-        super::end::update_running(store, &run, |r| r.start_manifest = Some(id.clone()), |_| Vec::new())
+        super::running::update_running(store, &run, |r| r.start_manifest = Some(id.clone()), |_| Vec::new())
             .await?;
     Ok(written.map(|(run, _)| run))
 }

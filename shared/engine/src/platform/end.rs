@@ -1,6 +1,6 @@
 //! A Run's end as its executor writes it: the end checkpoint, then the ending with its `run.*`
-//! event in one conditional write on the Run's version ([`finish`]); every write of a running
-//! Run goes through [`update_running`].
+//! event in one conditional write on the Run's version ([`finish`]); what an execution ended in
+//! ([`Executed`]).
 
 use agentplane_domain::platform::manifest::Manifest;
 use agentplane_domain::platform::run::{Run, RunError, RunStatus};
@@ -9,34 +9,7 @@ use agentplane_store::{OutboxEvent, Store, StoreError};
 use tokio::time::Instant;
 
 use super::checkpoint;
-use super::execute::Executed;
-
-/// Writes `change` to the Run as it is stored now (read again on a conflict), while it is
-/// still `running`; the Run as written, or `None` when it is no longer running.
-pub(crate) async fn update_running(
-    store: &Store,
-    run: &Run,
-    change: impl Fn(&mut Run),
-    events: impl Fn(&Run) -> Vec<OutboxEvent>,
-) -> Result<Option<(Run, Vec<OutboxEvent>)>, StoreError> {
-    let mut current = run.clone();
-    for _ in 0..8 {
-        if current.status != RunStatus::Running {
-            return Ok(None);
-        }
-        let expected = current.version;
-        let mut next = current.clone();
-        change(&mut next);
-        next.version = expected + 1;
-        let emitted = events(&next);
-        match store.runs().replace_emitting(&next, expected, &emitted).await {
-            Ok(()) => return Ok(Some((next, emitted))),
-            Err(StoreError::Conflict) => current = store.runs().get(&run.project_id, &run.id).await?,
-            Err(err) => return Err(err),
-        }
-    }
-    Err(StoreError::Conflict)
-}
+pub(crate) use super::running::update_running;
 
 /// How the execution ended.
 pub(super) struct End {
@@ -131,4 +104,17 @@ pub(super) async fn finish(
             Ok(Executed::Stale)
         }
     }
+}
+
+/// How the message was handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Executed {
+    /// Executed to this status.
+    Ran(RunStatus),
+    /// Not this delivery's to run (started, stopped, reverted or gone).
+    Stale,
+    /// Its session runs another turn, or a rollback holds the environment: queued again.
+    Waiting,
+    /// The sandbox cannot be reached: `running` with the diagnostic, sent again.
+    Unavailable,
 }

@@ -29,8 +29,8 @@ use agentplane_store::{RunsMessage, Store, StoreError};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-pub use super::end::run_event;
 use super::end::{End, finish, update_running};
+pub use super::end::{Executed, run_event};
 use super::lease::{self, Line};
 pub use super::takeover::nudge;
 use super::takeover::take_over;
@@ -38,19 +38,6 @@ use super::tools::{Kind, ToolContext, WorkspaceTool};
 use super::{Platform, WorkspaceError, checkpoint, workspace};
 use crate::ports::{Compute, TurnStore};
 use crate::{TurnContext, TurnError, TurnRequest};
-
-/// How the message was handled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Executed {
-    /// Executed to this status.
-    Ran(RunStatus),
-    /// Not this delivery's to run (started, stopped, reverted or gone).
-    Stale,
-    /// Its session runs another turn, or a rollback holds the environment: queued again.
-    Waiting,
-    /// The sandbox cannot be reached: `running` with the diagnostic, sent again.
-    Unavailable,
-}
 
 /// The tools a Run's agent has.
 pub const TOOLS: [&str; 5] = ["read_file", "write_file", "list_files", "delete_file", "run_command"];

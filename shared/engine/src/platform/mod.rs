@@ -20,6 +20,7 @@ pub mod execute;
 pub mod lease;
 pub mod outbox;
 pub mod rollback;
+mod running;
 pub mod takeover;
 mod tools;
 pub mod workspace;

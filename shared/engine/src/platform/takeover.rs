@@ -8,8 +8,7 @@ use agentplane_domain::platform::run::{ExecuteRun, Run, RunError, RunStatus};
 use agentplane_store::{RunsMessage, Store, StoreError};
 use tokio::time::Instant;
 
-use super::end::{End, finish};
-use super::execute::Executed;
+use super::end::{End, Executed, finish};
 use super::{Platform, checkpoint, lease, workspace};
 use crate::ports::Compute;
 

@@ -22,6 +22,7 @@
 //! A deleted session keeps its item (later telemetry and retention read it) but loses its GSI1
 //! attributes, so it leaves every list at once.
 
+use agentplane_domain::tenant::TenantId;
 use agentplane_domain::{ApiKeyId, ProjectId, SessionId};
 
 pub fn project_pk(id: &ProjectId) -> String {
@@ -29,6 +30,11 @@ pub fn project_pk(id: &ProjectId) -> String {
 }
 pub const PROJECT_SK: &str = "PROJECT";
 pub const PROJECTS_LIST: &str = "PROJECTS";
+
+pub fn tenant_pk(id: &TenantId) -> String {
+    format!("TENANT#{id}")
+}
+pub const TENANT_SK: &str = "TENANT";
 
 pub fn api_key_sk(id: &ApiKeyId) -> String {
     format!("APIKEY#{id}")

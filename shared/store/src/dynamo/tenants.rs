@@ -17,15 +17,11 @@ use agentplane_domain::webhook::MAX_ENDPOINTS;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, ReturnValue, TransactWriteItem, Update};
 use serde::{Deserialize, Serialize};
 
-use super::keys::{PROJECT_SK, project_pk};
+use super::keys::{PROJECT_SK, TENANT_SK, project_pk, tenant_pk};
 use super::page::{query_created, start_key};
 use super::{conditional, get_as, s, transaction_conflict};
 use crate::{Store, StoreError};
 
-pub fn tenant_pk(id: &TenantId) -> String {
-    format!("TENANT#{id}")
-}
-pub const TENANT_SK: &str = "TENANT";
 pub const TENANTS_LIST: &str = "TENANTS";
 
 pub fn spend_pk(tenant_key: &str) -> String {

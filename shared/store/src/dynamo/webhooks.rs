@@ -42,8 +42,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWrite
 use serde::{Deserialize, Serialize};
 
 use super::keys::{PROJECT_SK, project_pk};
+use super::keys::{TENANT_SK, tenant_pk};
 use super::page::{Item, query_created, start_key};
-use super::tenants::{TENANT_SK, tenant_pk};
 use super::{backend, conditional, s};
 use crate::{Store, StoreError};
 

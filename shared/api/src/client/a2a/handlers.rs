@@ -30,9 +30,9 @@ use super::rpc::{self, RpcError};
 use super::task::{self, Task};
 use super::wire::{A2aRequest, A2aResponse, AgentCard};
 use crate::body::{BodyError, MAX_BODY_BYTES};
+use crate::client::admission::{config_for, read_for_turn, tenant_spend};
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
-use crate::client::responses::handlers::{config_for, read_for_turn, tenant_spend};
 use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
 

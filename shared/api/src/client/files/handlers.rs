@@ -2,9 +2,7 @@ use std::time::Duration;
 
 use agentplane_domain::agent::Channel;
 use agentplane_domain::bucket::BucketName;
-use agentplane_domain::file::{
-    DOWNLOAD_URL_SECONDS, FileId, FileStatus, NewFile, SessionFile, UPLOAD_URL_SECONDS,
-};
+use agentplane_domain::file::{DOWNLOAD_URL_SECONDS, FileId, FileStatus, NewFile, UPLOAD_URL_SECONDS};
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
 use agentplane_domain::session::Session;
@@ -50,7 +48,7 @@ async fn attachments(
     };
     let agent = app.store.agents().get(project, &agent_id).await.or_not_found(ClientError::AgentNotFound)?;
     let channel = session.agent_channel.unwrap_or(Channel::Draft);
-    let (config, _) = crate::client::responses::handlers::config_for(app, &agent, channel).await?;
+    let (config, _) = crate::client::admission::config_for(app, &agent, channel).await?;
     if !config.attachments.enabled {
         let which = match channel {
             Channel::Draft => "draft",
@@ -176,35 +174,6 @@ pub async fn list(
     Ok(Json(List::of(&found, |f| FileBody::from(f), |f| f.id.to_string())))
 }
 
-/// A pending file whose object is in the bucket with exactly its declared size (asked of the
-/// bucket, never taken from the client) becomes `ready`, once, by a conditional write.
-pub async fn settle(app: &App, file: SessionFile) -> Result<SessionFile, ClientError> {
-    settle_in(&app.store, file).await.or_not_found(ClientError::FileNotFound)
-}
-
-/// [`settle`] on `store`; `NotFound` when the file was deleted meanwhile.
-pub async fn settle_in(
-    store: &agentplane_store::Store,
-    mut file: SessionFile,
-) -> Result<SessionFile, StoreError> {
-    if file.status != FileStatus::Pending {
-        return Ok(file);
-    }
-    let size = store.file_objects(file.bucket.as_ref())?.size(&file.object_key()).await?;
-    if size != Some(file.size) {
-        return Ok(file);
-    }
-    match store.files().mark_ready(&file).await {
-        Ok(()) => file.status = FileStatus::Ready,
-        // Another read marked it first, or it was deleted meanwhile: read what is there now.
-        Err(StoreError::Conflict) => {
-            file = store.files().get(&file.project_id, &file.session_id, &file.id).await?;
-        }
-        Err(err) => return Err(err),
-    }
-    Ok(file)
-}
-
 /// Retrieve a session file; a ready one carries a `download_url`.
 ///
 /// A `pending` file whose bytes were uploaded with the declared size turns `ready` here. A
@@ -238,7 +207,7 @@ pub async fn get(
         .get(&auth.project_id, &session.id, &id)
         .await
         .or_not_found(ClientError::FileNotFound)?;
-    let file = settle(&app, file).await?;
+    let file = super::settle::settle(&app, file).await?;
     let mut answer = FileBody::from(&file);
     if file.status == FileStatus::Ready {
         let url = app

@@ -138,7 +138,7 @@ async fn load(
         Err(StoreError::NotFound) => return Err(missing()),
         Err(err) => return Err(err.into()),
     };
-    let file = crate::client::files::handlers::settle(app, file).await?;
+    let file = super::settle::settle(app, file).await?;
     if file.status != FileStatus::Ready {
         return Err(refused(part, format!("the file `{id}` is not ready: upload its bytes first")));
     }

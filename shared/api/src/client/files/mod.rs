@@ -3,5 +3,6 @@
 
 pub mod handlers;
 pub mod input;
+pub mod settle;
 pub mod view;
 pub mod wire;

@@ -43,7 +43,7 @@ impl SessionImages {
             Err(StoreError::NotFound) => return Err(missing()),
             Err(err) => return Err(unreadable(err)),
         };
-        let file = match super::handlers::settle_in(&self.store, file).await {
+        let file = match super::settle::settle_in(&self.store, file).await {
             Ok(file) => file,
             Err(StoreError::NotFound) => return Err(missing()),
             Err(err) => return Err(unreadable(err)),

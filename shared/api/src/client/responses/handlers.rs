@@ -3,7 +3,6 @@ use agentplane_domain::agent::{Agent, Channel, VersionedConfig};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::session::{NewSession, Session, SessionBudget};
-use agentplane_domain::tenant::TenantId;
 use agentplane_engine::turn::TenantSpend;
 use agentplane_engine::{TurnContext, TurnRequest};
 use agentplane_store::StoreError;
@@ -16,6 +15,7 @@ use serde_json::{Map, Value};
 use super::validation::{background, callback_url, input_with_files};
 use super::wire::{CreateResponse, CreateSessionMessage, Rendered, ResponseBody, ResponsesError};
 use crate::body::JsonObject;
+use crate::client::admission::{config_for, read_for_turn, tenant_spend};
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 use crate::client::files::input::Images;
@@ -69,22 +69,6 @@ async fn load_agent(
     }
 }
 
-/// The config a channel runs: the draft, or the newest published version.
-pub(crate) async fn config_for(
-    app: &App,
-    agent: &Agent,
-    channel: Channel,
-) -> Result<(VersionedConfig, Option<u32>), ClientError> {
-    match channel {
-        Channel::Draft => Ok((agent.draft.clone(), None)),
-        Channel::Published => {
-            let number = agent.latest_version.ok_or(ClientError::AgentNotPublished)?;
-            let version = app.store.agents().version(&agent.id, number).await?;
-            Ok((version.config, Some(number)))
-        }
-    }
-}
-
 /// The message's text with its text files appended, and its images.
 async fn with_files(
     app: &App,
@@ -132,51 +116,6 @@ async fn session_for(
             Err(agentplane_domain::ValidationError::new("session_id", "`session_id` must be a string").into())
         }
     }
-}
-
-/// A session and its transcript, in one read.
-pub(crate) async fn read_for_turn(
-    app: &App,
-    auth: &ProjectAuth,
-    id: &SessionId,
-) -> Result<(Session, TurnContext), ClientError> {
-    let (session, transcript) = app
-        .store
-        .turns()
-        .session_with_transcript(&auth.project_id, id)
-        .await
-        .or_not_found(ClientError::SessionNotFound)?;
-    let context = TurnContext {
-        last_event_seq: session.last_event_seq,
-        transcript,
-        spent_usd: session.cost_usd,
-        webhooks: false,
-        superseded: session.superseded_turns.clone(),
-    };
-    Ok((session, context))
-}
-
-/// The tenant's monthly spend, for a project of a tenant with a limit: refused with 402 once
-/// the limit is reached (two reads, only for such a project); the turn counts toward it.
-pub(crate) async fn tenant_spend(
-    app: &App,
-    tenant: Option<TenantId>,
-) -> Result<Option<TenantSpend>, ClientError> {
-    let Some(id) = tenant else { return Ok(None) };
-    let tenant = app.store.tenants().get(&id).await?;
-    let key = agentplane_domain::tenant::TenantKey::Tenant(id).key();
-    if let Some(max) = tenant.monthly_spend_limit_usd {
-        let spent =
-            app.store.tenants().spent(&key, &agentplane_domain::tenant::month_of(edge::now())).await?;
-        if spent >= max {
-            return Err(ClientError::SpendLimitReached { spent_usd: spent, max_cost_usd: max });
-        }
-    }
-    Ok(Some(TenantSpend {
-        key,
-        monthly_limit_usd: tenant.monthly_spend_limit_usd,
-        webhooks: tenant.tenant_endpoint_count > 0,
-    }))
 }
 
 /// `background` and `callback_url` are valid, and a background turn is refused before anything

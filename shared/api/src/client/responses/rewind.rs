@@ -15,11 +15,12 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
-use super::handlers::{config_for, read_for_turn, run, tenant_spend};
+use super::handlers::run;
 use super::validation::input_with_files;
 use super::wire::ResponseBody;
 use crate::App;
 use crate::body::JsonObject;
+use crate::client::admission::{config_for, read_for_turn, tenant_spend};
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 use crate::envelope::ErrorEnvelope;
