@@ -8,6 +8,7 @@ pub mod client;
 pub mod core;
 pub mod edge;
 pub mod envelope;
+pub mod found;
 pub mod grants;
 pub mod jobs;
 pub mod json;

@@ -18,6 +18,7 @@ use base64::Engine;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{Mutex, mpsc};
 use tokio::task::JoinSet;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::client::CoreClient;
 use crate::host;
@@ -110,11 +111,11 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
     }
     let _tasks = AbortTasks(node.clone());
     let reporter = tokio::spawn(report_loop(node.clone(), inbox));
-    let _reporter = AbortOnDrop(reporter);
+    let _reporter = AbortOnDropHandle::new(reporter);
     heartbeat_once(&node, &config).await;
     adopt(&node).await;
-    let heartbeats = AbortOnDrop(tokio::spawn(heartbeat_loop(node.clone(), config.clone())));
-    let deadlines = AbortOnDrop(tokio::spawn(deadline_loop(node.clone())));
+    let heartbeats = AbortOnDropHandle::new(tokio::spawn(heartbeat_loop(node.clone(), config.clone())));
+    let deadlines = AbortOnDropHandle::new(tokio::spawn(deadline_loop(node.clone())));
     let _keep = (heartbeats, deadlines);
     command_loop(node).await;
     Ok(())
@@ -127,14 +128,6 @@ struct AbortTasks(Arc<Node>);
 impl Drop for AbortTasks {
     fn drop(&mut self) {
         self.0.tasks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).abort_all();
-    }
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -611,14 +604,14 @@ async fn watch(node: Arc<Node>, sandbox: SandboxId, process: ProcessId, mut star
     if let Some(err) = child.stderr.take() {
         readers.push(tokio::spawn(forward(node.clone(), sandbox.clone(), process, Stream::Stderr, err)));
     }
-    let guards: Vec<AbortOnDrop> = readers.into_iter().map(AbortOnDrop).collect();
+    let guards: Vec<AbortOnDropHandle<()>> = readers.into_iter().map(AbortOnDropHandle::new).collect();
     let status = child.wait().await;
     tracing::debug!(%sandbox, %process, ?status, "process exited");
     // Output still in the pipes belongs before the exit; a background child that keeps the
     // pipe open does not hold the exit back for long.
     let _ = tokio::time::timeout(Duration::from_secs(2), async {
         for g in &guards {
-            while !g.0.is_finished() {
+            while !g.is_finished() {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         }

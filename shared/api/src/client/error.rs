@@ -398,19 +398,7 @@ impl From<getrandom::Error> for ClientError {
     }
 }
 
-/// Store reads of a named record: `NotFound` is the given 404, any other failure a 503.
-pub trait Found<T> {
-    fn or_not_found(self, not_found: ClientError) -> Result<T, ClientError>;
-}
-
-impl<T> Found<T> for Result<T, StoreError> {
-    fn or_not_found(self, not_found: ClientError) -> Result<T, ClientError> {
-        self.map_err(|err| match err {
-            StoreError::NotFound => not_found,
-            other => ClientError::Storage(other),
-        })
-    }
-}
+pub use crate::found::Found;
 
 #[cfg(test)]
 mod tests {

@@ -49,7 +49,7 @@ pub async fn create(
         created_at: edge::now(),
         revoked_at: None,
     };
-    app.store.api_keys().create(&key, &secret.hash()).await.or_not_found("project")?;
+    app.store.api_keys().create(&key, &secret.hash()).await.or_not_found(CoreError::NotFound("project"))?;
     // The only time the plaintext key leaves the server.
     let body = CreatedApiKeyBody { api_key: ApiKeyBody::from(&key), key: secret.expose().to_owned() };
     Ok((StatusCode::CREATED, Json(body)))
@@ -79,6 +79,11 @@ pub async fn revoke(
 ) -> Result<Json<ApiKeyBody>, CoreError> {
     let project_id = project_id(&project)?;
     let key_id: ApiKeyId = key.parse().map_err(|_| CoreError::NotFound("api key"))?;
-    let key = app.store.api_keys().revoke(&project_id, &key_id, edge::now()).await.or_not_found("api key")?;
+    let key = app
+        .store
+        .api_keys()
+        .revoke(&project_id, &key_id, edge::now())
+        .await
+        .or_not_found(CoreError::NotFound("api key"))?;
     Ok(Json(ApiKeyBody::from(&key)))
 }

@@ -104,7 +104,7 @@ pub async fn register(
         )));
     }
     // The project first: an unknown project is 404 whatever the bucket.
-    app.store.projects().get(&project_id).await.or_not_found("project")?;
+    app.store.projects().get(&project_id).await.or_not_found(CoreError::NotFound("project"))?;
     match app.store.file_objects(Some(&name))?.reach().await? {
         Reach::Reachable => {}
         Reach::Missing => {
@@ -117,7 +117,13 @@ pub async fn register(
         }
     }
     let bucket = DocumentBucket { name, project_id, created_at: edge::now() };
-    match app.store.buckets().create(&bucket, MAX_BUCKETS_PER_PROJECT).await.or_not_found("project")? {
+    match app
+        .store
+        .buckets()
+        .create(&bucket, MAX_BUCKETS_PER_PROJECT)
+        .await
+        .or_not_found(CoreError::NotFound("project"))?
+    {
         Ok(()) => Ok((StatusCode::CREATED, Json(BucketBody::from(&bucket)))),
         Err(Refused::Registered) => Err(CoreError::BucketConflict(
             "bucket_already_registered",
@@ -154,7 +160,7 @@ pub async fn list(
     Path(project): Path<String>,
 ) -> Result<Json<List<BucketBody>>, CoreError> {
     let project_id = project_id(&project)?;
-    app.store.projects().get(&project_id).await.or_not_found("project")?;
+    app.store.projects().get(&project_id).await.or_not_found(CoreError::NotFound("project"))?;
     let items = app.store.buckets().list(&project_id).await?;
     let page = Page { items, has_more: false };
     Ok(Json(List::of(&page, |b| BucketBody::from(b), |b| b.name.to_string())))
@@ -188,6 +194,6 @@ pub async fn remove(
 ) -> Result<StatusCode, CoreError> {
     let project_id = project_id(&project)?;
     let name = BucketName::parse("bucket", &bucket).map_err(|_| CoreError::NotFound("bucket"))?;
-    app.store.buckets().delete(&project_id, &name).await.or_not_found("bucket")?;
+    app.store.buckets().delete(&project_id, &name).await.or_not_found(CoreError::NotFound("bucket"))?;
     Ok(StatusCode::NO_CONTENT)
 }

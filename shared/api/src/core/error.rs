@@ -227,23 +227,16 @@ impl From<getrandom::Error> for CoreError {
     }
 }
 
-/// Store reads of a named record.
-pub trait Found<T> {
-    /// `NotFound` is a 404 naming `what`; any other failure a 503.
-    fn or_not_found(self, what: &'static str) -> Result<T, CoreError>;
+pub use crate::found::Found;
+
+/// Store reads for the runtime history routes.
+pub trait HistoryFound<T> {
     /// `NotFound` is a 404 naming `what`; any other failure a 503 `runtime_history_unavailable`
     /// whose cause is dropped unread.
     fn or_history_unavailable(self, what: &'static str) -> Result<T, CoreError>;
 }
 
-impl<T> Found<T> for Result<T, StoreError> {
-    fn or_not_found(self, what: &'static str) -> Result<T, CoreError> {
-        self.map_err(|err| match err {
-            StoreError::NotFound => CoreError::NotFound(what),
-            other => CoreError::Storage(other),
-        })
-    }
-
+impl<T> HistoryFound<T> for Result<T, StoreError> {
     fn or_history_unavailable(self, what: &'static str) -> Result<T, CoreError> {
         self.map_err(|err| match err {
             StoreError::NotFound => CoreError::NotFound(what),
@@ -377,10 +370,13 @@ mod tests {
     #[test]
     fn store_reads_map_not_found_to_the_named_404() {
         let missing = || -> Result<(), StoreError> { Err(StoreError::NotFound) };
-        assert!(matches!(missing().or_not_found("node"), Err(CoreError::NotFound("node"))));
+        assert!(matches!(
+            missing().or_not_found(CoreError::NotFound("node")),
+            Err(CoreError::NotFound("node"))
+        ));
         assert!(matches!(missing().or_history_unavailable("session"), Err(CoreError::NotFound("session"))));
         let down = || -> Result<(), StoreError> { Err(StoreError::Unavailable("x".into())) };
-        assert!(matches!(down().or_not_found("node"), Err(CoreError::Storage(_))));
+        assert!(matches!(down().or_not_found(CoreError::NotFound("node")), Err(CoreError::Storage(_))));
         assert!(matches!(down().or_history_unavailable("session"), Err(CoreError::HistoryUnavailable)));
         // Plain `?` on a store error is a 503, whatever the error (NotFound included).
         assert!(matches!(CoreError::from(StoreError::NotFound), CoreError::Storage(_)));

@@ -75,7 +75,7 @@ pub async fn get(
     let id: NodeId = id
         .parse()
         .map_err(|_| CoreError::InvalidRequest(ValidationError::new("node_id", "malformed node id")))?;
-    let node = app.store.nodes().get(&id).await.or_not_found("node")?;
+    let node = app.store.nodes().get(&id).await.or_not_found(CoreError::NotFound("node"))?;
     let now = edge::now();
     // Only the range's complete buckets are read (the one in progress is left out anyway).
     let from = Timestamp::from_unix_seconds(node_history_start(range, now));

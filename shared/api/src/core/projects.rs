@@ -105,6 +105,7 @@ pub async fn list(
         Some(text) => Some(text.parse::<ProjectId>().map_err(|_| CoreError::NotFound("cursor"))?),
         None => None,
     };
-    let found = app.store.projects().list(&page, after.as_ref()).await.or_not_found("cursor")?;
+    let found =
+        app.store.projects().list(&page, after.as_ref()).await.or_not_found(CoreError::NotFound("cursor"))?;
     Ok(Json(List::of(&found, |p| ProjectBody::from(p), |p| p.id.to_string())))
 }

@@ -151,7 +151,8 @@ pub async fn get(
     _admin: CoreAdmin,
     Path(id): Path<String>,
 ) -> Result<Json<TenantBody>, CoreError> {
-    let tenant = app.store.tenants().get(&tenant_id(&id)?).await.or_not_found("tenant")?;
+    let tenant =
+        app.store.tenants().get(&tenant_id(&id)?).await.or_not_found(CoreError::NotFound("tenant"))?;
     Ok(Json(body_of(&app, &tenant).await?))
 }
 
@@ -181,13 +182,18 @@ pub async fn update(
     let id = tenant_id(&id)?;
     let tenant = match body.monthly_spend_limit_usd {
         Some(value) => {
-            let tenant = app.store.tenants().set_limit(&id, limit(value)?).await.or_not_found("tenant")?;
+            let tenant = app
+                .store
+                .tenants()
+                .set_limit(&id, limit(value)?)
+                .await
+                .or_not_found(CoreError::NotFound("tenant"))?;
             // The turns the old limit paused carry on when the new one has room.
             agentplane_engine::tenant_resume::carry_on_after_tenant_limit(&app.store, &tenant, edge::now())
                 .await?;
             tenant
         }
-        None => app.store.tenants().get(&id).await.or_not_found("tenant")?,
+        None => app.store.tenants().get(&id).await.or_not_found(CoreError::NotFound("tenant"))?,
     };
     Ok(Json(body_of(&app, &tenant).await?))
 }
@@ -221,7 +227,9 @@ pub async fn attach(
     let project = match app.store.tenants().attach(&id, &project).await {
         Ok(project) => project,
         Err(AttachError::EndpointLimit) => return Err(WebhookError::LimitReached.into()),
-        Err(AttachError::Store(err)) => return Err(err).or_not_found("tenant or project"),
+        Err(AttachError::Store(err)) => {
+            return Err(err).or_not_found(CoreError::NotFound("tenant or project"));
+        }
     };
     Ok(Json(ProjectBody::from(&project)))
 }

@@ -23,7 +23,7 @@ use crate::webhooks::wire::{
 /// The tenant `text` names, once it is known to exist (404 `tenant not found` otherwise).
 async fn owner(app: &App, text: &str) -> Result<Owner, CoreError> {
     let id = tenant_id(text)?;
-    app.store.tenants().get(&id).await.or_not_found("tenant")?;
+    app.store.tenants().get(&id).await.or_not_found(CoreError::NotFound("tenant"))?;
     Ok(Owner::Tenant(id))
 }
 

@@ -289,17 +289,4 @@ impl From<getrandom::Error> for PlatformError {
     }
 }
 
-/// `NotFound` from the store as the route's own 404.
-pub trait Found<T> {
-    fn or_not_found(self, not_found: PlatformError) -> Result<T, PlatformError>;
-}
-
-impl<T> Found<T> for Result<T, StoreError> {
-    fn or_not_found(self, not_found: PlatformError) -> Result<T, PlatformError> {
-        match self {
-            Ok(value) => Ok(value),
-            Err(StoreError::NotFound) => Err(not_found),
-            Err(err) => Err(err.into()),
-        }
-    }
-}
+pub use crate::found::Found;

@@ -28,6 +28,7 @@ use agentplane_domain::platform::run::{
 use agentplane_store::{RunsMessage, Store, StoreError};
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::end::{End, finish, update_running};
 pub use super::end::{Executed, run_event};
@@ -96,7 +97,7 @@ pub async fn execute<C: Compute>(
     };
     let (lost, lost_seen) = watch::channel(false);
     // Renewed while this execution lives: a crashed executor's lease lapses.
-    let keeper = AbortOnDrop(tokio::spawn(lease::keep(
+    let keeper = AbortOnDropHandle::new(tokio::spawn(lease::keep(
         store.clone(),
         held.clone(),
         run.project_id,
@@ -192,7 +193,7 @@ async fn execute_held<C: Compute>(
 
     let (stopping, stop_seen) = watch::channel(false);
     let watcher = tokio::spawn(watch_stop(platform.store(), run.clone(), stopping));
-    let _watcher = AbortOnDrop(watcher);
+    let _watcher = AbortOnDropHandle::new(watcher);
     let mut engine = platform.engine.clone();
     let mut registry = (*engine.tools).clone();
     let context =
@@ -297,14 +298,6 @@ async fn last_recorded(
 
 fn platform_agent() -> AgentId {
     AgentId::from_random([0; 16])
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 async fn resend(store: &Store, message: &ExecuteRun) -> Result<(), StoreError> {

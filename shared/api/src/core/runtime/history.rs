@@ -16,7 +16,7 @@ use axum::extract::{Path, RawQuery, State};
 use super::wire::{HistoryParams, RuntimeHistoryBody};
 use super::{check_identity, ids};
 use crate::core::auth::CoreAdmin;
-use crate::core::error::{CoreError, Found};
+use crate::core::error::{CoreError, HistoryFound};
 use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
 

@@ -56,7 +56,8 @@ async fn collect(
     page: &PageRequest,
     after: Option<&SessionId>,
 ) -> Result<RuntimeObservationList, CoreError> {
-    let found = app.store.sessions().list_all(page, after).await.or_not_found("cursor")?;
+    let found =
+        app.store.sessions().list_all(page, after).await.or_not_found(CoreError::NotFound("cursor"))?;
     let managed: Vec<_> = found
         .items
         .iter()

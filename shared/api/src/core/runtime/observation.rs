@@ -39,7 +39,8 @@ pub async fn retrieve(
 ) -> Result<Json<RuntimeObservationBody>, CoreError> {
     reject_query_parameters(&Query::parse(raw.as_deref())).map_err(CoreError::UnsupportedParameter)?;
     let (project, session) = ids(&project, &session)?;
-    let session = app.store.sessions().get(&project, &session).await.or_not_found("session")?;
+    let session =
+        app.store.sessions().get(&project, &session).await.or_not_found(CoreError::NotFound("session"))?;
     let allocation = match session.environment_mode {
         EnvironmentMode::OpenaiHosted => app.store.allocations().get(&project, &session.id).await?,
         EnvironmentMode::None | EnvironmentMode::SelfHosted => None,
