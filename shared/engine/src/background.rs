@@ -13,20 +13,20 @@ use std::time::Duration;
 
 use agentplane_domain::ProjectId;
 use agentplane_domain::action::Continuation;
-use agentplane_domain::agent::{Channel, VersionedConfig};
+use agentplane_domain::agent::VersionedConfig;
 use agentplane_domain::agent_run::{
     AgentRun, CallbackRecord, DEFAULT_MAX_CONCURRENT_PER_TENANT, RunId, RunStatus, SLOT_LEASE_MS, StartRun,
     ending_of,
 };
-use agentplane_domain::session::SessionBudget;
 use agentplane_domain::tenant::TenantKey;
 use agentplane_domain::webhook::{Message, MessageStatus, Owner, callback_signer_id};
 use agentplane_store::dynamo::agent_runs::{Announce, RunOutcome, SlotRef, StartRefused};
 use agentplane_store::{OutboxEvent, RunsMessage, Store, StoreError, WebhooksMessage};
 use tokio::time::Instant;
 
+use crate::admission::{Refused, TurnInput};
 use crate::turn::TenantSpend;
-use crate::{Engine, TurnContext, TurnError, TurnOutcome, TurnRequest};
+use crate::{Engine, TurnError, TurnOutcome, TurnRequest};
 
 /// How background runs are run (from the environment, see [`BackgroundConfig::from_env`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,19 +118,7 @@ impl Engine {
     /// The tenant key of a project, and its monthly limit when it belongs to a tenant.
     async fn tenant_of(&self, project: &ProjectId) -> Result<(String, Option<TenantSpend>), StoreError> {
         let tenant = self.store.projects().get(project).await?.tenant_id;
-        let key = TenantKey::of(*project, tenant).key();
-        let spend = match tenant {
-            Some(id) => {
-                let tenant = self.store.tenants().get(&id).await?;
-                Some(TenantSpend {
-                    key: key.clone(),
-                    monthly_limit_usd: tenant.monthly_spend_limit_usd,
-                    webhooks: tenant.tenant_endpoint_count > 0,
-                })
-            }
-            None => None,
-        };
-        Ok((key, spend))
+        Ok((TenantKey::of(*project, tenant).key(), self.tenant_spend(tenant).await?))
     }
 
     /// Starts the run `message` names and runs its turn (until it ends, waits, or hands over at
@@ -251,61 +239,36 @@ impl Engine {
     /// The turn a run executes: its agent's live execution settings, the config of its channel,
     /// its session as it is now.
     async fn request_for(&self, run: &AgentRun, tenant: Option<TenantSpend>) -> Result<TurnRequest, Failure> {
-        let (agent, hooks) = match self.store.agents().get_for_turn(&run.project_id, &run.agent_id).await {
-            Ok(found) => (found.agent, found.hooks),
-            Err(StoreError::NotFound) => {
-                return Err(Failure::Run("agent_not_found".into(), "the run's agent was deleted".into()));
+        let gone = |refused: Refused| match refused {
+            Refused::AgentNotFound => {
+                Failure::Run("agent_not_found".into(), "the run's agent was deleted".into())
             }
-            Err(err) => return Err(Failure::Storage(err)),
-        };
-        let (config, version) = match run.channel {
-            Channel::Draft => (agent.draft.clone(), None),
-            Channel::Published => {
-                let number = run.version.or(agent.latest_version).ok_or_else(|| {
-                    Failure::Run("agent_not_published".into(), "the agent has no published version".into())
-                })?;
-                (
-                    self.store.agents().version(&agent.id, number).await.map_err(Failure::Storage)?.config,
-                    Some(number),
-                )
+            Refused::AgentNotPublished => {
+                Failure::Run("agent_not_published".into(), "the agent has no published version".into())
             }
+            Refused::SessionNotFound => {
+                Failure::Run("session_not_found".into(), "the run's session was deleted".into())
+            }
+            Refused::SpendLimitReached { .. } => Failure::Run(
+                "spend_limit_reached".into(),
+                "the tenant's monthly spend limit is reached".into(),
+            ),
+            Refused::Storage(err) => Failure::Storage(err),
         };
-        let (session, transcript) =
-            match self.store.turns().session_with_transcript(&run.project_id, &run.session_id).await {
-                Ok(found) => found,
-                Err(StoreError::NotFound) => {
-                    return Err(Failure::Run(
-                        "session_not_found".into(),
-                        "the run's session was deleted".into(),
-                    ));
-                }
-                Err(err) => return Err(Failure::Storage(err)),
-            };
-        let left = run.remaining_ms(crate::now()).min(agent.execution.background_max_duration_ms);
-        let images = self.images_of(run, &config).await?;
-        Ok(TurnRequest {
-            project_id: run.project_id,
-            session_id: run.session_id,
-            agent_id: run.agent_id,
-            channel: run.channel,
-            version,
-            config,
+        let found = self.turn_agent(&run.project_id, &run.agent_id).await.map_err(gone)?;
+        let admitted = self.admit(found, run.channel, run.version).await.map_err(gone)?;
+        let (session, context) =
+            self.session_for_turn(&run.project_id, &run.session_id).await.map_err(gone)?;
+        let left = run.remaining_ms(crate::now()).min(admitted.agent.execution.background_max_duration_ms);
+        let images = self.images_of(run, &admitted.config).await?;
+        let given = TurnInput {
             input: run.input.clone(),
-            deadline: Instant::now() + Duration::from_millis(left),
-            context: Some(TurnContext {
-                last_event_seq: session.last_event_seq,
-                transcript,
-                spent_usd: session.cost_usd,
-                webhooks: hooks,
-                superseded: session.superseded_turns.clone(),
-            }),
-            budget: SessionBudget::effective(session.budget, &agent.execution),
-            turn_id: Some(run.id.turn_id()),
-            handover_at: None,
-            tenant,
             images,
+            tenant,
             supersede: None,
-        })
+            turn_id: Some(run.id.turn_id()),
+        };
+        Ok(admitted.request(&session, context, given, Instant::now() + Duration::from_millis(left)))
     }
 
     /// URLs of the run's image files, presigned now: the run fails when one cannot be shown

@@ -1,6 +1,7 @@
 //! The agent engine: the model client, the tool registry, the event bus and the turn loop. The
 //! synchronous Responses route and (later) the background runner share it.
 
+pub mod admission;
 pub mod background;
 pub mod background_sweep;
 pub mod bus;
@@ -22,6 +23,7 @@ pub mod side_call;
 pub mod store_adapter;
 pub mod sweep_limits;
 pub mod tenant_resume;
+pub mod titles;
 pub mod tools;
 pub mod transcript;
 pub mod turn;

@@ -5,6 +5,7 @@
 
 use agentplane_domain::ValidationError;
 use agentplane_engine::TurnError;
+use agentplane_engine::admission::Refused;
 use agentplane_store::StoreError;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
@@ -388,6 +389,20 @@ impl From<TurnError> for ClientError {
             TurnError::ModelNotPriced { model } => Self::ModelNotPriced { model },
             TurnError::SessionNotFound => Self::SessionNotFound,
             TurnError::Storage(err) => Self::Storage(err),
+        }
+    }
+}
+
+impl From<Refused> for ClientError {
+    fn from(err: Refused) -> Self {
+        match err {
+            Refused::AgentNotFound => Self::AgentNotFound,
+            Refused::AgentNotPublished => Self::AgentNotPublished,
+            Refused::SessionNotFound => Self::SessionNotFound,
+            Refused::SpendLimitReached { spent_usd, max_cost_usd } => {
+                Self::SpendLimitReached { spent_usd, max_cost_usd }
+            }
+            Refused::Storage(err) => Self::Storage(err),
         }
     }
 }

@@ -2,7 +2,6 @@
 
 pub mod a2a;
 pub mod actions;
-pub mod admission;
 pub mod agents;
 pub mod auth;
 pub mod error;

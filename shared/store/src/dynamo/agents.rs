@@ -5,7 +5,7 @@
 //! | agent    | `PROJECT#{pid}`   | `AGENT#{id}`         | `PROJECT#{pid}#AGENTS`     | created#id |
 //! | version  | `AGENT#{id}`      | `VERSION#{n:010}`    | —                          | —          |
 
-use agentplane_domain::agent::{Agent, AgentVersion};
+use agentplane_domain::agent::{Agent, AgentVersion, Channel, VersionedConfig};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::page::{Order, Page, PageLimit, PageRequest, created_sort_key};
 use agentplane_domain::{ProjectId, Timestamp};
@@ -206,6 +206,23 @@ impl<'a> Agents<'a> {
             .await
             .map_err(transaction_conflict)?;
         Ok(version)
+    }
+
+    /// The config `agent` runs on `channel`: its draft, or a published version — `pinned`, else
+    /// the newest — with its number; `None`: the agent has no published version.
+    pub async fn config_of(
+        &self,
+        agent: &Agent,
+        channel: Channel,
+        pinned: Option<u32>,
+    ) -> Result<Option<(VersionedConfig, Option<u32>)>, StoreError> {
+        match channel {
+            Channel::Draft => Ok(Some((agent.draft.clone(), None))),
+            Channel::Published => match pinned.or(agent.latest_version) {
+                Some(number) => Ok(Some((self.version(&agent.id, number).await?.config, Some(number)))),
+                None => Ok(None),
+            },
+        }
     }
 
     pub async fn version(&self, id: &AgentId, version: u32) -> Result<AgentVersion, StoreError> {

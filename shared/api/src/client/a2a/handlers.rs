@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use agentplane_domain::a2a::{self, Part, PartsError, TaskId, TaskState};
 use agentplane_domain::action::{Action, ActionStatus, Answer, Continuation};
-use agentplane_domain::agent::{Agent, Channel, VersionedConfig};
+use agentplane_domain::agent::Channel;
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::session::{NewSession, RuntimeStatus, Session, SessionBudget};
-use agentplane_domain::tenant::TenantId;
 use agentplane_domain::{SessionId, ValidationError};
+use agentplane_engine::admission::{Admitted, Refused, TurnInput};
 use agentplane_engine::continuation::Continued;
+use agentplane_engine::titles::FirstTurn;
 use agentplane_engine::{TurnContext, TurnRequest};
 use agentplane_store::StoreError;
 use axum::Json;
@@ -30,9 +31,8 @@ use super::rpc::{self, RpcError};
 use super::task::{self, Task};
 use super::wire::{A2aRequest, A2aResponse, AgentCard};
 use crate::body::{BodyError, MAX_BODY_BYTES};
-use crate::client::admission::{config_for, read_for_turn, tenant_spend};
 use crate::client::auth::ProjectAuth;
-use crate::client::error::{ClientError, Found};
+use crate::client::error::ClientError;
 use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
 
@@ -45,33 +45,19 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 struct Ctx {
     app: App,
     auth: ProjectAuth,
-    agent: Agent,
-    tenant: Option<TenantId>,
-    hooks: bool,
-    config: VersionedConfig,
+    admitted: Admitted,
+    /// The published version the agent runs (`admitted.version`, known to be set).
     version: u32,
 }
 
 /// The agent of the path, published: another project's (or a malformed id) is not found.
 async fn published(app: &App, auth: &ProjectAuth, agent_id: &str) -> Result<Ctx, ClientError> {
     let id: AgentId = agent_id.parse().map_err(|_| ClientError::AgentNotFound)?;
-    let found = app
-        .store
-        .agents()
-        .get_for_turn(&auth.project_id, &id)
-        .await
-        .or_not_found(ClientError::AgentNotFound)?;
-    let (config, version) = config_for(app, &found.agent, Channel::Published).await?;
-    let version = version.ok_or(ClientError::AgentNotPublished)?;
-    Ok(Ctx {
-        app: app.clone(),
-        auth: *auth,
-        agent: found.agent,
-        tenant: found.tenant,
-        hooks: found.hooks,
-        config,
-        version,
-    })
+    let engine = app.engine();
+    let found = engine.turn_agent(&auth.project_id, &id).await?;
+    let admitted = engine.admit(found, Channel::Published, None).await?;
+    let version = admitted.version.ok_or(ClientError::AgentNotPublished)?;
+    Ok(Ctx { app: app.clone(), auth: *auth, admitted, version })
 }
 
 /// Where clients reach this deployment, never from a request header (a client could name any
@@ -117,13 +103,18 @@ pub async fn card(
 ) -> Result<Response, ClientError> {
     let ctx = published(&app, &auth, &agent_id).await?;
     // The name the published version goes by (its experience settings), else the agent's.
-    let name =
-        ctx.config.experience.display_name.clone().unwrap_or_else(|| ctx.agent.name.as_str().to_owned());
+    let name = ctx
+        .admitted
+        .config
+        .experience
+        .display_name
+        .clone()
+        .unwrap_or_else(|| ctx.admitted.agent.name.as_str().to_owned());
     let card = AgentCard {
         protocol_version: PROTOCOL_VERSION.into(),
         description: format!("{name}, an Agentplane agent (published version {}).", ctx.version),
         name: name.clone(),
-        url: format!("{}/api/client/v1/agents/{}/a2a", public_base(&app, &extensions), ctx.agent.id),
+        url: format!("{}/api/client/v1/agents/{}/a2a", public_base(&app, &extensions), ctx.admitted.agent.id),
         preferred_transport: "JSONRPC".into(),
         version: ctx.version.to_string(),
         capabilities: json!({"streaming": true, "pushNotifications": false, "stateTransitionHistory": false}),
@@ -316,20 +307,21 @@ async fn prepare(ctx: &Ctx, params: &Map<String, Value>) -> Result<Prepared, Rpc
     let Some(session_id) = session_id else {
         return new_turn(ctx, None, &parts).await;
     };
-    let (session, context_read) = match read_for_turn(&ctx.app, &ctx.auth, &session_id).await {
-        Ok(found) if found.0.agent_id == Some(ctx.agent.id) => found,
-        Ok(_) | Err(ClientError::SessionNotFound) => {
-            return Err(if task.is_some() { RpcError::task_not_found() } else { context_not_found() });
-        }
-        Err(err) => return Err(err.into()),
-    };
+    let (session, context_read) =
+        match ctx.app.engine().session_for_turn(&ctx.auth.project_id, &session_id).await {
+            Ok(found) if found.0.agent_id == Some(ctx.admitted.agent.id) => found,
+            Ok(_) | Err(Refused::SessionNotFound) => {
+                return Err(if task.is_some() { RpcError::task_not_found() } else { context_not_found() });
+            }
+            Err(err) => return Err(ClientError::from(err).into()),
+        };
     let now = edge::now();
     let waiting = session.clone().settled(now).runtime_status == RuntimeStatus::RequiresAction;
     let current = session.current_turn_id.clone();
     if let Some(task) = &task
         && (!waiting || current.as_deref() != Some(task.turn_id.as_str()))
     {
-        let found = task::load(&ctx.app, &ctx.auth.project_id, &ctx.agent.id, task, Some(0)).await?;
+        let found = task::load(&ctx.app, &ctx.auth.project_id, &ctx.admitted.agent.id, task, Some(0)).await?;
         return Err(match found.state.is_terminal() {
             true => RpcError::new(
                 rpc::UNSUPPORTED_OPERATION,
@@ -440,43 +432,30 @@ async fn new_turn(
         )
         .into());
     }
-    let tenant = tenant_spend(&ctx.app, ctx.tenant).await?;
+    let tenant =
+        ctx.app.engine().admit_spend(ctx.admitted.tenant, edge::now()).await.map_err(ClientError::from)?;
     let (session, context) = match found {
         Some(found) => found,
         None => {
             let id =
                 SessionId::from_random(edge::random().map_err(|_| ClientError::internal("no randomness"))?);
-            let new = NewSession { agent_id: Some(ctx.agent.id), ..NewSession::default() };
+            let new = NewSession { agent_id: Some(ctx.admitted.agent.id), ..NewSession::default() };
             let session = new.into_session(id, ctx.auth.project_id, edge::now());
             ctx.app.store.sessions().create(&session).await?;
             (session, TurnContext::default())
         }
     };
-    let budget = SessionBudget::effective(session.budget, &ctx.agent.execution);
-    if budget.is_some() && ctx.app.prices.price(&ctx.config.model).is_none() {
-        return Err(ClientError::ModelNotPriced { model: ctx.config.model.clone() }.into());
+    let budget = SessionBudget::effective(session.budget, &ctx.admitted.agent.execution);
+    if budget.is_some() && ctx.app.prices.price(&ctx.admitted.config.model).is_none() {
+        return Err(ClientError::ModelNotPriced { model: ctx.admitted.config.model.clone() }.into());
     }
     let random: [u8; 12] = edge::random().map_err(|_| ClientError::internal("no randomness"))?;
     let turn_id = format!("turn_{}", random.iter().map(|b| format!("{b:02x}")).collect::<String>());
-    let timeout = ctx.app.sync_ceiling.min(Duration::from_millis(ctx.agent.execution.sync_timeout_ms));
+    let timeout =
+        ctx.app.sync_ceiling.min(Duration::from_millis(ctx.admitted.agent.execution.sync_timeout_ms));
     let after = context.last_event_seq;
-    let request = TurnRequest {
-        project_id: ctx.auth.project_id,
-        session_id: session.id,
-        agent_id: ctx.agent.id,
-        channel: Channel::Published,
-        version: Some(ctx.version),
-        config: ctx.config.clone(),
-        input: text,
-        deadline: tokio::time::Instant::now() + timeout,
-        context: Some(TurnContext { webhooks: ctx.hooks, ..context }),
-        budget,
-        turn_id: Some(turn_id.clone()),
-        handover_at: None,
-        tenant,
-        images: Vec::new(),
-        supersede: None,
-    };
+    let given = TurnInput { input: text, tenant, turn_id: Some(turn_id.clone()), ..TurnInput::default() };
+    let request = ctx.admitted.request(&session, context, given, tokio::time::Instant::now() + timeout);
     Ok(Prepared::Turn {
         id: TaskId::new(session.id, turn_id),
         request: Box::new(request),
@@ -489,16 +468,18 @@ async fn new_turn(
 async fn execute(ctx: &Ctx, prepared: Prepared) -> Result<Task, RpcError> {
     match prepared {
         Prepared::Turn { id, request, session, after } => {
-            let engine = ctx.app.engine().clone();
+            let engine = ctx.app.engine();
             // Its own task: the turn ends (and releases the session) even if the caller goes.
             let input = request.input.clone();
-            let outcome = tokio::spawn(async move { engine.run_turn(*request).await })
+            let outcome = engine
+                .run_held(*request)
                 .await
-                .map_err(|_| ClientError::internal("the turn task failed"))?;
-            let outcome = outcome.map_err(|err| ClientError::turn(err, session.id.to_string()))?;
+                .ok_or_else(|| ClientError::internal("the turn task failed"))?
+                .map_err(|err| ClientError::turn(err, session.id.to_string()))?;
             let answer = outcome.output_text.as_deref();
-            crate::client::sessions::title::after_first_turn(&ctx.app, &session, after == 0, &input, answer)
-                .await;
+            let turn =
+                FirstTurn { model: ctx.app.title_model.as_deref(), first: after == 0, input: &input, answer };
+            engine.title_after(&session, turn).await;
             let session = ctx.app.store.sessions().get(&ctx.auth.project_id, &session.id).await?;
             let events = task::turn_events(&ctx.app, &id, after).await?;
             task::render(&ctx.app, &session, &id, &events, None).await
@@ -527,7 +508,7 @@ async fn execute(ctx: &Ctx, prepared: Prepared) -> Result<Task, RpcError> {
                     return until_settled(ctx, &id).await;
                 }
             }
-            task::load(&ctx.app, &ctx.auth.project_id, &ctx.agent.id, &id, None).await
+            task::load(&ctx.app, &ctx.auth.project_id, &ctx.admitted.agent.id, &id, None).await
         }
     }
 }
@@ -566,9 +547,9 @@ async fn settle(ctx: &Ctx, answers: Vec<(Action, Answer)>) -> Result<Vec<Action>
 /// ceiling, as it is then).
 async fn until_settled(ctx: &Ctx, id: &TaskId) -> Result<Task, RpcError> {
     let deadline = tokio::time::Instant::now()
-        + ctx.app.sync_ceiling.min(Duration::from_millis(ctx.agent.execution.sync_timeout_ms));
+        + ctx.app.sync_ceiling.min(Duration::from_millis(ctx.admitted.agent.execution.sync_timeout_ms));
     loop {
-        let task = task::load(&ctx.app, &ctx.auth.project_id, &ctx.agent.id, id, None).await?;
+        let task = task::load(&ctx.app, &ctx.auth.project_id, &ctx.admitted.agent.id, id, None).await?;
         if task.state != TaskState::Working || tokio::time::Instant::now() >= deadline {
             return Ok(task);
         }
@@ -580,7 +561,7 @@ async fn get(ctx: &Ctx, params: &Map<String, Value>) -> Result<Task, RpcError> {
     let id = task_param(params, "id")?
         .ok_or_else(|| RpcError::from(ValidationError::new("id", "`id` is required")))?;
     let history = history_length(params, "historyLength")?;
-    task::load(&ctx.app, &ctx.auth.project_id, &ctx.agent.id, &id, history).await
+    task::load(&ctx.app, &ctx.auth.project_id, &ctx.admitted.agent.id, &id, history).await
 }
 
 /// Cancels a task that has not ended: a waiting one ends at once, a working one at its next
@@ -588,7 +569,7 @@ async fn get(ctx: &Ctx, params: &Map<String, Value>) -> Result<Task, RpcError> {
 async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Task, RpcError> {
     let id = task_param(params, "id")?
         .ok_or_else(|| RpcError::from(ValidationError::new("id", "`id` is required")))?;
-    let found = task::load(&ctx.app, &ctx.auth.project_id, &ctx.agent.id, &id, Some(0)).await?;
+    let found = task::load(&ctx.app, &ctx.auth.project_id, &ctx.admitted.agent.id, &id, Some(0)).await?;
     let not_cancelable = |state: TaskState| {
         let mut error = RpcError::new(rpc::TASK_NOT_CANCELABLE, format!("the task is {}", state.as_str()));
         error.data = Some(json!({"state": state.as_str()}));
@@ -607,12 +588,13 @@ async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Task, RpcError
         Ok(_) => {}
         // It ended meanwhile.
         Err(ClientError::NothingToCancel { .. }) => {
-            let now = task::load(&ctx.app, &ctx.auth.project_id, &ctx.agent.id, &id, Some(0)).await?;
+            let now =
+                task::load(&ctx.app, &ctx.auth.project_id, &ctx.admitted.agent.id, &id, Some(0)).await?;
             return Err(not_cancelable(now.state));
         }
         Err(err) => return Err(err.into()),
     }
-    task::load(&ctx.app, &ctx.auth.project_id, &ctx.agent.id, &id, None).await
+    task::load(&ctx.app, &ctx.auth.project_id, &ctx.admitted.agent.id, &id, None).await
 }
 
 fn frame(id: &Value, result: &Value) -> Bytes {

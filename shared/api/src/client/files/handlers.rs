@@ -48,7 +48,8 @@ async fn attachments(
     };
     let agent = app.store.agents().get(project, &agent_id).await.or_not_found(ClientError::AgentNotFound)?;
     let channel = session.agent_channel.unwrap_or(Channel::Draft);
-    let (config, _) = crate::client::admission::config_for(app, &agent, channel).await?;
+    let (config, _) =
+        app.store.agents().config_of(&agent, channel, None).await?.ok_or(ClientError::AgentNotPublished)?;
     if !config.attachments.enabled {
         let which = match channel {
             Channel::Draft => "draft",

@@ -1,11 +1,11 @@
 use agentplane_domain::SessionId;
-use agentplane_domain::agent::{Agent, Channel, VersionedConfig};
+use agentplane_domain::agent::Channel;
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::session::{NewSession, Session, SessionBudget};
-use agentplane_engine::turn::TenantSpend;
-use agentplane_engine::{TurnContext, TurnRequest};
-use agentplane_store::StoreError;
+use agentplane_engine::TurnContext;
+use agentplane_engine::admission::{Admitted, Refused, TurnInput};
+use agentplane_engine::titles::FirstTurn;
 use agentplane_store::dynamo::agents::TurnAgent;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -15,9 +15,8 @@ use serde_json::{Map, Value};
 use super::validation::{background, callback_url, input_with_files};
 use super::wire::{CreateResponse, CreateSessionMessage, Rendered, ResponseBody, ResponsesError};
 use crate::body::JsonObject;
-use crate::client::admission::{config_for, read_for_turn, tenant_spend};
 use crate::client::auth::ProjectAuth;
-use crate::client::error::{ClientError, Found};
+use crate::client::error::ClientError;
 use crate::client::files::input::Images;
 use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
@@ -62,9 +61,9 @@ async fn load_agent(
     };
     let not_found = || errors.not_found(text);
     let id: AgentId = text.parse().map_err(|_| not_found())?;
-    match app.store.agents().get_for_turn(&auth.project_id, &id).await {
+    match app.engine().turn_agent(&auth.project_id, &id).await {
         Ok(found) => Ok(found),
-        Err(StoreError::NotFound) => Err(not_found()),
+        Err(Refused::AgentNotFound) => Err(not_found()),
         Err(err) => Err(err.into()),
     }
 }
@@ -96,21 +95,21 @@ async fn session_for(
     app: &App,
     auth: &ProjectAuth,
     body: &Map<String, Value>,
-    agent: &Agent,
+    agent: AgentId,
     metadata: &Metadata,
 ) -> Result<(Session, TurnContext), ClientError> {
     match body.get("session_id") {
         None | Some(Value::Null) => {
             let id = SessionId::from_random(edge::random()?);
             let new =
-                NewSession { agent_id: Some(agent.id), metadata: metadata.clone(), ..NewSession::default() };
+                NewSession { agent_id: Some(agent), metadata: metadata.clone(), ..NewSession::default() };
             let session = new.into_session(id, auth.project_id, edge::now());
             app.store.sessions().create(&session).await?;
             Ok((session, TurnContext::default()))
         }
         Some(Value::String(text)) => {
             let id: SessionId = text.parse().map_err(|_| ClientError::SessionNotFound)?;
-            read_for_turn(app, auth, &id).await
+            Ok(app.engine().session_for_turn(&auth.project_id, &id).await?)
         }
         Some(_) => {
             Err(agentplane_domain::ValidationError::new("session_id", "`session_id` must be a string").into())
@@ -120,7 +119,10 @@ async fn session_for(
 
 /// `background` and `callback_url` are valid, and a background turn is refused before anything
 /// is written (a session included) when the agent has background runs off.
-fn refuse_background_if_off(body: &Map<String, Value>, agent: &Agent) -> Result<(), ClientError> {
+fn refuse_background_if_off(
+    body: &Map<String, Value>,
+    agent: &agentplane_domain::agent::Agent,
+) -> Result<(), ClientError> {
     callback_url(body)?;
     if background(body)? && !agent.execution.background_enabled {
         return Err(ClientError::BackgroundNotEnabled);
@@ -128,30 +130,28 @@ fn refuse_background_if_off(body: &Map<String, Value>, agent: &Agent) -> Result<
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 /// How a turn route goes on after validation: held while the turn runs, or queued as a
 /// background run (202 with the `agent_run`).
 async fn run_or_queue(
     app: &App,
     auth: &ProjectAuth,
     body: &Map<String, Value>,
-    TurnAgent { agent, tenant, hooks }: &TurnAgent,
-    channel: Channel,
-    config: (VersionedConfig, Option<u32>),
+    admitted: &Admitted,
     (session, context): (&Session, TurnContext),
     (input, images): (String, Images),
     metadata: &Metadata,
 ) -> Result<Response, ClientError> {
-    let tenant = tenant_spend(app, *tenant).await?;
+    let tenant = app.engine().admit_spend(admitted.tenant, edge::now()).await?;
     if background(body)? {
-        let budget = SessionBudget::effective(session.budget, &agent.execution);
-        if budget.is_some() && app.prices.price(&config.0.model).is_none() {
-            return Err(ClientError::ModelNotPriced { model: config.0.model.clone() });
+        let config = &admitted.config;
+        let budget = SessionBudget::effective(session.budget, &admitted.agent.execution);
+        if budget.is_some() && app.prices.price(&config.model).is_none() {
+            return Err(ClientError::ModelNotPriced { model: config.model.clone() });
         }
         let queued = crate::client::runs::handlers::Queued {
-            agent,
-            channel,
-            version: config.1,
+            agent: &admitted.agent,
+            channel: admitted.channel,
+            version: admitted.version,
             session,
             input,
             image_files: images.files,
@@ -159,77 +159,40 @@ async fn run_or_queue(
         };
         return Ok(crate::client::runs::queue(app, auth.project_id, queued).await?.into_response());
     }
-    let context = TurnContext { webhooks: *hooks, ..context };
-    Ok(run(
-        app,
-        auth,
-        agent,
-        channel,
-        config,
-        (session, context),
-        (input, images.urls),
-        metadata,
-        (tenant, None),
-    )
-    .await?
-    .into_response())
+    let given = TurnInput { input, images: images.urls, tenant, ..TurnInput::default() };
+    Ok(run(app, admitted, (session, context), given, metadata).await?.into_response())
 }
 
-/// Runs the turn in its own task (it must end and release the session even if the caller
-/// hangs up) and waits for it.
-#[allow(clippy::too_many_arguments)]
+/// Runs the admitted turn and waits for it (up to the agent's synchronous timeout, within the
+/// function's), then names a new session after its first turn.
 pub(crate) async fn run(
     app: &App,
-    auth: &ProjectAuth,
-    agent: &Agent,
-    channel: Channel,
-    (config, version): (VersionedConfig, Option<u32>),
+    admitted: &Admitted,
     (session, context): (&Session, TurnContext),
-    (input, images): (String, Vec<String>),
+    given: TurnInput,
     metadata: &Metadata,
-    (tenant, supersede): (Option<TenantSpend>, Option<agentplane_engine::turn::Supersede>),
 ) -> Result<Json<ResponseBody>, ClientError> {
-    let timeout = app.sync_ceiling.min(std::time::Duration::from_millis(agent.execution.sync_timeout_ms));
-    let model = config.model.clone();
+    let timeout =
+        app.sync_ceiling.min(std::time::Duration::from_millis(admitted.agent.execution.sync_timeout_ms));
     // The session's first turn: nothing in its log before it.
-    let first_turn = context.last_event_seq == 0 && context.transcript.is_none();
-    let input_text = input.clone();
-    let request = TurnRequest {
-        project_id: auth.project_id,
-        session_id: session.id,
-        agent_id: agent.id,
-        channel,
-        version,
-        config,
-        input,
-        deadline: tokio::time::Instant::now() + timeout,
-        context: Some(context),
-        budget: SessionBudget::effective(session.budget, &agent.execution),
-        turn_id: None,
-        handover_at: None,
-        tenant,
-        images,
-        supersede,
-    };
-    let engine = app.engine().clone();
+    let first = context.last_event_seq == 0 && context.transcript.is_none();
+    let input = given.input.clone();
+    let request = admitted.request(session, context, given, tokio::time::Instant::now() + timeout);
     let created_at = edge::now().unix_seconds();
-    let outcome = tokio::spawn(async move { engine.run_turn(request).await })
+    let engine = app.engine();
+    let outcome = engine
+        .run_held(request)
         .await
-        .map_err(|_| ClientError::internal("the turn task failed"))?;
-    let outcome = outcome.map_err(|err| ClientError::turn(err, session.id.to_string()))?;
-    crate::client::sessions::title::after_first_turn(
-        app,
-        session,
-        first_turn,
-        &input_text,
-        outcome.output_text.as_deref(),
-    )
-    .await;
+        .ok_or_else(|| ClientError::internal("the turn task failed"))?
+        .map_err(|err| ClientError::turn(err, session.id.to_string()))?;
+    let answer = outcome.output_text.as_deref();
+    let turn = FirstTurn { model: app.title_model.as_deref(), first, input: &input, answer };
+    engine.title_after(session, turn).await;
     let rendered = Rendered {
         session_id: session.id,
-        agent_id: agent.id.to_string(),
-        version,
-        model: &model,
+        agent_id: admitted.agent.id.to_string(),
+        version: admitted.version,
+        model: &admitted.config.model,
         metadata,
         created_at,
     };
@@ -243,13 +206,9 @@ async fn respond(
     channel: Channel,
 ) -> Result<Response, ClientError> {
     let found = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
-    let agent = &found.agent;
-    refuse_background_if_off(&body, agent)?;
-    if channel == Channel::Published && agent.latest_version.is_none() {
-        return Err(ClientError::AgentNotPublished);
-    }
-    let config = config_for(&app, agent, channel).await?;
-    let (text, files) = input_with_files(body.get("input"), &config.0.attachments)?;
+    refuse_background_if_off(&body, &found.agent)?;
+    let admitted = app.engine().admit(found, channel, None).await?;
+    let (text, files) = input_with_files(body.get("input"), &admitted.config.attachments)?;
     if !files.is_empty() && matches!(body.get("session_id"), None | Some(Value::Null)) {
         return Err(agentplane_domain::ValidationError::new(
             "session_id",
@@ -258,9 +217,9 @@ async fn respond(
         .into());
     }
     let metadata = metadata(&body)?;
-    let (session, context) = session_for(&app, &auth, &body, agent, &metadata).await?;
-    let input = with_files(&app, &auth, &session, text, &files, &config.0.model).await?;
-    run_or_queue(&app, &auth, &body, &found, channel, config, (&session, context), input, &metadata).await
+    let (session, context) = session_for(&app, &auth, &body, admitted.agent.id, &metadata).await?;
+    let input = with_files(&app, &auth, &session, text, &files, &admitted.config.model).await?;
+    run_or_queue(&app, &auth, &body, &admitted, (&session, context), input, &metadata).await
 }
 
 /// Run a turn of an agent's draft.
@@ -350,15 +309,10 @@ pub async fn session_message(
     JsonObject(body, _): JsonObject<ClientError>,
 ) -> Result<Response, ClientError> {
     let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
-    let (session, context) = read_for_turn(&app, &auth, &id).await?;
+    let (session, context) = app.engine().session_for_turn(&auth.project_id, &id).await?;
     let found = match (body.get("agent"), session.agent_id) {
         (Some(value), _) => load_agent(&app, &auth, Some(value), AgentErrors::Standard).await?,
-        (None, Some(agent_id)) => app
-            .store
-            .agents()
-            .get_for_turn(&auth.project_id, &agent_id)
-            .await
-            .or_not_found(ClientError::AgentNotFound)?,
+        (None, Some(agent_id)) => app.engine().turn_agent(&auth.project_id, &agent_id).await?,
         (None, None) => {
             return Err(agentplane_domain::ValidationError::new(
                 "agent",
@@ -367,12 +321,11 @@ pub async fn session_message(
             .into());
         }
     };
-    let agent = &found.agent;
-    refuse_background_if_off(&body, agent)?;
+    refuse_background_if_off(&body, &found.agent)?;
     let channel = session.agent_channel.unwrap_or(Channel::Draft);
-    let config = config_for(&app, agent, channel).await?;
-    let (text, files) = input_with_files(body.get("input"), &config.0.attachments)?;
-    let input = with_files(&app, &auth, &session, text, &files, &config.0.model).await?;
+    let admitted = app.engine().admit(found, channel, None).await?;
+    let (text, files) = input_with_files(body.get("input"), &admitted.config.attachments)?;
+    let input = with_files(&app, &auth, &session, text, &files, &admitted.config.model).await?;
     let metadata = session.metadata.clone();
-    run_or_queue(&app, &auth, &body, &found, channel, config, (&session, context), input, &metadata).await
+    run_or_queue(&app, &auth, &body, &admitted, (&session, context), input, &metadata).await
 }

@@ -8,6 +8,7 @@ use agentplane_domain::agent::Channel;
 use agentplane_domain::event::payload::SupersedeReason;
 use agentplane_domain::event::{Event, EventPayload};
 use agentplane_domain::session::Session;
+use agentplane_engine::admission::TurnInput;
 use agentplane_engine::model::{ChatMessage, ContentPart, UserContent};
 use agentplane_engine::turn::Supersede;
 use agentplane_engine::{TurnContext, transcript};
@@ -20,9 +21,8 @@ use super::validation::input_with_files;
 use super::wire::ResponseBody;
 use crate::App;
 use crate::body::JsonObject;
-use crate::client::admission::{config_for, read_for_turn, tenant_spend};
 use crate::client::auth::ProjectAuth;
-use crate::client::error::{ClientError, Found};
+use crate::client::error::ClientError;
 use crate::envelope::ErrorEnvelope;
 
 /// The session's live turns (not superseded) in the log's order, each with its user message.
@@ -75,30 +75,14 @@ async fn rerun(
     supersede: Supersede,
 ) -> Result<Response, ClientError> {
     let agent_id = session.agent_id.ok_or(ClientError::NothingToRegenerate)?;
-    let found = app
-        .store
-        .agents()
-        .get_for_turn(&auth.project_id, &agent_id)
-        .await
-        .or_not_found(ClientError::AgentNotFound)?;
+    let engine = app.engine();
+    let found = engine.turn_agent(&auth.project_id, &agent_id).await?;
     let channel = session.agent_channel.unwrap_or(Channel::Draft);
-    let config = config_for(app, &found.agent, channel).await?;
-    let tenant = tenant_spend(app, found.tenant).await?;
-    let context = TurnContext { webhooks: found.hooks, ..context };
+    let admitted = engine.admit(found, channel, None).await?;
+    let tenant = engine.admit_spend(admitted.tenant, crate::edge::now()).await?;
+    let given = TurnInput { input, tenant, supersede: Some(supersede), ..TurnInput::default() };
     let metadata = session.metadata.clone();
-    Ok(run(
-        app,
-        auth,
-        &found.agent,
-        channel,
-        config,
-        (&session, context),
-        (input, Vec::new()),
-        &metadata,
-        (tenant, Some(supersede)),
-    )
-    .await?
-    .into_response())
+    Ok(run(app, &admitted, (&session, context), given, &metadata).await?.into_response())
 }
 
 fn no_fields(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), ClientError> {
@@ -142,7 +126,7 @@ pub async fn regenerate(
 ) -> Result<Response, ClientError> {
     no_fields(&body, &[])?;
     let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
-    let (session, context) = read_for_turn(&app, &auth, &id).await?;
+    let (session, context) = app.engine().session_for_turn(&auth.project_id, &id).await?;
     let events = app.store.events().all(&session.id).await?;
     let turns = live_turns(&events, &session);
     let &(turn, event) = turns.last().ok_or(ClientError::NothingToRegenerate)?;
@@ -188,7 +172,7 @@ pub async fn edit(
     no_fields(&body, &["input"])?;
     let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
     let seq: u64 = event_id.parse().map_err(|_| ClientError::MessageNotFound)?;
-    let (session, context) = read_for_turn(&app, &auth, &id).await?;
+    let (session, context) = app.engine().session_for_turn(&auth.project_id, &id).await?;
     let events = app.store.events().all(&session.id).await?;
     let event = events.iter().find(|e| e.seq == seq).ok_or(ClientError::MessageNotFound)?;
     if !matches!(event.payload(), EventPayload::UserMessage(_)) {

@@ -4,7 +4,6 @@
 
 pub(crate) mod handlers;
 mod runtime;
-pub mod title;
 pub mod wire;
 
 pub use handlers::{cancel, create, delete, get, list, update};
