@@ -11,13 +11,9 @@ pub fn now() -> Timestamp {
     agentplane_engine::now()
 }
 
-/// Bytes from the operating system's CSPRNG. Failure here means the host is broken; there is no
-/// safe fallback for key material, so it aborts the request (the caller maps it to a 500).
-pub fn random<const N: usize>() -> Result<[u8; N], getrandom::Error> {
-    let mut buf = [0u8; N];
-    getrandom::fill(&mut buf)?;
-    Ok(buf)
-}
+/// Bytes from the operating system's CSPRNG, for keys, secrets and ids a client must not guess:
+/// the engine's one helper of that rule (a failure is the request's 500).
+pub use agentplane_engine::random::secret as random;
 
 /// The domain and stage API Gateway invoked a deployed function for (the Lambda glue in
 /// functions/ puts it in the request's extensions; the local gateway has none).

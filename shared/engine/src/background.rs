@@ -545,7 +545,7 @@ fn callback_message(run: &AgentRun, callback: &CallbackRecord, event: &OutboxEve
 pub fn run_event(run: &AgentRun) -> Option<OutboxEvent> {
     let kind = run.status.event_type()?;
     let data = agentplane_domain::webhook::events::agent_run(run);
-    let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes::<12>());
+    let id = agentplane_domain::webhook::MessageId::from_random(crate::random::unique::<12>());
     Some(OutboxEvent::new(id, run.project_id, kind, &data, crate::now()))
 }
 

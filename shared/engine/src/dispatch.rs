@@ -32,7 +32,7 @@ async fn enqueue_within(
     within: Duration,
 ) -> Result<CommandId, DispatchError> {
     let now = crate::now();
-    let id = CommandId::from_random(crate::random_bytes());
+    let id = CommandId::from_random(crate::random::unique());
     let envelope = CommandEnvelope {
         id,
         issued_at: now,

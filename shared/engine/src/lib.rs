@@ -15,6 +15,7 @@ pub mod model;
 pub mod node_report;
 pub mod platform;
 pub mod ports;
+pub mod random;
 pub mod retention_sweep;
 pub mod run_content_retention;
 pub mod runtime;
@@ -98,27 +99,4 @@ pub fn prices_from_env() -> Result<PriceTable, String> {
         }
         Err(_) => Ok(PriceTable::default()),
     }
-}
-
-/// `N` random bytes (ids that must not collide: action ids).
-pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut buf = [0u8; N];
-    if getrandom::fill(&mut buf).is_err() {
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = (nanos >> ((i % 16) * 8)) as u8;
-        }
-    }
-    buf
-}
-
-/// `N` random bytes as lowercase hex.
-pub(crate) fn random_hex<const N: usize>() -> String {
-    let mut buf = [0u8; N];
-    if getrandom::fill(&mut buf).is_err() {
-        // Turn ids need uniqueness, not secrecy: fall back to the clock.
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        return format!("{nanos:x}");
-    }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
 }

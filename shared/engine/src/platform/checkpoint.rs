@@ -58,7 +58,7 @@ fn hex_of(bytes: &[u8]) -> String {
 }
 
 fn scratch_key(what: &str) -> String {
-    format!("scratch/{}/{what}.json", crate::random_hex::<12>())
+    format!("scratch/{}/{what}.json", crate::random::unique_hex::<12>())
 }
 
 /// Runs a long workspace command on the sandbox's node.

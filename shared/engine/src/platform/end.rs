@@ -32,7 +32,7 @@ impl End {
 pub fn run_event(run: &Run) -> Option<OutboxEvent> {
     let kind = run.status.event_type()?;
     let data = agentplane_domain::webhook::events::platform_run(run);
-    let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes());
+    let id = agentplane_domain::webhook::MessageId::from_random(crate::random::unique());
     Some(OutboxEvent::new(id, run.project_id, kind, &data, crate::now()))
 }
 

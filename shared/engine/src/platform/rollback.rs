@@ -309,7 +309,7 @@ pub async fn give_up(
             let mut events: Vec<_> = super::end::run_event(&next).into_iter().collect();
             if next.id == active.run_id {
                 let data = agentplane_domain::webhook::events::rollback_failed(&next, &failure);
-                let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes());
+                let id = agentplane_domain::webhook::MessageId::from_random(crate::random::unique());
                 events.push(agentplane_store::OutboxEvent::new(
                     id,
                     next.project_id,

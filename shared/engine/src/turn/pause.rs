@@ -34,7 +34,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             let action_id = kind.map(|kind| {
                 let args = arguments_of(&call);
                 let action = Action {
-                    id: ActionId::from_random(crate::random_bytes::<12>()),
+                    id: ActionId::from_random(crate::random::unique::<12>()),
                     project_id: self.plan.project_id,
                     session_id: self.plan.session_id,
                     turn_id: self.turn_id.clone(),

@@ -27,7 +27,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             return Err(TurnError::ModelNotPriced { model: request.config.model.clone() });
         }
         let turn_id =
-            request.turn_id.clone().unwrap_or_else(|| format!("turn_{}", crate::random_hex::<12>()));
+            request.turn_id.clone().unwrap_or_else(|| format!("turn_{}", crate::random::unique_hex::<12>()));
         let now = self.now();
         let budget = request.deadline.saturating_duration_since(Instant::now());
         // The session is ours until the deadline plus a grace for the bookkeeping after it;
@@ -288,7 +288,7 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             true => {
                 use agentplane_domain::webhook::events as hook;
                 let data = hook::session_idled(project, session, &turn_id, StopReason::Cancelled);
-                let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes::<12>());
+                let id = agentplane_domain::webhook::MessageId::from_random(crate::random::unique::<12>());
                 vec![OutboxEvent::new(id, *project, hook::SESSION_IDLED, &data, now)]
             }
             false => Vec::new(),

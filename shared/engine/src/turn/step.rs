@@ -98,7 +98,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
         found
             .into_iter()
             .map(|(kind, data)| {
-                let id = agentplane_domain::webhook::MessageId::from_random(crate::random_bytes::<12>());
+                let id = agentplane_domain::webhook::MessageId::from_random(crate::random::unique::<12>());
                 OutboxEvent::new(id, *p, kind, &data, now)
             })
             .collect()

@@ -245,8 +245,8 @@ pub(super) async fn new_turn(
     if budget.is_some() && ctx.app.prices.price(&ctx.admitted.config.model).is_none() {
         return Err(ClientError::ModelNotPriced { model: ctx.admitted.config.model.clone() }.into());
     }
-    let random: [u8; 12] = edge::random().map_err(|_| ClientError::internal("no randomness"))?;
-    let turn_id = format!("turn_{}", random.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    // Named here (the task id is the session and the turn) as the engine names its turns.
+    let turn_id = format!("turn_{}", agentplane_engine::random::unique_hex::<12>());
     let timeout =
         ctx.app.sync_ceiling.min(Duration::from_millis(ctx.admitted.agent.execution.sync_timeout_ms));
     let after = context.last_event_seq;
