@@ -4,11 +4,6 @@
 //! turn that pauses for an action is `input-required`, and the caller's next message in that
 //! context answers it: the same turn carries on in this call.
 
-use std::time::Duration;
-
-use agentplane_domain::agent::Channel;
-use agentplane_domain::ids::AgentId;
-use agentplane_engine::admission::Admitted;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -17,6 +12,7 @@ use http::{HeaderValue, header};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::{Value, json};
 
+use super::ctx::published;
 use super::message::prepare;
 use super::rpc::{self, RpcError};
 use super::run::{cancel, execute, get};
@@ -29,28 +25,6 @@ use crate::client::error::ClientError;
 use crate::envelope::ErrorEnvelope;
 
 const PROTOCOL_VERSION: &str = "0.3.0";
-/// How often an open `message/stream` says it is still there while the turn runs.
-pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-/// What every call of the endpoint works with: the caller, and the agent's published version.
-#[derive(Clone)]
-pub(super) struct Ctx {
-    pub(super) app: App,
-    pub(super) auth: ProjectAuth,
-    pub(super) admitted: Admitted,
-    /// The published version the agent runs (`admitted.version`, known to be set).
-    pub(super) version: u32,
-}
-
-/// The agent of the path, published: another project's (or a malformed id) is not found.
-async fn published(app: &App, auth: &ProjectAuth, agent_id: &str) -> Result<Ctx, ClientError> {
-    let id: AgentId = agent_id.parse().map_err(|_| ClientError::AgentNotFound)?;
-    let engine = app.engine();
-    let found = engine.turn_agent(&auth.project_id, &id).await?;
-    let admitted = engine.admit(found, Channel::Published, None).await?;
-    let version = admitted.version.ok_or(ClientError::AgentNotPublished)?;
-    Ok(Ctx { app: app.clone(), auth: *auth, admitted, version })
-}
 
 /// Where clients reach this deployment, never from a request header (a client could name any
 /// host there, and the card would send the next caller's key to it): the configured public

@@ -11,9 +11,9 @@ use agentplane_engine::admission::{Refused, TurnInput};
 use agentplane_engine::{TurnContext, TurnRequest};
 use serde_json::{Map, Value};
 
-use super::handlers::Ctx;
+use super::ctx::Ctx;
 use super::rpc::{self, RpcError};
-use super::task::{self};
+use super::task;
 use crate::client::error::ClientError;
 use crate::edge;
 

@@ -1,5 +1,6 @@
 //! An agent over the A2A protocol (JSON-RPC 2.0): its card and its endpoint.
 
+mod ctx;
 pub mod handlers;
 mod message;
 pub mod rpc;

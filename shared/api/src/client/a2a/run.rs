@@ -11,7 +11,7 @@ use agentplane_store::StoreError;
 use axum::extract::{Path, State};
 use serde_json::{Map, Value, json};
 
-use super::handlers::Ctx;
+use super::ctx::Ctx;
 use super::message::{Prepared, history_length, task_param};
 use super::rpc::{self, RpcError};
 use super::task::{self, Task};

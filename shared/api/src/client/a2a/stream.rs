@@ -8,12 +8,15 @@ use http::{HeaderValue, header};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::handlers::{Ctx, KEEP_ALIVE};
+use super::ctx::Ctx;
 use super::message::Prepared;
-use super::rpc::{self};
+use super::rpc;
 use super::run::execute;
-use super::task::{self};
+use super::task;
 use crate::edge;
+
+/// How often an open `message/stream` says it is still there while the turn runs.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
 pub(super) fn frame(id: &Value, result: &Value) -> Bytes {
     Bytes::from(format!("data: {}\n\n", rpc::result(id, result)))
