@@ -19,6 +19,7 @@ pub mod openapi;
 pub mod platform;
 pub mod routes;
 pub mod sandbox;
+pub mod sse;
 pub mod webhooks;
 
 pub use app::App;

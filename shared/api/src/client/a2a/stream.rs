@@ -1,10 +1,7 @@
 //! `message/stream`: the task's updates as Server-Sent Events.
 
-use std::convert::Infallible;
-
-use axum::body::{Body, Bytes};
-use axum::response::{IntoResponse, Response};
-use http::{HeaderValue, header};
+use axum::body::Bytes;
+use axum::response::Response;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -25,7 +22,7 @@ pub(super) fn frame(id: &Value, result: &Value) -> Bytes {
 /// `message/stream`: the task as it starts, then (when it stops working or waits) its
 /// artifacts and its final status, each a JSON-RPC answer in a `data:` frame.
 pub(super) fn stream(ctx: Ctx, id: Value, prepared: Prepared) -> Response {
-    let (tx, mut rx) = mpsc::channel::<Bytes>(16);
+    let (tx, rx) = mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
         let task_id = prepared.task_id().clone();
         let (task, context) = (task_id.to_string(), task_id.session.to_string());
@@ -85,13 +82,5 @@ pub(super) fn stream(ctx: Ctx, id: Value, prepared: Prepared) -> Response {
             }
         }
     });
-    let body = Body::from_stream(futures_util::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx).map(|chunk| chunk.map(Ok::<_, Infallible>))
-    }));
-    let mut response = body.into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
+    crate::sse::event_stream(rx)
 }

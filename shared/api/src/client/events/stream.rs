@@ -11,7 +11,6 @@
 //! cap the answer is 429 `too_many_streams` with `Retry-After`. A stream renews its lease every
 //! third of it, so the places of a stream whose process died come back within one lease.
 
-use std::convert::Infallible;
 use std::time::Duration;
 
 use agentplane_domain::ProjectId;
@@ -20,10 +19,10 @@ use agentplane_domain::page::PageLimit;
 use agentplane_domain::query::Query;
 use agentplane_domain::{SessionId, Timestamp, ValidationError};
 use agentplane_store::dynamo::stream_slots::{StreamCaps, StreamHold, StreamsFull};
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, HeaderValue, header};
+use axum::response::Response;
+use http::{HeaderMap, header};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -145,7 +144,7 @@ pub async fn stream(
     let project = auth.project_id;
     let hold = admit(&app, &auth).await?;
 
-    let (tx, mut rx) = mpsc::channel::<Bytes>(32);
+    let (tx, rx) = mpsc::channel::<Bytes>(32);
     tokio::spawn(async move {
         let followed = Followed { app: &app, key: &key, project: &project, session: &id, hold: &hold };
         followed.follow(&tx, cursor).await;
@@ -157,15 +156,7 @@ pub async fn stream(
         }
         drop(tx);
     });
-    let body = Body::from_stream(futures_util::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx).map(|chunk| chunk.map(Ok::<_, Infallible>))
-    }));
-    let mut response = body.into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    Ok(crate::sse::event_stream(rx))
 }
 
 /// One open stream: whom it serves and the places it holds.
