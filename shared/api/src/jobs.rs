@@ -105,7 +105,8 @@ impl Job {
     /// (shared/store/src/resources.rs), so a message is not redelivered while it still runs.
     pub const fn timeout_s(self) -> u32 {
         match self {
-            // Within the minute of their schedule: an overlapping run does nothing twice anyway.
+            // Within the minute of their schedule (an overlapping run still writes nothing twice:
+            // samples are keyed by interval, placements and expiries are conditional).
             Job::Sampler | Job::Placer | Job::RetentionSweep => 50,
             Job::WebhookRetry => 55,
             // Below the webhooks queue's 120 s.

@@ -109,7 +109,7 @@ impl Declaration {
     }
 
     /// The function's memory in MB; `None`: the template's default (`Globals`, 256 MB). A turn
-    /// route holds its turn's transcript and the model's streamed answer.
+    /// route gets 512 MB, as run-execution (the job that carries turns on) does.
     pub const fn memory_mb(&self) -> Option<u32> {
         match self.serving {
             Serving::Turn => Some(512),
@@ -129,10 +129,11 @@ const fn decl(
 
 /// Declares every route once: its variant, function name, grants, serving, handler (whose
 /// `#[utoipa::path]` holds its method, path and wire) and its modifiers: `without_body` for a
-/// `POST` that reads no body, `with_timeout(seconds)` for a function that needs its own timeout. It gives [`Route`], [`Route::ALL`] and [`Route::declaration`]; the gateway
-/// router, the Lambda functions (functions/src/bin/, written from `Route::ALL` by
-/// `cargo xtask functions`), the OpenAPI documents, the template's functions, roles and streamed
-/// integrations (written by `cargo xtask template`) and the infra test all derive from them.
+/// `POST` that reads no body, `with_timeout(seconds)` for a function that needs its own timeout.
+/// It gives [`Route`], [`Route::ALL`] and [`Route::declaration`]; the gateway router, the Lambda
+/// functions (functions/src/bin/, written from `Route::ALL` by `cargo xtask functions`), the
+/// OpenAPI documents, the template's functions, roles and streamed integrations (written by
+/// `cargo xtask template`) and the infra test all derive from them.
 macro_rules! route_table {
     ($($variant:ident => $function:literal, $grants:expr, $serving:ident, $($segment:ident)::+ $(, $modifier:ident $(($($arg:expr),*))?)*;)*) => {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
