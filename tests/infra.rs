@@ -106,6 +106,28 @@ fn the_function_binaries_are_what_cargo_xtask_functions_writes() {
     }
 }
 
+/// infra/template.yaml's generated regions (every function, the streamed integrations and their
+/// permissions, the roles) are exactly what `cargo xtask template` writes from Route::ALL and
+/// Job::ALL; the rest of the file is hand-written.
+#[test]
+fn the_template_is_what_cargo_xtask_template_writes() {
+    let path = root().join(xtask::template::TEMPLATE);
+    let text = std::fs::read_to_string(&path).expect("infra/template.yaml");
+    let rendered = xtask::template::render(&text).expect("the template's generated regions");
+    if rendered != text {
+        let (line, (ours, theirs)) = text
+            .lines()
+            .zip(rendered.lines())
+            .enumerate()
+            .find(|(_, (a, b))| a != b)
+            .unwrap_or((text.lines().count().min(rendered.lines().count()), ("", "")));
+        panic!(
+            "infra/template.yaml is stale: run `cargo xtask template` (line {}: {ours:?}, generated {theirs:?})",
+            line + 1
+        );
+    }
+}
+
 /// The resources CloudFormation holds once the SAM transform has expanded the template: a
 /// function is its `AWS::Lambda::Function` and its role (unless it names one), and an `Api`
 /// event a permission, a `Schedule` a rule and a permission, an `SQS` event a mapping; the
@@ -139,9 +161,20 @@ fn resources_after_transform(t: &Value) -> usize {
 fn the_stack_stays_within_its_resource_budget_after_the_sam_transform() {
     let t = template();
     let count = resources_after_transform(&t);
-    eprintln!("{count} resources after the SAM transform (budget 400, limit 500)");
-    let functions = functions(&t).len();
-    assert!(count > 2 * functions, "the estimate counts each function's role: {count}");
+    let roles = resources(&t).values().filter(|r| r["Type"] == "AWS::IAM::Role").count();
+    let functions = functions(&t);
+    eprintln!(
+        "{count} resources after the SAM transform (budget 400, limit 500): {} functions sharing {roles} roles \
+         (341 when each function had its own)",
+        functions.len()
+    );
+    // Each function names its role, one of the template's, so SAM adds none.
+    for (id, function) in &functions {
+        let role = role_of(&t, function);
+        assert_eq!(role["Type"], "AWS::IAM::Role", "{id}");
+    }
+    assert!(roles < functions.len() / 2, "roles are shared: {roles} roles for {} functions", functions.len());
+    assert!(count > functions.len() + roles, "the estimate counts every function and role: {count}");
     assert!(count <= 400, "{count} resources: over the 400 budget (share roles or nest stacks)");
 }
 
@@ -376,42 +409,168 @@ fn buckets_are_encrypted_and_never_public() {
     }
 }
 
-/// Every `!Ref X` / `!GetAtt X.…` of a resource inside a value (a parameter is no resource:
-/// `!If [CreateModelApiKeySecret, !Ref ModelApiKeySecret, !Ref ModelApiKeySecretArn]` names the
-/// secret either way).
-fn references(v: &Value, out: &mut BTreeSet<String>) {
+/// Every `!Ref X` / `!GetAtt X.…` / `!Sub "…${X}…"` of a resource inside a value (a parameter is
+/// no resource: `!If [CreateModelApiKeySecret, !Ref ModelApiKeySecret, !Ref ModelApiKeySecretArn]`
+/// names the secret either way; nor is a pseudo parameter such as `${AWS::Region}`).
+fn references(v: &Value, parameters: &serde_yaml::Mapping, out: &mut BTreeSet<String>) {
+    // A parameter is no resource, except the Document Store buckets' pattern, which the
+    // policies grant as one.
+    let mut add = |name: &str| {
+        let name = name.split('.').next().unwrap_or_default();
+        if !name.starts_with("AWS::") && (!parameters.contains_key(name) || name == "DocumentBuckets") {
+            out.insert(name.to_owned());
+        }
+    };
     match v {
-        Value::Tagged(t) if t.tag == "!Ref" || t.tag == "!GetAtt" => {
-            let name = str_of(&t.value).split('.').next().unwrap_or_default().to_owned();
-            // A parameter is no resource, except the Document Store buckets' pattern, which the
-            // policies grant as one.
-            if !template()["Parameters"][name.as_str()].is_mapping() || name == "DocumentBuckets" {
-                out.insert(name);
+        Value::Tagged(t) if t.tag == "!Ref" || t.tag == "!GetAtt" => add(&str_of(&t.value)),
+        Value::Tagged(t) if t.tag == "!Sub" => {
+            let text = t.value.as_str().expect("!Sub \"…\"");
+            for piece in text.split("${").skip(1) {
+                add(piece.split('}').next().unwrap_or_default());
             }
         }
-        Value::Tagged(t) => references(&t.value, out),
-        Value::Mapping(m) => m.values().for_each(|v| references(v, out)),
-        Value::Sequence(s) => s.iter().for_each(|v| references(v, out)),
+        Value::Tagged(t) => references(&t.value, parameters, out),
+        Value::Mapping(m) => m.values().for_each(|v| references(v, parameters, out)),
+        Value::Sequence(s) => s.iter().for_each(|v| references(v, parameters, out)),
         _ => {}
     }
 }
 
-/// What a function's policies allow: each resource and whether it may write it.
-fn granted(function: &Value) -> BTreeSet<(String, Access)> {
+/// The role a function names (`Role: !GetAtt <role>.Arn`), a resource of the template.
+fn role_of<'t>(t: &'t Value, function: &Value) -> &'t Value {
+    let role = str_of(&function["Properties"]["Role"]);
+    let id = role
+        .strip_prefix("!GetAtt ")
+        .and_then(|r| r.strip_suffix(".Arn"))
+        .unwrap_or_else(|| panic!("Role: !GetAtt <role>.Arn, not {role:?}"));
+    &resources(t)[id]
+}
+
+/// The actions of each access, as SAM's policy templates grant them (DynamoDBReadPolicy,
+/// DynamoDBCrudPolicy, S3ReadPolicy, S3CrudPolicy, SQSSendMessagePolicy, SQSPollerPolicy,
+/// AWSSecretsManagerGetSecretValuePolicy): a statement is exactly one of them.
+const ACCESSES: &[(&str, Access, &[&str])] = &[
+    (
+        "dynamodb",
+        Access::Read,
+        &[
+            "dynamodb:GetItem",
+            "dynamodb:Scan",
+            "dynamodb:Query",
+            "dynamodb:BatchGetItem",
+            "dynamodb:DescribeTable",
+        ],
+    ),
+    (
+        "dynamodb",
+        Access::Write,
+        &[
+            "dynamodb:GetItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:PutItem",
+            "dynamodb:Scan",
+            "dynamodb:Query",
+            "dynamodb:UpdateItem",
+            "dynamodb:BatchWriteItem",
+            "dynamodb:BatchGetItem",
+            "dynamodb:DescribeTable",
+            "dynamodb:ConditionCheckItem",
+        ],
+    ),
+    (
+        "s3",
+        Access::Read,
+        &[
+            "s3:GetObject",
+            "s3:ListBucket",
+            "s3:GetBucketLocation",
+            "s3:GetObjectVersion",
+            "s3:GetLifecycleConfiguration",
+        ],
+    ),
+    (
+        "s3",
+        Access::Write,
+        &[
+            "s3:GetObject",
+            "s3:ListBucket",
+            "s3:GetBucketLocation",
+            "s3:GetObjectVersion",
+            "s3:PutObject",
+            "s3:PutObjectAcl",
+            "s3:GetLifecycleConfiguration",
+            "s3:PutLifecycleConfiguration",
+            "s3:DeleteObject",
+        ],
+    ),
+    ("sqs", Access::Send, &["sqs:SendMessage*"]),
+    (
+        "sqs",
+        Access::Consume,
+        &[
+            "sqs:ChangeMessageVisibility",
+            "sqs:ChangeMessageVisibilityBatch",
+            "sqs:DeleteMessage",
+            "sqs:DeleteMessageBatch",
+            "sqs:GetQueueAttributes",
+            "sqs:ReceiveMessage",
+        ],
+    ),
+    ("secretsmanager", Access::Read, &["secretsmanager:GetSecretValue"]),
+];
+
+/// What a role allows: each resource and how it may use it. Every statement allows exactly one
+/// access's actions on one resource (its ARNs: a table's and its indexes', a bucket's and its
+/// objects', a queue's, a secret's), never `*`; the role may be assumed by Lambda only and has
+/// no managed policy but CloudWatch Logs.
+fn granted(t: &Value, role: &Value) -> BTreeSet<(String, Access)> {
+    let parameters = t["Parameters"].as_mapping().expect("Parameters");
+    let p = &role["Properties"];
+    let trust = &p["AssumeRolePolicyDocument"]["Statement"];
+    assert_eq!(trust.as_sequence().map(Vec::len), Some(1), "{trust:?}");
+    assert_eq!(trust[0]["Principal"]["Service"], "lambda.amazonaws.com");
+    assert_eq!(trust[0]["Action"], "sts:AssumeRole");
+    let managed: Vec<String> =
+        p["ManagedPolicyArns"].as_sequence().expect("ManagedPolicyArns").iter().map(str_of).collect();
+    assert_eq!(
+        managed,
+        ["!Sub arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
+        "a managed policy is broader than needed"
+    );
+    let policies = p["Policies"].as_sequence().expect("Policies");
     let mut out = BTreeSet::new();
-    for policy in function["Properties"]["Policies"].as_sequence().expect("Policies") {
-        let (kind, body) = policy.as_mapping().and_then(|m| m.iter().next()).expect("a SAM policy template");
-        let access = match str_of(kind).as_str() {
-            "DynamoDBReadPolicy" | "AWSSecretsManagerGetSecretValuePolicy" => Access::Read,
-            "DynamoDBCrudPolicy" | "S3CrudPolicy" => Access::Write,
-            "S3ReadPolicy" => Access::Read,
-            "SQSSendMessagePolicy" => Access::Send,
-            "SQSPollerPolicy" => Access::Consume,
-            other => panic!("unexpected policy {other}"),
-        };
-        let mut names = BTreeSet::new();
-        references(body, &mut names);
-        for name in names {
+    for policy in policies {
+        for statement in policy["PolicyDocument"]["Statement"].as_sequence().expect("Statement") {
+            assert_eq!(statement["Effect"], "Allow", "{statement:?}");
+            let actions: BTreeSet<String> =
+                statement["Action"].as_sequence().expect("Action: a list").iter().map(str_of).collect();
+            let (service, access) = ACCESSES
+                .iter()
+                .find(|(_, _, a)| a.iter().map(|a| (*a).to_owned()).collect::<BTreeSet<_>>() == actions)
+                .map(|(service, access, _)| (*service, *access))
+                .unwrap_or_else(|| panic!("unexpected actions {actions:?}"));
+            let arns: Vec<String> =
+                statement["Resource"].as_sequence().expect("Resource: a list").iter().map(str_of).collect();
+            assert!(arns.iter().all(|a| !a.contains('*') || a.ends_with("/*")), "{arns:?}");
+            let mut names = BTreeSet::new();
+            references(&statement["Resource"], parameters, &mut names);
+            assert_eq!(names.len(), 1, "a statement is of one resource: {arns:?}");
+            let name = names.pop_first().unwrap_or_default();
+            let expected_arns: Vec<String> = match service {
+                "dynamodb" => {
+                    let table = format!(
+                        "!Sub arn:${{AWS::Partition}}:dynamodb:${{AWS::Region}}:${{AWS::AccountId}}:table/${{{name}}}"
+                    );
+                    vec![table.clone(), format!("{table}/index/*")]
+                }
+                "s3" => {
+                    let bucket = format!("!Sub arn:${{AWS::Partition}}:s3:::${{{name}}}");
+                    vec![bucket.clone(), format!("{bucket}/*")]
+                }
+                "sqs" => vec![format!("!GetAtt {name}.Arn")],
+                _ => arns.clone(),
+            };
+            assert_eq!(arns, expected_arns, "{service} of {name}");
             out.insert((name, access));
         }
     }
@@ -430,10 +589,9 @@ fn each_function_may_touch_only_what_it_uses_and_only_as_it_uses_it() {
         };
         let expected: BTreeSet<(String, Access)> =
             grants.iter().map(|g| (g.resource.to_owned(), g.access)).collect();
-        for policy in function["Properties"]["Policies"].as_sequence().expect("Policies") {
-            assert!(!policy.is_string(), "{id}: managed policy {policy:?} is broader than needed");
-        }
-        assert_eq!(granted(function), expected, "{id}: read versus write per resource");
+        // Its role's, not policies of its own (SAM would make it a role).
+        assert!(function["Properties"]["Policies"].is_null(), "{id}: policies beside its role");
+        assert_eq!(granted(&t, role_of(&t, function)), expected, "{id}: read versus write per resource");
         let allowed: BTreeSet<&str> = grants.iter().map(|g| g.resource).collect();
         // The secret's id is given exactly to the functions that may read it.
         let env = &function["Properties"]["Environment"]["Variables"]["AGENTPLANE_CORE_KEY_SECRET_ID"];
@@ -445,9 +603,36 @@ fn each_function_may_touch_only_what_it_uses_and_only_as_it_uses_it() {
             allowed.contains("ModelApiKeySecret"),
             "{id}: AGENTPLANE_MODEL_API_KEY_SECRET_ID"
         );
+        let webhook_env =
+            &function["Properties"]["Environment"]["Variables"]["AGENTPLANE_WEBHOOK_SECRET_KEY_SECRET_ID"];
+        assert_eq!(
+            !webhook_env.is_null(),
+            allowed.contains("WebhookSecretKeySecret"),
+            "{id}: AGENTPLANE_WEBHOOK_SECRET_KEY_SECRET_ID"
+        );
     }
     let globals = &t["Globals"]["Function"]["Environment"]["Variables"];
     assert!(globals["AGENTPLANE_CORE_KEY_SECRET_ID"].is_null(), "the secret id must not be global");
+}
+
+/// Functions share a role exactly when their grants are the same set: no two roles allow the
+/// same, and every role is some function's.
+#[test]
+fn each_set_of_grants_is_one_role() {
+    let t = template();
+    let mut used = BTreeSet::new();
+    for (_, function) in functions(&t) {
+        used.insert(str_of(&function["Properties"]["Role"]));
+    }
+    let mut sets = Vec::new();
+    for (id, role) in resources(&t).iter().filter(|(_, r)| r["Type"] == "AWS::IAM::Role") {
+        let id = str_of(id);
+        assert!(used.contains(&format!("!GetAtt {id}.Arn")), "{id} is no function's role");
+        let set = granted(&t, role);
+        assert!(!sets.contains(&set), "{id} allows what another role allows: {set:?}");
+        sets.push(set);
+    }
+    assert_eq!(sets.len(), used.len());
 }
 
 /// The `agentplane-*` crates a function binary is built from, with their directories: the
@@ -667,6 +852,26 @@ fn read_only_routes_get_read_only_grants() {
             .grants()
             .contains(&agentplane_api::grants::Grant { resource: "MainTable", access: Access::Read })
     );
+    // And the template: a read-only route's role holds read actions only.
+    let t = template();
+    let reads: BTreeSet<&str> = ACCESSES
+        .iter()
+        .filter(|(_, access, _)| *access == Access::Read)
+        .flat_map(|(_, _, actions)| actions.iter().copied())
+        .collect();
+    for route in Route::ALL.iter().filter(|r| r.grants().iter().all(|g| g.access == Access::Read)) {
+        let role = role_of(&t, &resources(&t)[function_id(&t, *route).as_str()]);
+        for policy in role["Properties"]["Policies"].as_sequence().expect("Policies") {
+            for statement in policy["PolicyDocument"]["Statement"].as_sequence().expect("Statement") {
+                for action in statement["Action"].as_sequence().expect("Action") {
+                    assert!(
+                        reads.contains(str_of(action).as_str()),
+                        "{route:?}: {action:?} on a read-only route"
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[test]

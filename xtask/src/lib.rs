@@ -1,8 +1,13 @@
-//! What is generated from the code, and kept in step by `cargo xtask functions` (tests/infra.rs
-//! fails when a checked-in file differs from what this writes).
+//! What is generated from the code, and kept in step by `cargo xtask functions` and
+//! `cargo xtask template` (tests/infra.rs fails when a checked-in file differs from what this
+//! writes).
 //!
 //! - `functions/src/bin/<function>.rs`: one binary per route (its declaration, taken at compile
 //!   time) and per job, so each links only its own handler or job.
+//! - infra/template.yaml's generated regions ([`template`]): every function, the streamed
+//!   routes' integrations and permissions, and one IAM role per distinct set of grants.
+
+pub mod template;
 
 use std::path::Path;
 

@@ -1,7 +1,8 @@
 //! Least privilege in one table: for every route and every job, the stack resources (logical
 //! ids in infra/template.yaml) its function reads and those it writes. The template grants
-//! exactly this — a read-only route gets read-only policies — and tests/infra.rs checks it
-//! function by function.
+//! exactly this — a read-only route gets a read-only role — through one IAM role per distinct set
+//! of grants (written by `cargo xtask template`), and tests/infra.rs checks it function by
+//! function.
 //!
 //! A route's grants are part of its one declaration (`Route::declaration`); a job's are
 //! `Job::grants`.

@@ -79,6 +79,58 @@ impl Job {
         }
     }
 
+    /// How often a scheduled job runs (an EventBridge schedule expression); `None` for a queue's.
+    /// Every minute: the sampler's rate is the sampling interval (`AGENTPLANE_SAMPLING_INTERVAL_S`,
+    /// 60 s in a deployment), and history buckets are never narrower.
+    pub fn schedule(self) -> Option<&'static str> {
+        self.queue().is_none().then_some("rate(1 minute)")
+    }
+
+    /// How many messages one invocation of a queue's job takes; `None` for a scheduled one. A
+    /// failed message is a partial batch failure: it alone is retried, then dead-lettered.
+    pub const fn batch_size(self) -> Option<u32> {
+        match self {
+            // Each continuation runs a turn to its next end or pause.
+            Job::RunExecution => Some(5),
+            // A batch's attempts run at once, each within the 10 s delivery timeout.
+            Job::WebhookDelivery => Some(10),
+            // One rollback at a time: it stops, restores and reverts many Runs.
+            Job::RollbackRestore => Some(1),
+            Job::Sampler | Job::Placer | Job::RetentionSweep | Job::WebhookRetry => None,
+        }
+    }
+
+    /// The job's Lambda timeout in seconds (infra/template.yaml, written by
+    /// `cargo xtask template`). A queue's job stays below its queue's visibility timeout
+    /// (shared/store/src/resources.rs), so a message is not redelivered while it still runs.
+    pub const fn timeout_s(self) -> u32 {
+        match self {
+            // Within the minute of their schedule (an overlapping run still writes nothing twice:
+            // samples are keyed by interval, placements and expiries are conditional).
+            Job::Sampler | Job::Placer | Job::RetentionSweep => 50,
+            Job::WebhookRetry => 55,
+            // Below the webhooks queue's 120 s.
+            Job::WebhookDelivery => 60,
+            // Lambda's ceiling, below the runs and rollbacks queues' 960 s; run-execution fits one
+            // invocation's budget under it (AGENTPLANE_FUNCTION_TIMEOUT_S).
+            Job::RunExecution | Job::RollbackRestore => 900,
+        }
+    }
+
+    /// The job's memory in MB; `None`: the template's default (`Globals`, 256 MB).
+    pub const fn memory_mb(self) -> Option<u32> {
+        match self {
+            // Runs turns, as the turn routes do.
+            Job::RunExecution => Some(512),
+            Job::Sampler
+            | Job::Placer
+            | Job::RetentionSweep
+            | Job::WebhookDelivery
+            | Job::WebhookRetry
+            | Job::RollbackRestore => None,
+        }
+    }
+
     /// What a job's function may touch.
     pub const fn grants(self) -> &'static [Grant] {
         match self {

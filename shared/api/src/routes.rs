@@ -49,6 +49,9 @@ pub struct Declaration {
     pub serve: fn() -> UtoipaMethodRouter<App>,
     /// A `POST` that reads no body (publish, pause, resume): it accepts at most a few bytes.
     pub bodyless: bool,
+    /// Its Lambda timeout in seconds, when neither the template's default (`Globals`: 29 s, a
+    /// buffered integration's ceiling) nor its serving's ([`Declaration::timeout_s`]) fits.
+    pub timeout: Option<u32>,
 }
 
 impl Declaration {
@@ -83,6 +86,36 @@ impl Declaration {
         self.bodyless = true;
         self
     }
+
+    /// The same route, its function timing out after `seconds`.
+    const fn with_timeout(mut self, seconds: u32) -> Self {
+        self.timeout = Some(seconds);
+        self
+    }
+
+    /// The function's Lambda timeout in seconds (infra/template.yaml, written by
+    /// `cargo xtask template`); `None`: the template's default (`Globals`, 29 s). A turn route
+    /// holds the call while its turn runs and lives on past the 600 s sync ceiling to record the
+    /// turn's end: 660 s (its streamed integration waits as long; shared/domain/src/ceilings.rs
+    /// fits the ceiling under it). The event stream outlives its 14-minute end (StreamMaxSeconds)
+    /// and clients resume with Last-Event-ID: 900 s.
+    pub const fn timeout_s(&self) -> Option<u32> {
+        match (self.timeout, self.serving) {
+            (Some(seconds), _) => Some(seconds),
+            (None, Serving::Turn) => Some(660),
+            (None, Serving::Stream) => Some(900),
+            (None, Serving::Buffered) => None,
+        }
+    }
+
+    /// The function's memory in MB; `None`: the template's default (`Globals`, 256 MB). A turn
+    /// route gets 512 MB, as run-execution (the job that carries turns on) does.
+    pub const fn memory_mb(&self) -> Option<u32> {
+        match self.serving {
+            Serving::Turn => Some(512),
+            Serving::Buffered | Serving::Stream => None,
+        }
+    }
 }
 
 const fn decl(
@@ -91,17 +124,18 @@ const fn decl(
     serving: Serving,
     serve: fn() -> UtoipaMethodRouter<App>,
 ) -> Declaration {
-    Declaration { function, grants, serving, serve, bodyless: false }
+    Declaration { function, grants, serving, serve, bodyless: false, timeout: None }
 }
 
 /// Declares every route once: its variant, function name, grants, serving, handler (whose
-/// `#[utoipa::path]` holds its method, path and wire) and, for a `POST` that reads no body,
-/// `without_body`. It gives [`Route`], [`Route::ALL`] and [`Route::declaration`]; the gateway
-/// router, the Lambda functions (functions/src/bin/, written from `Route::ALL` by
-/// `cargo xtask functions`), the OpenAPI documents, the template's grants and the infra test
-/// all derive from them.
+/// `#[utoipa::path]` holds its method, path and wire) and its modifiers: `without_body` for a
+/// `POST` that reads no body, `with_timeout(seconds)` for a function that needs its own timeout.
+/// It gives [`Route`], [`Route::ALL`] and [`Route::declaration`]; the gateway router, the Lambda
+/// functions (functions/src/bin/, written from `Route::ALL` by `cargo xtask functions`), the
+/// OpenAPI documents, the template's functions, roles and streamed integrations (written by
+/// `cargo xtask template`) and the infra test all derive from them.
 macro_rules! route_table {
-    ($($variant:ident => $function:literal, $grants:expr, $serving:ident, $($segment:ident)::+ $(, $modifier:ident)?;)*) => {
+    ($($variant:ident => $function:literal, $grants:expr, $serving:ident, $($segment:ident)::+ $(, $modifier:ident $(($($arg:expr),*))?)*;)*) => {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Route {
             $($variant),*
@@ -119,7 +153,7 @@ macro_rules! route_table {
                         fn serve() -> UtoipaMethodRouter<App> {
                             routes!($($segment)::+)
                         }
-                        decl($function, $grants, Serving::$serving, serve)$(.$modifier())?
+                        decl($function, $grants, Serving::$serving, serve)$(.$modifier($($($arg),*)?))*
                     })*
                 }
             }
@@ -187,9 +221,10 @@ route_table! {
     ClientWebhooksUpdate => "client-webhooks-update", &[MAIN_W], Buffered, client::webhooks::handlers::update;
     ClientWebhooksDelete => "client-webhooks-delete", &[MAIN_W], Buffered, client::webhooks::handlers::delete;
     ClientWebhooksRotateSecret => "client-webhooks-rotate-secret", &[MAIN_W, WEBHOOK_KEY], Buffered, client::webhooks::handlers::rotate_secret;
-    ClientWebhooksTest => "client-webhooks-test", &[MAIN_W, WEBHOOK_KEY], Buffered, client::webhooks::handlers::test;
+    // Test and redeliver send the message themselves: up to the 10 s delivery timeout.
+    ClientWebhooksTest => "client-webhooks-test", &[MAIN_W, WEBHOOK_KEY], Buffered, client::webhooks::handlers::test, with_timeout(20);
     ClientWebhooksMessages => "client-webhooks-messages", &[MAIN_R], Buffered, client::webhooks::handlers::messages;
-    ClientWebhooksRedeliver => "client-webhooks-redeliver", &[MAIN_W, WEBHOOK_KEY], Buffered, client::webhooks::handlers::redeliver;
+    ClientWebhooksRedeliver => "client-webhooks-redeliver", &[MAIN_W, WEBHOOK_KEY], Buffered, client::webhooks::handlers::redeliver, with_timeout(20);
     ClientCallbackSecretRotate => "client-callback-secret-rotate", &[MAIN_W, WEBHOOK_KEY], Buffered, client::webhooks::handlers::rotate_callback_secret;
     ClientRunsGet => "client-runs-get", &[MAIN_R], Buffered, client::runs::handlers::get;
     ClientRunsList => "client-runs-list", &[MAIN_R], Buffered, client::runs::handlers::list;
