@@ -39,16 +39,21 @@ where
     type Rejection = E;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, E> {
-        let limited = Limited::new(req.into_body(), MAX_BODY_BYTES);
-        let body = match limited.collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => {
-                return Err(E::from(BodyError::TooLarge));
-            }
-            Err(_) => return Err(E::from(BodyError::Unreadable)),
-        };
-        parse_object(&body).map(|map| JsonObject(map, PhantomData)).map_err(E::from)
+        read_object(req).await.map(|map| JsonObject(map, PhantomData))
     }
+}
+
+/// The request's body as a JSON object (see the module's rules), for an extractor of its own.
+pub async fn read_object<E: From<BodyError>>(req: Request) -> Result<Map<String, Value>, E> {
+    let limited = Limited::new(req.into_body(), MAX_BODY_BYTES);
+    let body = match limited.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => {
+            return Err(E::from(BodyError::TooLarge));
+        }
+        Err(_) => return Err(E::from(BodyError::Unreadable)),
+    };
+    parse_object(&body).map_err(E::from)
 }
 
 /// A typed request body: the JSON object deserialized into `T` (a surface's request struct).
@@ -65,8 +70,8 @@ where
 {
     type Rejection = E;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, E> {
-        let JsonObject(map, _) = JsonObject::<E>::from_request(req, state).await?;
+    async fn from_request(req: Request, _state: &S) -> Result<Self, E> {
+        let map = read_object::<E>(req).await?;
         from_object(map).map(|value| Wire(value, PhantomData)).map_err(E::from)
     }
 }
@@ -91,6 +96,18 @@ pub fn from_object<T: serde::de::DeserializeOwned>(
             agentplane_domain::ValidationError::new(&path, format!("`{path}` must be {expected}"))
         }
     })
+}
+
+/// The fields a typed body gathered with `#[serde(flatten)]` because it takes none of them:
+/// the first (by name) is refused, named.
+pub fn no_other_field(other: &Map<String, Value>) -> Result<(), agentplane_domain::ValidationError> {
+    match other.keys().next() {
+        Some(unknown) => Err(agentplane_domain::ValidationError::new(
+            unknown.clone(),
+            format!("unknown field `{unknown}`"),
+        )),
+        None => Ok(()),
+    }
 }
 
 pub fn parse_object(body: &Bytes) -> Result<Map<String, Value>, BodyError> {

@@ -2,11 +2,14 @@
 //! declarations (`Route::declaration`) and the `#[utoipa::path]` and `ToSchema` of their
 //! handlers and wire types — never written by hand. The gateway serves them at
 //! `/openapi/{surface}.json`; `openapi/*.json` holds the same documents checked in, and a test
-//! fails when the two differ (`AGENTPLANE_WRITE_OPENAPI=1` rewrites them).
+//! fails when the two differ (`AGENTPLANE_WRITE_OPENAPI=1` rewrites them). The answers every
+//! operation of a surface shares (401, 503, and 413 with a body) are added here, not repeated in
+//! each `#[utoipa::path]`.
 
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{
-    ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, Paths, SecurityRequirement, ServerBuilder,
+    ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, Paths, Ref, ResponseBuilder,
+    SecurityRequirement, ServerBuilder,
 };
 
 use crate::Route;
@@ -70,6 +73,25 @@ impl Surface {
         }
     }
 
+    /// The schema of the surface's error answers.
+    fn error_schema(self) -> &'static str {
+        match self {
+            Surface::Client | Surface::Core | Surface::Node => "ErrorEnvelope",
+            Surface::Sandbox => "SandboxError",
+            Surface::Platform => "PlatformErrorEnvelope",
+        }
+    }
+
+    /// What the 401 of every operation says.
+    fn unauthorized(self) -> &'static str {
+        match self {
+            Surface::Client | Surface::Sandbox => "No valid project key.",
+            Surface::Core => "No valid Core key.",
+            Surface::Node => "No valid node token.",
+            Surface::Platform => "Missing or invalid Platform API token.",
+        }
+    }
+
     fn security(self) -> (&'static str, SecurityScheme) {
         let bearer = |description: &str| {
             SecurityScheme::Http(
@@ -103,6 +125,7 @@ pub fn document(surface: Surface) -> OpenApi {
         paths.merge(route_paths);
         schemas.extend(route_schemas);
     }
+    add_shared_responses(surface, &mut paths);
     schemas.sort_by(|a, b| a.0.cmp(&b.0));
     schemas.dedup_by(|a, b| a.0 == b.0);
     let (scheme_name, scheme) = surface.security();
@@ -115,6 +138,35 @@ pub fn document(surface: Surface) -> OpenApi {
         .components(Some(components))
         .security(Some([SecurityRequirement::new(scheme_name, Vec::<String>::new())]))
         .build()
+}
+
+/// What every operation of a surface may answer, the same on each, so its `#[utoipa::path]`
+/// lists only its own: 401 (no valid credential), 503 (storage unavailable) and, when it takes
+/// a body, 413. An operation that says more about one of them (a 503 that also names the node)
+/// keeps its own.
+fn add_shared_responses(surface: Surface, paths: &mut Paths) {
+    let answer = |description: &str| {
+        let content =
+            ContentBuilder::new().schema(Some(Ref::from_schema_name(surface.error_schema()))).build();
+        ResponseBuilder::new().description(description).content("application/json", content).build()
+    };
+    for item in paths.paths.values_mut() {
+        let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+        for operation in operations.into_iter().flatten() {
+            let mut shared =
+                vec![("401", surface.unauthorized()), ("503", "Storage is unavailable; try again.")];
+            if operation.request_body.is_some() {
+                shared.push(("413", "The body is too large."));
+            }
+            for (status, description) in shared {
+                operation
+                    .responses
+                    .responses
+                    .entry(status.to_owned())
+                    .or_insert_with(|| answer(description).into());
+            }
+        }
+    }
 }
 
 /// The document as the gateway serves it and the repository keeps it: pretty JSON, one
@@ -152,6 +204,28 @@ mod tests {
         assert_eq!(seen, Route::ALL.len());
         for route in Route::ALL {
             assert!(route.path().starts_with(Surface::of(*route).prefix()), "{route:?}");
+        }
+    }
+
+    #[test]
+    fn every_operation_answers_the_shared_statuses_in_its_surfaces_envelope() {
+        for surface in Surface::ALL {
+            let doc = document(*surface);
+            let schemas = doc.components.as_ref().map(|c| &c.schemas).expect("components");
+            assert!(schemas.contains_key(surface.error_schema()), "{surface:?}");
+            for (path, item) in &doc.paths.paths {
+                let operations = [&item.get, &item.put, &item.post, &item.delete, &item.patch];
+                for operation in operations.into_iter().flatten() {
+                    let answers = &operation.responses.responses;
+                    let mut shared = vec!["401", "503"];
+                    if operation.request_body.is_some() {
+                        shared.push("413");
+                    }
+                    for status in shared {
+                        assert!(answers.contains_key(status), "{path} has no {status}");
+                    }
+                }
+            }
         }
     }
 

@@ -140,36 +140,91 @@ pub enum Answer {
     },
 }
 
-impl Answer {
-    /// Reads an answer body for an action of `kind`: approval `{decision, reason?}`, question
-    /// `{answers}`, client tool `{output}`. Fields of another type are refused by name.
-    pub fn from_body(
-        kind: ActionType,
-        body: &serde_json::Map<String, Value>,
-    ) -> Result<Self, ValidationError> {
+/// The fields of an answer body as given: `Some(Value::Null)` is a field sent as `null`, `None`
+/// one not sent. Which of them an answer takes, the action's type decides
+/// ([`Answer::from_fields`]); reading them never fails.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct AnswerFields {
+    #[serde(default, deserialize_with = "present")]
+    pub decision: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    pub reason: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    pub answers: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    pub output: Option<Value>,
+    /// Every other field: no answer takes one.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
+}
+
+/// A field that is there, `null` included.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+impl From<&serde_json::Map<String, Value>> for AnswerFields {
+    fn from(body: &serde_json::Map<String, Value>) -> Self {
+        let mut other = body.clone();
+        Self {
+            decision: other.remove("decision"),
+            reason: other.remove("reason"),
+            answers: other.remove("answers"),
+            output: other.remove("output"),
+            other,
+        }
+    }
+}
+
+impl AnswerFields {
+    /// The first field (by name) given that an answer to a `kind` action does not take.
+    fn first_foreign(&self, kind: ActionType) -> Option<String> {
         let allowed: &[&str] = match kind {
             ActionType::Approval => &["decision", "reason"],
             ActionType::Question => &["answers"],
             ActionType::ClientTool => &["output"],
         };
-        if let Some(unknown) = body.keys().find(|k| !allowed.contains(&k.as_str())) {
+        let known = [
+            ("answers", &self.answers),
+            ("decision", &self.decision),
+            ("output", &self.output),
+            ("reason", &self.reason),
+        ];
+        let known = known.into_iter().filter(|(name, value)| value.is_some() && !allowed.contains(name));
+        known.map(|(name, _)| name.to_owned()).chain(self.other.keys().cloned()).min()
+    }
+}
+
+impl Answer {
+    /// Reads an answer body for an action of `kind`; see [`Answer::from_fields`].
+    pub fn from_body(
+        kind: ActionType,
+        body: &serde_json::Map<String, Value>,
+    ) -> Result<Self, ValidationError> {
+        Self::from_fields(kind, AnswerFields::from(body))
+    }
+
+    /// The answer to an action of `kind`: approval `{decision, reason?}`, question `{answers}`,
+    /// client tool `{output}`. Fields of another type are refused by name.
+    pub fn from_fields(kind: ActionType, fields: AnswerFields) -> Result<Self, ValidationError> {
+        if let Some(unknown) = fields.first_foreign(kind) {
             return Err(ValidationError::new(
                 unknown.clone(),
                 format!("`{unknown}` is not part of an answer to a {} action", kind.as_str()),
             ));
         }
-        let sized = |field: &str, value: &Value| -> Result<Value, ValidationError> {
-            if serde_json::to_string(value).map_or(usize::MAX, |t| t.len()) > MAX_ANSWER_BYTES {
+        let sized = |field: &str, value: Value| -> Result<Value, ValidationError> {
+            if serde_json::to_string(&value).map_or(usize::MAX, |t| t.len()) > MAX_ANSWER_BYTES {
                 return Err(ValidationError::new(
                     field,
                     format!("`{field}` may be at most {MAX_ANSWER_BYTES} bytes of JSON"),
                 ));
             }
-            Ok(value.clone())
+            Ok(value)
         };
         match kind {
             ActionType::Approval => {
-                let decision = match body.get("decision") {
+                let decision = match fields.decision {
                     Some(Value::String(s)) if s == "approve" => Decision::Approve,
                     Some(Value::String(s)) if s == "deny" => Decision::Deny,
                     None | Some(Value::Null) => {
@@ -179,9 +234,9 @@ impl Answer {
                         return Err(ValidationError::new("decision", "`decision` must be approve or deny"));
                     }
                 };
-                let reason = match body.get("reason") {
+                let reason = match fields.reason {
                     None | Some(Value::Null) => None,
-                    Some(Value::String(s)) if s.chars().count() <= MAX_REASON_CHARS => Some(s.clone()),
+                    Some(Value::String(s)) if s.chars().count() <= MAX_REASON_CHARS => Some(s),
                     Some(Value::String(_)) => {
                         return Err(ValidationError::new(
                             "reason",
@@ -192,11 +247,11 @@ impl Answer {
                 };
                 Ok(Self::Approval { decision, reason })
             }
-            ActionType::Question => match body.get("answers") {
+            ActionType::Question => match fields.answers {
                 None | Some(Value::Null) => Err(ValidationError::new("answers", "`answers` is required")),
                 Some(value) => Ok(Self::Question { answers: sized("answers", value)? }),
             },
-            ActionType::ClientTool => match body.get("output") {
+            ActionType::ClientTool => match fields.output {
                 None => Err(ValidationError::new("output", "`output` is required")),
                 Some(value) => Ok(Self::ClientTool { output: sized("output", value)? }),
             },
@@ -383,6 +438,32 @@ mod tests {
         assert_eq!(
             Answer::from_body(ActionType::Question, &body(json!({"answers": answers.clone()}))),
             Ok(Answer::Question { answers })
+        );
+    }
+
+    #[test]
+    fn answer_fields_read_as_the_map_does() {
+        for given in [
+            json!({"output": null}),
+            json!({"output": 1, "decision": "approve"}),
+            json!({"zeta": 1, "answers": 2, "alpha": 3}),
+            json!({"decision": "approve", "reason": null}),
+            json!({}),
+        ] {
+            let read: AnswerFields = serde_json::from_value(given.clone()).expect("never fails");
+            assert_eq!(read, AnswerFields::from(&body(given.clone())), "{given}");
+        }
+        // The first field by name is the one refused, a known one or not.
+        let read = AnswerFields::from(&body(json!({"zeta": 1, "answers": 2, "alpha": 3})));
+        assert_eq!(read.first_foreign(ActionType::ClientTool).as_deref(), Some("alpha"));
+        let read = AnswerFields::from(&body(json!({"zeta": 1, "answers": 2, "output": 3})));
+        assert_eq!(read.first_foreign(ActionType::ClientTool).as_deref(), Some("answers"));
+        // `null` is given; absent is not.
+        let read = AnswerFields::from(&body(json!({"output": null})));
+        assert_eq!(read.output, Some(Value::Null));
+        assert_eq!(
+            Answer::from_fields(ActionType::ClientTool, read),
+            Ok(Answer::ClientTool { output: Value::Null })
         );
     }
 

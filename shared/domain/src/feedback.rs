@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::ids::{AgentId, InvalidId};
 use crate::{ProjectId, SessionId, Timestamp, ValidationError};
@@ -58,27 +58,34 @@ pub struct Feedback {
     pub updated_at: Timestamp,
 }
 
-/// What a feedback body gives: `{rating, comment?}`; unknown fields are refused.
-pub fn from_body(body: &Map<String, Value>) -> Result<(Rating, Option<String>), ValidationError> {
-    if let Some(unknown) = body.keys().find(|k| !["rating", "comment"].contains(&k.as_str())) {
-        return Err(ValidationError::new(unknown.clone(), format!("unknown field `{unknown}`")));
+/// A rating and its optional comment, as a feedback body gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewFeedback {
+    pub rating: Rating,
+    pub comment: Option<String>,
+}
+
+impl NewFeedback {
+    /// `rating` (required, `up` or `down`) and `comment` (at most 2000 characters) as a body
+    /// gave them; `None` is absent or `null`.
+    pub fn new(rating: Option<&Value>, comment: Option<&Value>) -> Result<Self, ValidationError> {
+        let rating = match rating {
+            Some(Value::String(text)) => Rating::parse("rating", text)?,
+            None | Some(Value::Null) => return Err(ValidationError::new("rating", "`rating` is required")),
+            Some(_) => return Err(ValidationError::new("rating", "`rating` must be `up` or `down`")),
+        };
+        let comment = match comment {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) if text.chars().count() <= MAX_COMMENT_CHARS => Some(text.clone()),
+            Some(_) => {
+                return Err(ValidationError::new(
+                    "comment",
+                    format!("`comment` must be a string of at most {MAX_COMMENT_CHARS} characters"),
+                ));
+            }
+        };
+        Ok(Self { rating, comment })
     }
-    let rating = match body.get("rating") {
-        Some(Value::String(text)) => Rating::parse("rating", text)?,
-        None | Some(Value::Null) => return Err(ValidationError::new("rating", "`rating` is required")),
-        Some(_) => return Err(ValidationError::new("rating", "`rating` must be `up` or `down`")),
-    };
-    let comment = match body.get("comment") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) if text.chars().count() <= MAX_COMMENT_CHARS => Some(text.clone()),
-        Some(_) => {
-            return Err(ValidationError::new(
-                "comment",
-                format!("`comment` must be a string of at most {MAX_COMMENT_CHARS} characters"),
-            ));
-        }
-    };
-    Ok((rating, comment))
 }
 
 #[cfg(test)]
@@ -86,33 +93,25 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn body(v: Value) -> Map<String, Value> {
-        match v {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        }
-    }
-
     #[test]
     fn a_body_is_a_rating_and_an_optional_comment() {
-        assert_eq!(from_body(&body(json!({"rating": "up"}))), Ok((Rating::Up, None)));
+        let new = |rating: Value, comment: Value| {
+            NewFeedback::new(Some(&rating).filter(|v| !v.is_null()), Some(&comment).filter(|v| !v.is_null()))
+        };
+        assert_eq!(new(json!("up"), Value::Null), Ok(NewFeedback { rating: Rating::Up, comment: None }));
         assert_eq!(
-            from_body(&body(json!({"rating": "down", "comment": "wrong"}))),
-            Ok((Rating::Down, Some("wrong".into())))
+            new(json!("down"), json!("wrong")),
+            Ok(NewFeedback { rating: Rating::Down, comment: Some("wrong".into()) })
         );
-        for (bad, param) in [
-            (json!({}), "rating"),
-            (json!({"rating": "meh"}), "rating"),
-            (json!({"rating": 1}), "rating"),
-            (json!({"rating": "up", "comment": 5}), "comment"),
-            (json!({"rating": "up", "comment": "x".repeat(2001)}), "comment"),
-            (json!({"rating": "up", "stars": 5}), "stars"),
+        for (rating, comment, param) in [
+            (Value::Null, Value::Null, "rating"),
+            (json!("meh"), Value::Null, "rating"),
+            (json!(1), Value::Null, "rating"),
+            (json!("up"), json!(5), "comment"),
+            (json!("up"), json!("x".repeat(2001)), "comment"),
         ] {
-            assert_eq!(
-                from_body(&body(bad.clone())).err().and_then(|e| e.param),
-                Some(param.into()),
-                "{bad}"
-            );
+            let err = new(rating.clone(), comment.clone()).err();
+            assert_eq!(err.and_then(|e| e.param), Some(param.into()), "{rating} {comment}");
         }
     }
 }

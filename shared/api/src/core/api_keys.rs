@@ -26,10 +26,7 @@ use crate::{App, edge};
     responses(
         (status = 201, description = "The new key, with its plaintext.", body = CreatedApiKeyBody),
         (status = 400, description = "The body is not a valid request.", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such project.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn create(
@@ -67,9 +64,7 @@ pub async fn create(
     ),
     responses(
         (status = 200, description = "The revoked key.", body = ApiKeyBody),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such project or key.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn revoke(

@@ -75,11 +75,8 @@ impl From<&DocumentBucket> for BucketBody {
     responses(
         (status = 201, description = "The bucket, registered.", body = BucketBody),
         (status = 400, description = "`name` is not an S3 bucket name or not one this deployment may use (`bucket_not_allowed`), or the deployment cannot reach the bucket (`bucket_unreachable`).", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such project.", body = ErrorEnvelope),
         (status = 409, description = "The project has the bucket already (`bucket_already_registered`), another project holds it (`bucket_taken`), or the project has 10 (`bucket_limit_reached`).", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn register(
@@ -149,9 +146,7 @@ pub async fn register(
     params(("project_id" = String, Path, description = "The project; an unknown or malformed id answers 404.")),
     responses(
         (status = 200, description = "The project's buckets.", body = List<BucketBody>),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such project.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -182,9 +177,7 @@ pub async fn list(
     ),
     responses(
         (status = 204, description = "Removed."),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such project, or the project has no such bucket.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn remove(

@@ -25,8 +25,6 @@ use crate::{App, edge};
     operation_id = "core-sandbox-nodes-list",
     responses(
         (status = 200, description = "Every node (`has_more` is always false).", body = List<SandboxNodeBody>),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -59,9 +57,7 @@ pub async fn list(
     responses(
         (status = 200, description = "The node, its host and its history.", body = SandboxNodeDetailBody),
         (status = 400, description = "`invalid_request`: another parameter, a repeated or invalid `range`, or a malformed node id.", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such node.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn get(

@@ -24,9 +24,6 @@ use crate::{App, edge};
     responses(
         (status = 201, description = "The new node, with its token.", body = RegisteredSandboxNodeBody),
         (status = 400, description = "The body is not a valid request.", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn register(

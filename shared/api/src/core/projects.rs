@@ -63,9 +63,6 @@ impl From<&Project> for ProjectBody {
     responses(
         (status = 201, description = "The new project.", body = ProjectBody),
         (status = 400, description = "The body is not a valid request.", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn create(
@@ -90,9 +87,7 @@ pub async fn create(
     responses(
         (status = 200, description = "A page of projects.", body = List<ProjectBody>),
         (status = 400, description = "A page parameter is invalid.", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "`after` names no project.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(

@@ -109,9 +109,6 @@ pub(crate) fn tenant_id(text: &str) -> Result<TenantId, CoreError> {
     responses(
         (status = 201, description = "The new tenant.", body = TenantBody),
         (status = 400, description = "The body is not a valid request.", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn create(
@@ -141,9 +138,7 @@ pub async fn create(
     params(("tenant_id" = String, Path, description = "The tenant's id.")),
     responses(
         (status = 200, description = "The tenant.", body = TenantBody),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn get(
@@ -167,10 +162,7 @@ pub async fn get(
     responses(
         (status = 200, description = "The tenant as it is now.", body = TenantBody),
         (status = 400, description = "The body is not a valid request.", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn update(
@@ -211,10 +203,8 @@ pub async fn update(
     ),
     responses(
         (status = 200, description = "The project, now of the tenant.", body = ProjectBody),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant or project.", body = ErrorEnvelope),
         (status = 409, description = "The project's webhook endpoints and the tenant's would pass 50 (`webhook_limit_reached`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn attach(

@@ -41,10 +41,8 @@ async fn owner(app: &App, text: &str) -> Result<Owner, CoreError> {
     responses(
         (status = 201, description = "The new endpoint, with its secret (shown once).", body = WebhookWithSecret),
         (status = 400, description = "The body is invalid (`param` names the field), or the URL points at a private address (`url_not_allowed`).", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant.", body = ErrorEnvelope),
         (status = 409, description = "The tenant has 50 endpoints already, its own and its projects' (`webhook_limit_reached`).", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
     ),
 )]
@@ -69,9 +67,7 @@ pub async fn create(
     responses(
         (status = 200, description = "A page of endpoints.", body = List<WebhookBody>),
         (status = 400, description = "A page parameter is invalid.", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant, or `after` names no endpoint of it (`cursor_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -96,9 +92,7 @@ pub async fn list(
     ),
     responses(
         (status = 200, description = "The endpoint.", body = WebhookBody),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant, or no such endpoint of it (`webhook_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn get(
@@ -125,11 +119,8 @@ pub async fn get(
     responses(
         (status = 200, description = "The endpoint as changed.", body = WebhookBody),
         (status = 400, description = "The body is invalid (`param` names the field), or the URL points at a private address (`url_not_allowed`).", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant, or no such endpoint of it (`webhook_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The endpoint kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn update(
@@ -154,9 +145,7 @@ pub async fn update(
     ),
     responses(
         (status = 200, description = "The endpoint is deleted.", body = WebhookDeleted),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant, or no such endpoint of it (`webhook_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn delete(
@@ -183,10 +172,8 @@ pub async fn delete(
     responses(
         (status = 200, description = "The endpoint, with its new secret (shown once).", body = WebhookWithSecret),
         (status = 400, description = "The body is invalid (`param` names the field).", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant, or no such endpoint of it (`webhook_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The endpoint kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
     ),
 )]
@@ -212,7 +199,6 @@ pub async fn rotate_secret(
     ),
     responses(
         (status = 200, description = "The attempt (its `statusCode` is the receiver's answer).", body = AttemptBody),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant, or no such endpoint of it (`webhook_not_found`).", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
     ),
@@ -240,9 +226,7 @@ pub async fn test(
     responses(
         (status = 200, description = "The newest messages, newest first.", body = MessageList),
         (status = 400, description = "`limit` is invalid.", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant, or no such endpoint of it (`webhook_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn messages(
@@ -268,7 +252,6 @@ pub async fn messages(
     ),
     responses(
         (status = 200, description = "The new attempt.", body = AttemptBody),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such tenant, endpoint (`webhook_not_found`) or message (`webhook_message_not_found`).", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
     ),

@@ -39,9 +39,7 @@ pub async fn load(app: &App, auth: &PlatformAuth, id: &str) -> Result<Environmen
     responses(
         (status = 201, description = "The new environment.", body = Data<EnvironmentBody>),
         (status = 400, description = "Invalid request (`details.param` names the field).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "`snapshotId` names no checkpoint an environment or Run of this project returned (`snapshot_not_found`).", body = PlatformErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = PlatformErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or no sandbox node can hold the fork's workspace now (`platform_runtime_unavailable`); try again.", body = PlatformErrorEnvelope),
     ),
 )]
@@ -73,9 +71,7 @@ pub async fn create(
     responses(
         (status = 200, description = "A page of environments.", body = ListPage<EnvironmentBody>),
         (status = 400, description = "A page parameter is invalid, or the query names another (`details.param` names it).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "`after` names no environment of this project (`cursor_not_found`).", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -107,9 +103,7 @@ pub async fn list(
     responses(
         (status = 200, description = "The environment.", body = Data<EnvironmentBody>),
         (status = 400, description = "Invalid request: a query parameter (this route takes none; `details.param` names it).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment in this project (`environment_not_found`).", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn get(
@@ -138,9 +132,7 @@ pub async fn get(
     params(("environmentId" = String, Path, min_length = 1, description = "The environment's id.")),
     responses(
         (status = 202, description = "Deletion accepted (`deletedAt` set); the purge follows.", body = Data<EnvironmentBody>),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment in this project (`environment_not_found`).", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn delete(

@@ -92,7 +92,6 @@ fn path_param(raw: Option<&str>, required: bool) -> Result<Option<WorkspacePath>
     responses(
         (status = 200, description = "The file as written.", body = Data<FileBody>),
         (status = 400, description = "`path` is invalid (`invalid_path`: outside /workspace, not canonical, Git metadata, protected state, a symlink or non-regular file on the way).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 414, description = "The request target (with its percent-encoded `path`) exceeds 8 KiB (`uri_too_long`).", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment (`environment_not_found`).", body = PlatformErrorEnvelope),
         (status = 409, description = "A rollback of the environment is still under way after the operation waited for it (up to 10 s; `rollback_in_progress`).", body = PlatformErrorEnvelope),
@@ -151,7 +150,6 @@ fn hex_sha256(bytes: &[u8]) -> String {
             (Vec<u8> = "application/octet-stream"),
         )),
         (status = 400, description = "`path` is invalid (`invalid_path`).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 414, description = "The request target (with its percent-encoded `path`) exceeds 8 KiB (`uri_too_long`).", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment (`environment_not_found`) or file (`file_not_found`).", body = PlatformErrorEnvelope),
         (status = 409, description = "The listing met one of the node's caps on the workspace tree (`workspace_too_large`, `details: {cap, limit}`; cap `depth`, `entries`, `path_bytes`, `listing_bytes` or `file_bytes`), or a rollback of the environment is still under way after the operation waited for it (up to 10 s; `rollback_in_progress`).", body = PlatformErrorEnvelope),
@@ -204,7 +202,6 @@ pub async fn get(
     responses(
         (status = 204, description = "The file is gone."),
         (status = 400, description = "`path` is invalid (`invalid_path`), or names a directory or symlink.", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 414, description = "The request target (with its percent-encoded `path`) exceeds 8 KiB (`uri_too_long`).", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment (`environment_not_found`) or file (`file_not_found`).", body = PlatformErrorEnvelope),
         (status = 409, description = "A rollback of the environment is still under way after the operation waited for it (up to 10 s; `rollback_in_progress`).", body = PlatformErrorEnvelope),

@@ -42,10 +42,8 @@ impl From<Refused> for PlatformError {
     responses(
         (status = 202, description = "Accepted: the Run is `reverting` (or already reverted: nothing changes).", body = Data<RunState>),
         (status = 400, description = "Invalid request.", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "Resource not found or outside token scope.", body = PlatformErrorEnvelope),
         (status = 409, description = "Another rollback of the environment is under way (`rollback_in_progress`), or an earlier Run still runs, so the state before the Run is not known yet (`checkpoint_unavailable`; pending or failed checkpoints are skipped for the nearest earlier ready one).", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn rollback(

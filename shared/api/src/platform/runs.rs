@@ -464,11 +464,8 @@ pub async fn load(
     responses(
         (status = 202, description = "The Run, `queued`, with its `environmentSequence`.", body = Data<RunState>),
         (status = 400, description = "Invalid request (`details.param` names the field).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment or session.", body = PlatformErrorEnvelope),
         (status = 409, description = "Too many concurrent creates in this environment; try again (`concurrent_update`).", body = PlatformErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn create(
@@ -547,9 +544,7 @@ pub async fn create(
     responses(
         (status = 200, description = "A page of Runs.", body = ListPage<RunDetails>),
         (status = 400, description = "A page parameter is invalid, or the query names another (`details.param` names it).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment or session, or `after` names no Run of it (`cursor_not_found`).", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -588,9 +583,7 @@ pub async fn list(
     responses(
         (status = 200, description = "Successful response.", body = Data<RunDetails>),
         (status = 400, description = "Invalid request: a query parameter (this route takes none; `details.param` names it).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "Resource not found or outside token scope.", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn get(
@@ -621,10 +614,8 @@ pub async fn get(
     responses(
         (status = 202, description = "Accepted.", body = Data<RunState>),
         (status = 400, description = "Invalid request: a query parameter (this route takes none; `details.param` names it).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "Resource not found or outside token scope.", body = PlatformErrorEnvelope),
         (status = 409, description = "The Run is reverting or reverted (`run_reverted`).", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn stop(

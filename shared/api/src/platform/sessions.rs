@@ -50,10 +50,7 @@ pub async fn load(
     responses(
         (status = 201, description = "The new session.", body = Data<SessionBody>),
         (status = 400, description = "Invalid request (`details.param` names the field).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment in this project (`environment_not_found`).", body = PlatformErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn create(
@@ -97,9 +94,7 @@ pub async fn create(
     responses(
         (status = 200, description = "A page of sessions.", body = ListPage<SessionBody>),
         (status = 400, description = "A page parameter is invalid, or the query names another (`details.param` names it).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment (`environment_not_found`), or `after` names no session of it (`cursor_not_found`).", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -137,9 +132,7 @@ pub async fn list(
     responses(
         (status = 200, description = "The session.", body = Data<SessionBody>),
         (status = 400, description = "Invalid request: a query parameter (this route takes none; `details.param` names it).", body = PlatformErrorEnvelope),
-        (status = 401, description = "Missing or invalid Platform API token.", body = PlatformErrorEnvelope),
         (status = 404, description = "No such environment or session (`environment_not_found`, `session_not_found`).", body = PlatformErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = PlatformErrorEnvelope),
     ),
 )]
 pub async fn get(

@@ -1,8 +1,6 @@
 //! The `/v1` wire: `{data}` around every object, camelCase, RFC 3339 UTC times, and strict
 //! request bodies.
 
-use std::marker::PhantomData;
-
 use agentplane_domain::page::Page;
 use agentplane_domain::platform::{Environment, unknown_field};
 use agentplane_domain::query::Query;
@@ -13,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::PlatformError;
-use crate::body::{JsonObject, from_object};
+use crate::body::{from_object, read_object};
 
 /// `{"data": …}`: every `/v1` answer.
 #[derive(Debug, Serialize, ToSchema)]
@@ -78,8 +76,8 @@ pub struct Strict<T>(pub T);
 impl<S: Send + Sync, T: StrictBody> FromRequest<S> for Strict<T> {
     type Rejection = PlatformError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, PlatformError> {
-        let JsonObject(map, PhantomData) = JsonObject::<PlatformError>::from_request(req, state).await?;
+    async fn from_request(req: Request, _state: &S) -> Result<Self, PlatformError> {
+        let map = read_object::<PlatformError>(req).await?;
         if let Some(field) = unknown_field(map.keys(), T::FIELDS) {
             let field = crate::edge::quote::quote(&field);
             return Err(PlatformError::invalid(field.clone(), format!("unknown field `{field}`")));

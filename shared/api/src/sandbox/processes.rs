@@ -33,10 +33,8 @@ use agentplane_engine::dispatch;
     responses(
         (status = 200, description = "The process runs.", body = wire::ProcessStarted),
         (status = 400, description = "The body is not a valid request.", body = E2bError),
-        (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox in the project.", body = E2bError),
         (status = 409, description = "The sandbox is paused, expired or killed.", body = E2bError),
-        (status = 413, description = "The body is too large.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
         (status = 503, description = "The node did not answer in time or could not start it, or storage is unavailable.", body = E2bError),
     ),
@@ -75,9 +73,7 @@ pub async fn start(
     responses(
         (status = 200, description = "The processes.", body = wire::ProcessList),
         (status = 400, description = "An unknown, repeated or invalid query parameter.", body = E2bError),
-        (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox in the project.", body = E2bError),
-        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
     ),
 )]
 pub async fn list(
@@ -122,9 +118,7 @@ const MAX_CHUNKS_PER_READ: usize = 1024;
     responses(
         (status = 200, description = "A page of output.", body = wire::ProcessOutput),
         (status = 400, description = "An unknown, repeated or invalid query parameter.", body = E2bError),
-        (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox in the project, or no such process in it.", body = E2bError),
-        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
     ),
 )]
 pub async fn output(

@@ -62,8 +62,6 @@ fn failed(outcome: CommandOutcome) -> Result<std::collections::BTreeMap<String, 
     responses(
         (status = 201, description = "The sandbox runs.", body = wire::Sandbox),
         (status = 400, description = "The body is not a valid request.", body = E2bError),
-        (status = 401, description = "No valid project key.", body = E2bError),
-        (status = 413, description = "The body is too large.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
         (status = 503, description = "No node is online, the node did not answer in time or refused, or storage is unavailable.", body = E2bError),
     ),
@@ -143,9 +141,7 @@ pub async fn end(app: &App, sandbox: &Sandbox) {
     operation_id = "sandbox-list",
     responses(
         (status = 200, description = "The sandboxes.", body = Vec<wire::Sandbox>),
-        (status = 401, description = "No valid project key.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
-        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
     ),
 )]
 pub async fn list(
@@ -167,9 +163,7 @@ pub async fn list(
     params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404.")),
     responses(
         (status = 200, description = "The sandbox.", body = wire::Sandbox),
-        (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox in the project.", body = E2bError),
-        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
     ),
 )]
 pub async fn get(
@@ -207,11 +201,9 @@ const KILL_ATTEMPTS: u32 = 5;
     params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404.")),
     responses(
         (status = 204, description = "Killed; the node removes it."),
-        (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox, or it already ended.", body = E2bError),
         (status = 409, description = "A session's managed compute or an environment's workspace, or it kept changing concurrently.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
-        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
     ),
 )]
 pub async fn kill(
@@ -254,7 +246,6 @@ pub async fn kill(
     params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404.")),
     responses(
         (status = 204, description = "Frozen."),
-        (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox in the project.", body = E2bError),
         (status = 409, description = "Not running (already paused, expired or killed), a session's managed compute or an environment's workspace, or changed concurrently.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
@@ -297,7 +288,6 @@ pub async fn pause(
     params(("sandbox_id" = String, Path, description = "The sandbox's `sandboxID`; an unknown or malformed id is a 404.")),
     responses(
         (status = 201, description = "It runs again.", body = wire::Sandbox),
-        (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox in the project.", body = E2bError),
         (status = 409, description = "Not paused, a session's managed compute or an environment's workspace, or changed concurrently.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
@@ -339,12 +329,9 @@ pub async fn resume(
     responses(
         (status = 204, description = "The deadline moved (or already was that late)."),
         (status = 400, description = "The body is not a valid request.", body = E2bError),
-        (status = 401, description = "No valid project key.", body = E2bError),
         (status = 404, description = "No such sandbox in the project.", body = E2bError),
         (status = 409, description = "Paused, expired or killed, it would shorten the deadline, a session's managed compute or an environment's workspace, or changed concurrently.", body = E2bError),
-        (status = 413, description = "The body is too large.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
-        (status = 503, description = "Storage is unavailable; try again.", body = E2bError),
     ),
 )]
 pub async fn set_timeout(

@@ -1,4 +1,4 @@
-use agentplane_domain::action::{ActionId, ActionStatus, Answer};
+use agentplane_domain::action::{ActionId, ActionStatus, Answer, AnswerFields};
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
 use agentplane_domain::{ProjectId, SessionId};
@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 
 use super::wire::{ActionAnswer, ActionBody, ActionsParams};
-use crate::body::JsonObject;
+use crate::body::Wire;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 use crate::envelope::ErrorEnvelope;
@@ -37,9 +37,7 @@ fn action_id(text: &str) -> Result<ActionId, ClientError> {
     responses(
         (status = 200, description = "A page of the session's actions.", body = List<ActionBody>),
         (status = 400, description = "`status` or a page parameter is invalid (`param` names it).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or `after` names no action of it (`cursor_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -77,9 +75,7 @@ pub async fn list(
     ),
     responses(
         (status = 200, description = "The action.", body = ActionBody),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or no such action in the session (`action_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn get(
@@ -122,19 +118,16 @@ pub async fn get(
     responses(
         (status = 200, description = "The action, resolved with this answer.", body = ActionBody),
         (status = 400, description = "The body is not an answer to an action of this type (`param` names the field).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 403, description = "The agent's `humanInTheLoop.answer_key_ids` does not name this key (`answer_not_permitted`).", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or no such action in the session (`action_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The action was already answered, expired or was cancelled (`action_not_pending`, with its `action_status`).", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn answer(
     State(app): State<App>,
     auth: ProjectAuth,
     Path((session_id, id)): Path<(String, String)>,
-    JsonObject(body, _): JsonObject<ClientError>,
+    Wire(fields, _): Wire<AnswerFields, ClientError>,
 ) -> Result<Json<ActionBody>, ClientError> {
     let session = session(&app, &auth.project_id, &session_id).await?;
     let id = action_id(&id)?;
@@ -147,7 +140,7 @@ pub async fn answer(
     if action.status != ActionStatus::Pending {
         return Err(ClientError::ActionNotPending { action_status: action.status });
     }
-    let answer = Answer::from_body(action.kind, &body)?;
+    let answer = Answer::from_fields(action.kind, fields)?;
     let now = edge::now();
     // Past its expiry, an action is expired whether or not the retention sweep has recorded it
     // yet: the answer records it as the sweep would, and is refused.

@@ -93,9 +93,6 @@ async fn check_answer_keys(app: &App, agent: &Agent) -> Result<(), ClientError> 
     responses(
         (status = 201, description = "The new agent.", body = AgentBody),
         (status = 400, description = "The body is not a valid agent (`param` names the field; `url_not_allowed` for a `default_callback_url` deliveries may not reach).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn create(
@@ -123,9 +120,7 @@ pub async fn create(
     responses(
         (status = 200, description = "A page of agents.", body = List<AgentBody>),
         (status = 400, description = "A page parameter is invalid.", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "`after` names no agent of this project (`cursor_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -156,9 +151,7 @@ pub async fn list(
     params(("agent_id" = String, Path, description = "The agent's id.")),
     responses(
         (status = 200, description = "The agent.", body = AgentBody),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such agent in this project (`agent_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn get(
@@ -189,11 +182,8 @@ pub async fn get(
     responses(
         (status = 200, description = "The agent as changed.", body = AgentBody),
         (status = 400, description = "The body is not a valid change (`param` names the field; `url_not_allowed` for a `default_callback_url` deliveries may not reach).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such agent in this project (`agent_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The agent kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn update(
@@ -238,10 +228,8 @@ pub async fn update(
     params(("agent_id" = String, Path, description = "The agent's id.")),
     responses(
         (status = 201, description = "The new version.", body = AgentVersionBody),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such agent in this project (`agent_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The agent kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn publish(
@@ -276,9 +264,7 @@ pub async fn publish(
     responses(
         (status = 200, description = "A page of the agent's versions.", body = List<AgentVersionBody>),
         (status = 400, description = "A page parameter is invalid.", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such agent (`agent_not_found`), or `after` is not one of its versions (`cursor_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn versions(

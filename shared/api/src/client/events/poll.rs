@@ -22,9 +22,7 @@ use crate::envelope::ErrorEnvelope;
     responses(
         (status = 200, description = "A page of events after `after`.", body = EventList),
         (status = 400, description = "`after` or `limit` is invalid (`param` names it).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(

@@ -121,11 +121,9 @@ fn frame(event: &agentplane_domain::event::Event) -> Bytes {
     responses(
         (status = 200, description = "An open event stream; each `data:` line is an `Event`.", content_type = "text/event-stream", body = String),
         (status = 400, description = "`after` or `Last-Event-ID` is not a non-negative integer.", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
         (status = 429, description = "`too_many_streams`: the key or its project has the most event streams open it may (`limit`: `key` or `project`, `max_streams`); `Retry-After` says when to try again.", body = ErrorEnvelope,
             headers(("Retry-After" = u64, description = "Seconds to wait before opening another stream."))),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn stream(

@@ -1,5 +1,5 @@
 use agentplane_domain::event::EventType;
-use agentplane_domain::feedback::{self, Feedback, FeedbackId, Rating};
+use agentplane_domain::feedback::{Feedback, FeedbackId, NewFeedback, Rating};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::page::{PageLimit, PageRequest};
 use agentplane_domain::query::Query;
@@ -10,7 +10,7 @@ use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
 
 use super::wire::{CreateFeedback, FeedbackBody, FeedbackParams};
-use crate::body::JsonObject;
+use crate::body::Wire;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 use crate::envelope::ErrorEnvelope;
@@ -35,18 +35,15 @@ use crate::{App, edge};
         (status = 200, description = "The message's feedback, replaced.", body = FeedbackBody),
         (status = 201, description = "The message's first feedback.", body = FeedbackBody),
         (status = 400, description = "The body is invalid (`param` names the field), or the event is not an assistant message.", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or no such event in it (`message_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The feedback kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn create(
     State(app): State<App>,
     auth: ProjectAuth,
     Path((session_id, event_id)): Path<(String, String)>,
-    JsonObject(body, _): JsonObject<ClientError>,
+    Wire(body, _): Wire<CreateFeedback, ClientError>,
 ) -> Result<(StatusCode, Json<FeedbackBody>), ClientError> {
     let id: SessionId = session_id.parse().map_err(|_| ClientError::SessionNotFound)?;
     let session =
@@ -62,7 +59,7 @@ pub async fn create(
         .into());
     }
     let agent_id = session.agent_id.ok_or(ClientError::MessageNotFound)?;
-    let (rating, comment) = feedback::from_body(&body)?;
+    let NewFeedback { rating, comment } = NewFeedback::try_from(body)?;
     let store = app.store.feedback();
     for _ in 0..5 {
         let now = edge::now();
@@ -106,9 +103,7 @@ pub async fn create(
     responses(
         (status = 200, description = "A page of the agent's feedback.", body = List<FeedbackBody>),
         (status = 400, description = "`rating` or a page parameter is invalid (`param` names it).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such agent in this project (`agent_not_found`), or `after` names no feedback of it (`cursor_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(

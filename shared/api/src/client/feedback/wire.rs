@@ -1,7 +1,9 @@
 //! The feedback object as the client API shows it (snake_case, Unix seconds).
 
-use agentplane_domain::feedback::{Feedback, Rating};
+use agentplane_domain::ValidationError;
+use agentplane_domain::feedback::{Feedback, NewFeedback, Rating};
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
@@ -22,14 +24,28 @@ impl From<Rating> for RatingName {
 }
 
 /// Rate an assistant message.
+// Read as given (`null` reads as absent) and checked once the message is found, as
+// `NewFeedback`: a field of the wrong type, or one this body does not take, answers 400 naming it.
 #[derive(Debug, Deserialize, ToSchema)]
 #[schema(as = CreateFeedback)]
-#[allow(dead_code)]
 pub struct CreateFeedback {
-    pub rating: RatingName,
+    #[schema(value_type = RatingName, required = true)]
+    pub rating: Option<Value>,
     /// At most 2000 characters.
-    #[schema(max_length = 2000)]
-    pub comment: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 2000)]
+    pub comment: Option<Value>,
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub other: Map<String, Value>,
+}
+
+impl TryFrom<CreateFeedback> for NewFeedback {
+    type Error = ValidationError;
+
+    fn try_from(body: CreateFeedback) -> Result<Self, ValidationError> {
+        crate::body::no_other_field(&body.other)?;
+        NewFeedback::new(body.rating.as_ref(), body.comment.as_ref())
+    }
 }
 
 /// Feedback on one assistant message.
@@ -77,4 +93,35 @@ impl From<&Feedback> for FeedbackBody {
 pub struct FeedbackParams {
     /// Only feedback of this rating.
     pub rating: Option<RatingName>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A body as the route reads it: the `Wire` extractor, then the conversion.
+    fn read(body: Value) -> Result<NewFeedback, (Option<String>, String)> {
+        let Value::Object(map) = body else { panic!("an object") };
+        let body: CreateFeedback = crate::body::from_object(map).expect("reading never fails");
+        NewFeedback::try_from(body).map_err(|e| (e.param, e.message))
+    }
+
+    #[test]
+    fn a_feedback_body_is_refused_by_field_as_the_map_was() {
+        assert_eq!(
+            read(json!({"rating": "down", "comment": null})),
+            Ok(NewFeedback { rating: Rating::Down, comment: None })
+        );
+        let refused = |param: &str, message: &str| Err((Some(param.to_owned()), message.to_owned()));
+        assert_eq!(read(json!({})), refused("rating", "`rating` is required"));
+        assert_eq!(read(json!({"rating": null})), refused("rating", "`rating` is required"));
+        assert_eq!(read(json!({"rating": 1})), refused("rating", "`rating` must be `up` or `down`"));
+        assert_eq!(read(json!({"rating": "meh"})), refused("rating", "`rating` must be `up` or `down`"));
+        let long = "`comment` must be a string of at most 2000 characters";
+        assert_eq!(read(json!({"rating": "up", "comment": ["x"]})), refused("comment", long));
+        // An unknown field is named before anything else is checked; the first by name.
+        assert_eq!(read(json!({"stars": 5, "rating": 1, "pts": 1})), refused("pts", "unknown field `pts`"));
+    }
 }

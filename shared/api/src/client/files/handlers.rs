@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use agentplane_domain::agent::Channel;
 use agentplane_domain::bucket::BucketName;
-use agentplane_domain::file::{DOWNLOAD_URL_SECONDS, FileId, FileStatus, NewFile, UPLOAD_URL_SECONDS};
+use agentplane_domain::file::{DOWNLOAD_URL_SECONDS, FileId, FileStatus, UPLOAD_URL_SECONDS};
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
 use agentplane_domain::session::Session;
@@ -13,7 +13,7 @@ use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
 
 use super::wire::{CreateFile, FileBody, FileDeleted};
-use crate::body::JsonObject;
+use crate::body::Wire;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 use crate::envelope::ErrorEnvelope;
@@ -95,22 +95,19 @@ pub(crate) async fn registered_bucket(
     responses(
         (status = 201, description = "The new file, `pending`, with its `upload_url`.", body = FileBody),
         (status = 400, description = "The body is invalid (`param` names the field; `size` above `max_file_bytes` too), or the session's agent takes no files (`attachments_not_enabled`).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or its agent is gone (`agent_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The session has `max_files` files already (`file_limit_reached`, with `max_files`), its agent has no published version (`agent_not_published`), or its agent's `config.attachments.bucket` is not registered to the project (any more) (`bucket_not_registered`).", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn create(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(session_id): Path<String>,
-    JsonObject(body, _): JsonObject<ClientError>,
+    Wire(body, _): Wire<CreateFile, ClientError>,
 ) -> Result<(StatusCode, Json<FileBody>), ClientError> {
     let session = session(&app, &auth.project_id, &session_id).await?;
     let limits = attachments(&app, &auth.project_id, &session).await?;
-    let new = NewFile::from_body(&body, &limits)?;
+    let new = body.validate(&limits)?;
     let bucket = registered_bucket(&app, &auth.project_id, &limits).await?;
     let mut file =
         new.into_file(FileId::from_random(edge::random()?), auth.project_id, session.id, edge::now());
@@ -149,9 +146,7 @@ pub async fn create(
     responses(
         (status = 200, description = "A page of the session's files.", body = List<FileBody>),
         (status = 400, description = "A page parameter is invalid (`param` names it).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or `after` names no file of it (`cursor_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -190,9 +185,7 @@ pub async fn list(
     ),
     responses(
         (status = 200, description = "The file.", body = FileBody),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or no such file in the session (`file_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn get(
@@ -233,9 +226,7 @@ pub async fn get(
     ),
     responses(
         (status = 200, description = "The file is deleted.", body = FileDeleted),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or no such file in the session (`file_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn delete(

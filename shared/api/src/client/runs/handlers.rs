@@ -124,9 +124,7 @@ fn run_id(text: &str) -> Result<RunId, ClientError> {
     params(("run_id" = String, Path, description = "The run's id (`run_…`).")),
     responses(
         (status = 200, description = "The run.", body = RunBody),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such run in this project (`run_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn get(
@@ -150,9 +148,7 @@ pub async fn get(
     responses(
         (status = 200, description = "A page of runs.", body = List<RunBody>),
         (status = 400, description = "`status`, `session_id` or a page parameter is invalid (`param` names it).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "`after` names no run of this project (`cursor_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -203,10 +199,8 @@ pub async fn list(
     params(("run_id" = String, Path, description = "The run's id (`run_…`).")),
     responses(
         (status = 200, description = "The run as it is now (`canceled`, or `running` with `cancel_requested`).", body = RunBody),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such run in this project (`run_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The run has ended (`run_not_active`, with its `run_status`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn cancel(

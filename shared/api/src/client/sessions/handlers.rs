@@ -30,10 +30,7 @@ fn session_id(text: &str) -> Result<SessionId, ClientError> {
     responses(
         (status = 201, description = "The new session.", body = SessionBody),
         (status = 400, description = "The body is not a valid request (`param` names the field).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "`agent_id` names no agent of this project.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn create(
@@ -64,9 +61,7 @@ pub async fn create(
     responses(
         (status = 200, description = "A page of sessions.", body = List<SessionBody>),
         (status = 400, description = "A page parameter is invalid.", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "`after` names no session of this project (`cursor_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -100,9 +95,7 @@ pub async fn list(
     params(("session_id" = String, Path, description = "The session's id.")),
     responses(
         (status = 200, description = "The session.", body = SessionBody),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn get(
@@ -127,10 +120,7 @@ pub async fn get(
     responses(
         (status = 200, description = "The session as changed.", body = SessionBody),
         (status = 400, description = "The body is not a valid change (`param` names the field).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn update(
@@ -183,9 +173,7 @@ pub async fn update(
     params(("session_id" = String, Path, description = "The session's id.")),
     responses(
         (status = 200, description = "The session is deleted.", body = SessionDeleted),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn delete(
@@ -224,10 +212,8 @@ pub async fn delete(
     params(("session_id" = String, Path, description = "The session's id.")),
     responses(
         (status = 200, description = "The cancel is recorded; the session as it is now (a running turn stops at its next step; a paused one has ended).", body = SessionBody),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "No turn is running in the session (`nothing_to_cancel`, with its `runtime_status`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn cancel(

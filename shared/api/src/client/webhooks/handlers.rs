@@ -35,9 +35,7 @@ fn owner(auth: &ProjectAuth) -> Owner {
     responses(
         (status = 201, description = "The new endpoint, with its secret (shown once).", body = WebhookWithSecret),
         (status = 400, description = "The body is invalid (`param` names the field), or the URL points at a private address (`url_not_allowed`).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 409, description = "The project's tenant (or the project alone, without one) has 50 endpoints already (`webhook_limit_reached`).", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
     ),
 )]
@@ -59,9 +57,7 @@ pub async fn create(
     responses(
         (status = 200, description = "A page of endpoints.", body = List<WebhookBody>),
         (status = 400, description = "A page parameter is invalid.", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "`after` names no endpoint of this project (`cursor_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn list(
@@ -81,9 +77,7 @@ pub async fn list(
     params(("endpoint_id" = String, Path, description = "The endpoint's id (`ep_…`).")),
     responses(
         (status = 200, description = "The endpoint.", body = WebhookBody),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such endpoint in this project (`webhook_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn get(
@@ -105,11 +99,8 @@ pub async fn get(
     responses(
         (status = 200, description = "The endpoint as changed.", body = WebhookBody),
         (status = 400, description = "The body is invalid (`param` names the field), or the URL points at a private address (`url_not_allowed`).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such endpoint in this project (`webhook_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The endpoint kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn update(
@@ -130,9 +121,7 @@ pub async fn update(
     params(("endpoint_id" = String, Path, description = "The endpoint's id (`ep_…`).")),
     responses(
         (status = 200, description = "The endpoint is deleted.", body = WebhookDeleted),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such endpoint in this project (`webhook_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn delete(
@@ -158,10 +147,8 @@ pub async fn delete(
     responses(
         (status = 200, description = "The endpoint, with its new secret (shown once).", body = WebhookWithSecret),
         (status = 400, description = "The body is invalid (`param` names the field).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such endpoint in this project (`webhook_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The endpoint kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
     ),
 )]
@@ -186,7 +173,6 @@ pub async fn rotate_secret(
     params(("endpoint_id" = String, Path, description = "The endpoint's id (`ep_…`).")),
     responses(
         (status = 200, description = "The attempt (its `statusCode` is the receiver's answer).", body = AttemptBody),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such endpoint in this project (`webhook_not_found`).", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
     ),
@@ -213,7 +199,6 @@ pub async fn test(
     ),
     responses(
         (status = 200, description = "The new attempt.", body = AttemptBody),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such endpoint in this project (`webhook_not_found`), or no such message of it (`webhook_message_not_found`).", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
     ),
@@ -236,9 +221,7 @@ pub async fn redeliver(
     responses(
         (status = 200, description = "The newest messages, newest first.", body = MessageList),
         (status = 400, description = "`limit` is invalid.", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such endpoint in this project (`webhook_not_found`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn messages(
@@ -266,9 +249,7 @@ pub async fn messages(
     responses(
         (status = 200, description = "The new secret (shown once).", body = CallbackSecret),
         (status = 400, description = "The body is invalid (`param` names the field).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 409, description = "The secret kept changing meanwhile (`concurrent_update`); try again.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or webhooks are not configured; try again.", body = ErrorEnvelope),
     ),
 )]
