@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
 use super::keys::project_pk;
-use super::page::{Item, query_created, start_key};
+use super::page::{Item, created_after};
 use super::{conditional, s, transaction_conflict};
 use crate::{Store, StoreError};
 
@@ -142,13 +142,8 @@ impl<'a> Agents<'a> {
         page: &PageRequest,
         after: Option<&AgentId>,
     ) -> Result<Page<Agent>, StoreError> {
-        let start = match after {
-            Some(id) => Some(start_key(&self.raw(project, id).await?).ok_or(StoreError::NotFound)?),
-            None => None,
-        };
-        let page: Page<AgentItem> =
-            query_created(self.store, &agents_list(project), start, page.limit, page.order).await?;
-        Ok(Page { items: page.items.into_iter().map(|i| i.agent).collect(), has_more: page.has_more })
+        let after = after.map(|id| self.raw(project, id));
+        created_after(self.store, &agents_list(project), after, page, |i: AgentItem| i.agent).await
     }
 
     /// Replaces the agent if nobody changed it since `previous_update` (optimistic concurrency:

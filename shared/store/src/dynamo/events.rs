@@ -10,6 +10,7 @@ use agentplane_domain::{SessionId, Timestamp};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
+use super::page::keyset_page;
 use super::{backend, s};
 use crate::{Store, StoreError};
 
@@ -169,8 +170,7 @@ impl<'a> EventLog<'a> {
         after: u64,
         limit: PageLimit,
     ) -> Result<Page<Event>, StoreError> {
-        let wanted = limit.get();
-        let out = self
+        let query = self
             .store
             .dynamo
             .query()
@@ -179,19 +179,14 @@ impl<'a> EventLog<'a> {
             .expression_attribute_values(":pk", s(session_pk(session)))
             .expression_attribute_values(":after", AttributeValue::N(after.to_string()))
             .scan_index_forward(true)
-            .consistent_read(true)
-            .limit(i32::try_from(wanted + 1).unwrap_or(101))
-            .send()
-            .await
-            .map_err(backend)?;
-        let mut items = Vec::new();
-        for item in out.items.unwrap_or_default() {
-            let item: EventItem = serde_dynamo::from_item(item)?;
-            items.push(item.into_event());
-        }
-        let has_more = items.len() > wanted;
-        items.truncate(wanted);
-        Ok(Page { items, has_more })
+            .consistent_read(true);
+        keyset_page(
+            query,
+            limit,
+            None,
+            |item| Ok(serde_dynamo::from_item::<_, EventItem>(item)?.into_event()),
+        )
+        .await
     }
 
     /// The whole log, oldest first (never read to build a model request: see transcripts.rs).

@@ -18,7 +18,7 @@ use agentplane_domain::{ProjectId, SessionId};
 use serde::{Deserialize, Serialize};
 
 use super::keys::project_pk;
-use super::page::{Item, query_created, start_key};
+use super::page::{Item, created_after};
 use super::{conditional, s};
 use crate::{Store, StoreError};
 
@@ -123,13 +123,8 @@ impl<'a> Files<'a> {
         page: &PageRequest,
         after: Option<&FileId>,
     ) -> Result<Page<SessionFile>, StoreError> {
-        let start = match after {
-            Some(id) => Some(start_key(&self.raw(project, session, id).await?).ok_or(StoreError::NotFound)?),
-            None => None,
-        };
-        let page: Page<FileItem> =
-            query_created(self.store, &files_list(project, session), start, page.limit, page.order).await?;
-        Ok(Page { items: page.items.into_iter().map(|i| i.file).collect(), has_more: page.has_more })
+        let after = after.map(|id| self.raw(project, session, id));
+        created_after(self.store, &files_list(project, session), after, page, |i: FileItem| i.file).await
     }
 
     /// `pending` → `ready`, once; `Conflict` when it is not pending (any more) or is gone.

@@ -95,7 +95,6 @@ pub(crate) async fn query_all<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// A strongly consistent read of one item by its `PK`/`SK`, decoded as `T`.
 /// Up to `limit` items of the `by_due` partition `partition` of `table` whose sort key is at or
 /// before `until`, the oldest first, each as `T` (the due work of a job: what it deletes or
 /// settles leaves the partition, so the next read starts where this one's work stopped).
@@ -122,6 +121,7 @@ pub(crate) async fn due_page<T: serde::de::DeserializeOwned>(
     out.items.unwrap_or_default().into_iter().map(|item| Ok(serde_dynamo::from_item(item)?)).collect()
 }
 
+/// A strongly consistent read of one item by its `PK`/`SK`, decoded as `T`.
 pub(crate) async fn get_as<T: serde::de::DeserializeOwned>(
     store: &crate::Store,
     table: &str,

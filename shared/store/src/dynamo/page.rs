@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use agentplane_domain::page::{Order, Page, PageLimit};
+use agentplane_domain::page::{Order, Page, PageLimit, PageRequest};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::de::DeserializeOwned;
@@ -31,6 +31,25 @@ pub async fn query_created<T: DeserializeOwned>(
     order: Order,
 ) -> Result<Page<T>, StoreError> {
     query_index(store, BY_CREATED, "GSI1PK", list, start, limit, order).await
+}
+
+/// One page of an entity's `list` partition of `by_created`, after the item `after` reads (the
+/// cursor's own item: one that names nothing is `NotFound`), each item made a `T` by `into`.
+pub async fn created_after<I: DeserializeOwned, T>(
+    store: &Store,
+    list: &str,
+    after: Option<impl Future<Output = Result<Item, StoreError>>>,
+    page: &PageRequest,
+    into: impl FnMut(I) -> T,
+) -> Result<Page<T>, StoreError> {
+    // Both reads boxed: held in the list's future, either would make it too large to keep on
+    // the stack.
+    let start = match after {
+        Some(item) => Some(start_key(&Box::pin(item).await?).ok_or(StoreError::NotFound)?),
+        None => None,
+    };
+    let found: Page<I> = Box::pin(query_created(store, list, start, page.limit, page.order)).await?;
+    Ok(Page { items: found.items.into_iter().map(into).collect(), has_more: found.has_more })
 }
 
 /// One page of the `list` partition (attribute `partition`) of `index`, after `start`.

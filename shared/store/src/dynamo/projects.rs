@@ -6,7 +6,7 @@ use agentplane_domain::project::Project;
 use serde::{Deserialize, Serialize};
 
 use super::keys::{PROJECT_SK, PROJECTS_LIST, project_pk};
-use super::page::{query_created, start_key};
+use super::page::created_after;
 use super::put_new;
 use crate::{Store, StoreError};
 
@@ -62,12 +62,7 @@ impl<'a> Projects<'a> {
         page: &PageRequest,
         after: Option<&ProjectId>,
     ) -> Result<Page<Project>, StoreError> {
-        let start = match after {
-            Some(id) => Some(start_key(&self.raw(id).await?).ok_or(StoreError::NotFound)?),
-            None => None,
-        };
-        let page: Page<ProjectItem> =
-            query_created(self.store, PROJECTS_LIST, start, page.limit, page.order).await?;
-        Ok(Page { items: page.items.into_iter().map(|i| i.project).collect(), has_more: page.has_more })
+        let after = after.map(|id| self.raw(id));
+        created_after(self.store, PROJECTS_LIST, after, page, |i: ProjectItem| i.project).await
     }
 }

@@ -225,32 +225,18 @@ impl<'a> Runs<'a> {
         from: u64,
         through: u64,
     ) -> Result<Vec<Run>, StoreError> {
-        let mut runs = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .store
-                .dynamo
-                .query()
-                .table_name(self.table())
-                .index_name(BY_DUE)
-                .key_condition_expression("GSI2PK = :p AND GSI2SK BETWEEN :a AND :b")
-                .expression_attribute_values(":p", s(environment_runs(environment)))
-                .expression_attribute_values(":a", s(sequence_key(from)))
-                .expression_attribute_values(":b", s(sequence_key(through)))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(StoreError::unavailable)?;
-            for item in out.items() {
-                let item: RunItem = serde_dynamo::from_item(item.clone())?;
-                runs.push(item.run);
-            }
-            match out.last_evaluated_key() {
-                Some(key) if !key.is_empty() => start = Some(key.clone()),
-                _ => return Ok(runs),
-            }
-        }
+        let query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(self.table())
+            .index_name(BY_DUE)
+            .key_condition_expression("GSI2PK = :p AND GSI2SK BETWEEN :a AND :b")
+            .expression_attribute_values(":p", s(environment_runs(environment)))
+            .expression_attribute_values(":a", s(sequence_key(from)))
+            .expression_attribute_values(":b", s(sequence_key(through)));
+        let items: Vec<RunItem> = super::query_all(query).await?;
+        Ok(items.into_iter().map(|i| i.run).collect())
     }
 
     /// The ids of the environment's Runs from `from` through `through` (`environmentSequence`,

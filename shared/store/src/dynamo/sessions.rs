@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::keys::{
     ALL_SESSIONS_LIST, SESSION_LOCATOR_SK, project_pk, session_locator_pk, session_sk, sessions_list,
 };
-use super::page::{Item, query_created, query_index, start_key};
+use super::page::{Item, created_after, query_index};
 use super::{backend, batch_get_as, conditional, s, transaction_conflict};
 use crate::resources::BY_DUE;
 use crate::{Store, StoreError};
@@ -216,13 +216,8 @@ impl<'a> Sessions<'a> {
         page: &PageRequest,
         after: Option<&SessionId>,
     ) -> Result<Page<Session>, StoreError> {
-        let start = match after {
-            Some(id) => Some(start_key(&self.raw(project, id).await?).ok_or(StoreError::NotFound)?),
-            None => None,
-        };
-        let page: Page<SessionItem> =
-            query_created(self.store, &sessions_list(project), start, page.limit, page.order).await?;
-        Ok(Page { items: page.items.into_iter().map(|i| i.session).collect(), has_more: page.has_more })
+        let after = after.map(|id| self.raw(project, id));
+        created_after(self.store, &sessions_list(project), after, page, |i: SessionItem| i.session).await
     }
 
     /// Sets a generated title only while the session has none: a title set meanwhile (PATCH,
