@@ -38,8 +38,6 @@ const POLL_EVERY: Duration = Duration::from_millis(50);
     responses(
         (status = 200, description = "The commands claimed for this connection; empty when none came within `wait`.", body = CommandsBody),
         (status = 400, description = "`connection` is missing or invalid, `wait` is invalid, or either is repeated.", body = ErrorEnvelope),
-        (status = 401, description = "No valid node token.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn poll(
@@ -79,10 +77,7 @@ pub async fn poll(
     responses(
         (status = 204, description = "The outcome is recorded."),
         (status = 400, description = "The body is not a valid request (a wrong-typed field is named in `param`).", body = ErrorEnvelope),
-        (status = 401, description = "No valid node token.", body = ErrorEnvelope),
         (status = 404, description = "No such command for this node.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn complete(
@@ -112,10 +107,7 @@ pub async fn complete(
     responses(
         (status = 204, description = "The heartbeat is recorded."),
         (status = 400, description = "The body is not a valid heartbeat, or `connection_id` is not 1 to 64 characters.", body = ErrorEnvelope),
-        (status = 401, description = "No valid node token.", body = ErrorEnvelope),
         (status = 404, description = "The node is no longer registered.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn heartbeat(
@@ -144,11 +136,8 @@ pub async fn heartbeat(
     responses(
         (status = 204, description = "Every event is applied (each once)."),
         (status = 400, description = "The body is not a valid request (a wrong-typed field is named in `param`).", body = ErrorEnvelope),
-        (status = 401, description = "No valid node token.", body = ErrorEnvelope),
         (status = 404, description = "An event names a sandbox this node does not host.", body = ErrorEnvelope),
         (status = 409, description = "`conflict`: the sandbox's observations changed concurrently; send the report again.", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn reports(
@@ -176,8 +165,6 @@ pub async fn reports(
     operation_id = "node-sandboxes-list",
     responses(
         (status = 200, description = "The sandboxes this node hosts.", body = NodeSandboxesBody),
-        (status = 401, description = "No valid node token.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn sandboxes(

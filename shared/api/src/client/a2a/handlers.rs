@@ -55,10 +55,8 @@ fn public_base(app: &App, extensions: &http::Extensions) -> String {
     params(("agent_id" = String, Path, description = "The agent's id.")),
     responses(
         (status = 200, description = "The agent card.", body = AgentCard),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such agent in this project (`agent_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The agent has no published version (`agent_not_published`).", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn card(
@@ -121,11 +119,8 @@ pub async fn card(
             (A2aResponse = "application/json"),
             (String = "text/event-stream"),
         )),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such agent in this project (`agent_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "The agent has no published version (`agent_not_published`).", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn rpc(

@@ -236,11 +236,8 @@ async fn respond(
         (status = 202, description = "`background: true`: the turn is queued as a background run (`agent_run`, `queued`); read it at `GET /api/client/v1/runs/{id}`.", body = crate::client::runs::wire::RunBody),
         (status = 402, description = "The tenant's monthly spend limit is reached (`spend_limit_reached`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
         (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "`agent` names no agent of this project (`{\"error\": \"…\"}`), or `session_id` no session (`session_not_found`).", body = ResponsesError),
         (status = 409, description = "A turn is already running in the session (`session_busy`), its turn waits for actions (`actions_pending`, with `pending_action_ids`), or its turn is paused by its budget (`budget_paused`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn create_draft(
@@ -265,11 +262,8 @@ pub async fn create_draft(
         (status = 202, description = "`background: true`: the turn is queued as a background run (`agent_run`, `queued`); read it at `GET /api/client/v1/runs/{id}`.", body = crate::client::runs::wire::RunBody),
         (status = 402, description = "The tenant's monthly spend limit is reached (`spend_limit_reached`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
         (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "`agent` names no agent of this project (`{\"error\": \"…\"}`), or `session_id` no session (`session_not_found`).", body = ResponsesError),
         (status = 409, description = "The agent has no published version (`agent_not_published`), a turn is running in the session (`session_busy`), its turn waits for actions (`actions_pending`, with `pending_action_ids`), or its turn is paused by its budget (`budget_paused`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn create_published(
@@ -295,11 +289,8 @@ pub async fn create_published(
         (status = 202, description = "`background: true`: the turn is queued as a background run (`agent_run`, `queued`); read it at `GET /api/client/v1/runs/{id}`.", body = crate::client::runs::wire::RunBody),
         (status = 402, description = "The tenant's monthly spend limit is reached (`spend_limit_reached`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
         (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 404, description = "No such session (`session_not_found`), or `agent` names no agent of this project (`agent_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "A turn is already running in the session (`session_busy`), its turn waits for actions (`actions_pending`, with `pending_action_ids`) or its budget (`budget_paused`, with `spent_usd` and `max_cost_usd`), or the agent has no published version (`agent_not_published`).", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn session_message(

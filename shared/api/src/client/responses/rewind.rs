@@ -110,12 +110,10 @@ fn no_fields(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), ClientEr
     responses(
         (status = 200, description = "The new turn ran; `status` says how it ended.", body = ResponseBody),
         (status = 400, description = "The body has a field (`param` names it).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 402, description = "The tenant's monthly spend limit is reached (`spend_limit_reached`).", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "No turn to regenerate (`nothing_to_regenerate`), a turn is running (`session_busy`), waits for actions (`actions_pending`) or its budget (`budget_paused`), or the agent has no published version (`agent_not_published`).", body = ErrorEnvelope),
         (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn regenerate(
@@ -155,12 +153,9 @@ pub async fn regenerate(
     responses(
         (status = 200, description = "The new turn ran; `status` says how it ended.", body = ResponseBody),
         (status = 400, description = "`input` is missing or invalid, or `event_id` is not a user message (`param` names it).", body = ErrorEnvelope),
-        (status = 401, description = "No valid project key.", body = ErrorEnvelope),
         (status = 402, description = "The tenant's monthly spend limit is reached (`spend_limit_reached`).", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or no such live message in it (`message_not_found`).", body = ErrorEnvelope),
         (status = 409, description = "A turn is running (`session_busy`), waits for actions (`actions_pending`) or its budget (`budget_paused`), or the agent has no published version (`agent_not_published`).", body = ErrorEnvelope),
-        (status = 413, description = "The body is too large.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn edit(

@@ -33,7 +33,6 @@ use crate::{App, edge};
     responses(
         (status = 200, description = "The Session's stored Runtime history.", body = RuntimeHistoryBody),
         (status = 400, description = "`unsupported_parameter` (another or a repeated parameter) or `invalid_request` (an invalid range or `max_points`).", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such project or Session.", body = ErrorEnvelope),
         (status = 409, description = "`runtime_history_unsupported`: the Session is not `openai_hosted`.", body = ErrorEnvelope),
         (status = 500, description = "`internal_error`: inconsistent stored identity.", body = ErrorEnvelope),

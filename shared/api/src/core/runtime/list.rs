@@ -28,7 +28,6 @@ use crate::{App, edge};
     responses(
         (status = 200, description = "A page of observations, one row per Session that is not deleted.", body = List<RuntimeObservationRowBody>),
         (status = 400, description = "A page parameter is invalid or repeated.", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "`after` names no Session.", body = ErrorEnvelope),
         (status = 500, description = "`internal_error`: inconsistent identity or invalid provider evidence.", body = ErrorEnvelope),
         (status = 503, description = "`execution_unavailable` (the page exceeded its collection budget) or `service_unavailable`.", body = ErrorEnvelope),

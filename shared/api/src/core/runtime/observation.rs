@@ -25,10 +25,8 @@ use crate::{App, edge};
     responses(
         (status = 200, description = "The Session's Runtime observation (no `disk`).", body = RuntimeObservationBody),
         (status = 400, description = "`unsupported_parameter`: the route accepts no query parameter.", body = ErrorEnvelope),
-        (status = 401, description = "No valid Core key.", body = ErrorEnvelope),
         (status = 404, description = "No such project or Session.", body = ErrorEnvelope),
         (status = 500, description = "`internal_error`: inconsistent identity or invalid provider evidence.", body = ErrorEnvelope),
-        (status = 503, description = "Storage is unavailable; try again.", body = ErrorEnvelope),
     ),
 )]
 pub async fn retrieve(
