@@ -230,11 +230,7 @@ pub async fn send(store: &Store, project: &ProjectId, environment: &EnvironmentI
 }
 
 /// A `rollbacks` queue message body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Envelope {
-    Rollback(RollbackMessage),
-}
+pub use crate::ports::queues::RollbacksMessage as Envelope;
 
 /// How a rollback message was handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

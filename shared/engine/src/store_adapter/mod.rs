@@ -1,6 +1,9 @@
 //! The engine's ports over DynamoDB: each call delegates to the store's adapter of that entity.
 //! This is the one module of the engine that names `agentplane_store::Store`.
 
+mod blobs;
+mod queues;
+
 use std::collections::{BTreeMap, HashMap};
 
 use agentplane_domain::action::{Action, ActionId, Continuation};

@@ -2,8 +2,15 @@
 //! the event bus and the sampler never name a storage backend. `store_adapter` implements them
 //! over DynamoDB (`agentplane_store::Store`); unit tests implement them in memory.
 //!
+//! The ports are grouped by what they hold: this module has the turn's ports and the telemetry
+//! and sandbox ones; [`blobs`] and [`queues`] are object storage and the queues every use case
+//! shares; a use case area with ports of its own has a submodule beside them.
+//!
 //! Every port answers [`PortError`] (the storage error the surfaces already map to responses):
 //! `NotFound` when the thing is gone, `Conflict` when a write's condition did not hold.
+
+pub mod blobs;
+pub mod queues;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
