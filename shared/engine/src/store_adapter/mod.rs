@@ -1,6 +1,10 @@
 //! The engine's ports over DynamoDB: each call delegates to the store's adapter of that entity.
 //! This is the one module of the engine that names `agentplane_store::Store`.
 
+// Each adapter converts the store's error into the port's with `Ok(call.await?)`, which is
+// needless only while `PortError` is the store's error.
+#![allow(clippy::needless_question_mark)]
+
 mod blobs;
 mod queues;
 
