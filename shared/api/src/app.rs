@@ -10,9 +10,13 @@ use agentplane_domain::pricing::PriceTable;
 use agentplane_engine::bus::retention_days_from_env;
 use agentplane_engine::runtime::RuntimeTelemetry;
 use agentplane_engine::webhooks::{SealKey, WebhookConfig};
-use agentplane_engine::{Engine, EventBus, ModelClient, ModelConfig, ToolRegistry};
+use agentplane_engine::{EventBus, ModelClient, ModelConfig, ToolRegistry, TurnEngine};
 use agentplane_store::{ResourceNames, Store};
 use anyhow::Context;
+
+/// The engine as deployed: sessions, transcripts and events in DynamoDB (large transcripts in
+/// S3), an OpenAI-compatible model.
+pub type Engine = TurnEngine<Store, ModelClient>;
 
 /// Settings of the live event stream.
 #[derive(Clone, Debug)]

@@ -50,6 +50,11 @@ impl TenantKey {
             Self::Project(p) => format!("P-{p}"),
         }
     }
+
+    /// The tenant a [`TenantKey::key`] names; `None` for a lone project's key (or no key).
+    pub fn tenant_of(key: &str) -> Option<TenantId> {
+        key.strip_prefix("T-").and_then(|id| id.parse().ok())
+    }
 }
 
 /// The calendar month (UTC) a time falls in, as `YYYY-MM`: the spend counter's period.
@@ -86,6 +91,15 @@ impl SpendLimit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_tenants_key_names_a_tenant() {
+        let id: TenantId = "0b8f7c3e-2a55-4a43-9d3b-5d2f4c1e8a11".parse().expect("an id");
+        assert_eq!(TenantKey::tenant_of(&TenantKey::Tenant(id).key()), Some(id));
+        let project = ProjectId::from_random([7; 16]);
+        assert_eq!(TenantKey::tenant_of(&TenantKey::Project(project).key()), None);
+        assert_eq!(TenantKey::tenant_of("T-not-an-id"), None);
+    }
 
     #[test]
     fn months_are_utc_calendar_months() {

@@ -21,7 +21,6 @@ pub mod run_content_retention;
 pub mod runtime;
 pub mod session_purge;
 pub mod side_call;
-pub mod store_adapter;
 pub mod sweep_limits;
 pub mod tenant_resume;
 pub mod titles;
@@ -39,13 +38,12 @@ use agentplane_domain::pricing::PriceTable;
 
 pub use bus::EventBus;
 pub use model::{ModelClient, ModelConfig};
-pub use store_adapter::Engine;
 pub use tools::ToolRegistry;
 pub use turn::{TurnContext, TurnError, TurnOutcome, TurnRequest};
 
 /// The engine over its ports: `S` keeps sessions, their transcripts and event logs (see
 /// [`ports`]), `M` is
-/// the model. [`Engine`] is the deployed one (DynamoDB, an OpenAI-compatible endpoint).
+/// the model. The deployed one is `TurnEngine<agentplane_store::Store, ModelClient>`.
 #[derive(Debug, Clone)]
 pub struct TurnEngine<S, M> {
     pub store: S,

@@ -10,6 +10,7 @@ pub mod dynamo;
 pub mod error;
 pub mod metrics;
 pub mod objects;
+pub mod ports;
 pub mod provision;
 pub mod queue;
 pub mod resources;

@@ -18,15 +18,7 @@ use aws_sdk_s3::types::{Delete, MetadataDirective, ObjectIdentifier};
 
 use crate::StoreError;
 
-/// One object of a listing: its key and when it was last written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Listed {
-    pub key: String,
-    pub written: Timestamp,
-}
-
-/// How many keys one DeleteObjects takes at most.
-pub const DELETE_BATCH: usize = 1_000;
+pub use agentplane_engine::ports::blobs::{DELETE_BATCH, Listed};
 
 fn written(at: Option<&aws_sdk_s3::primitives::DateTime>) -> Timestamp {
     // An object without a date is taken as written now-ish (the far future): never old enough.

@@ -7,44 +7,14 @@
 use std::sync::Arc;
 
 use agentplane_domain::action::Continuation;
-use agentplane_domain::webhook::{EndpointId, MessageId};
-use agentplane_domain::{ProjectId, Timestamp};
 use aws_config::SdkConfig;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::sync::OnceCell;
 
 use crate::StoreError;
 
-/// One message of the `runs` queue, as its body holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum RunsMessage {
-    /// Carry a paused turn on.
-    Continuation(Continuation),
-    /// Start a background run.
-    StartRun(agentplane_domain::agent_run::StartRun),
-    /// Execute a queued platform Run.
-    PlatformRun(agentplane_domain::platform::run::ExecuteRun),
-}
-
-/// One message of the `webhooks` queue.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum WebhooksMessage {
-    /// An event was emitted: write its messages (the fan-out) and send their first attempts.
-    Event { project_id: ProjectId, event_id: MessageId },
-    /// Make attempt `attempt` of the message `event_id` to `endpoint_id`.
-    Attempt {
-        /// The endpoint's owner (`project_id` or `tenant_id`).
-        #[serde(flatten)]
-        owner: agentplane_domain::webhook::Owner,
-        endpoint_id: EndpointId,
-        event_id: MessageId,
-        created_at: Timestamp,
-        attempt: u32,
-    },
-}
+pub use agentplane_engine::ports::queues::{RunsMessage, WebhooksMessage};
 
 /// The `webhooks` queue's client: the same SQS client as the `runs` queue's, bound to that
 /// queue (`Store::with_webhooks_queue`).

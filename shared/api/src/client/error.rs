@@ -376,6 +376,13 @@ impl From<StoreError> for ClientError {
     }
 }
 
+/// A use case's port error is a storage error here.
+impl From<agentplane_engine::ports::PortError> for ClientError {
+    fn from(err: agentplane_engine::ports::PortError) -> Self {
+        agentplane_store::StoreError::from(err).into()
+    }
+}
+
 impl From<TurnError> for ClientError {
     fn from(err: TurnError) -> Self {
         match err {

@@ -221,6 +221,13 @@ impl From<StoreError> for CoreError {
     }
 }
 
+/// A use case's port error is a storage error here.
+impl From<agentplane_engine::ports::PortError> for CoreError {
+    fn from(err: agentplane_engine::ports::PortError) -> Self {
+        agentplane_store::StoreError::from(err).into()
+    }
+}
+
 impl From<getrandom::Error> for CoreError {
     fn from(_: getrandom::Error) -> Self {
         Self::internal("randomness")

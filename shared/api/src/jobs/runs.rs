@@ -20,7 +20,7 @@ use std::time::Duration;
 use agentplane_domain::action::Continuation;
 use agentplane_domain::agent_run::StartRun;
 use agentplane_domain::platform::run::ExecuteRun;
-use agentplane_engine::Engine;
+use crate::app::Engine;
 use agentplane_engine::background::{BackgroundConfig, Executed};
 use agentplane_engine::continuation::Continued;
 use agentplane_store::{ReceivedMessage, RunsMessage, RunsQueue, StoreError};

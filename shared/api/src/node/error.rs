@@ -85,6 +85,13 @@ impl From<StoreError> for NodeError {
     }
 }
 
+/// A use case's port error is a storage error here.
+impl From<agentplane_engine::ports::PortError> for NodeError {
+    fn from(err: agentplane_engine::ports::PortError) -> Self {
+        agentplane_store::StoreError::from(err).into()
+    }
+}
+
 impl From<BodyError> for NodeError {
     fn from(err: BodyError) -> Self {
         Self::Body(err)

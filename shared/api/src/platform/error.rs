@@ -283,6 +283,13 @@ impl From<StoreError> for PlatformError {
     }
 }
 
+/// A use case's port error is a storage error here.
+impl From<agentplane_engine::ports::PortError> for PlatformError {
+    fn from(err: agentplane_engine::ports::PortError) -> Self {
+        agentplane_store::StoreError::from(err).into()
+    }
+}
+
 impl From<getrandom::Error> for PlatformError {
     fn from(err: getrandom::Error) -> Self {
         Self::internal(format!("randomness unavailable: {err}"))

@@ -150,6 +150,13 @@ impl From<StoreError> for SandboxError {
     }
 }
 
+/// A use case's port error is a storage error here.
+impl From<agentplane_engine::ports::PortError> for SandboxError {
+    fn from(err: agentplane_engine::ports::PortError) -> Self {
+        agentplane_store::StoreError::from(err).into()
+    }
+}
+
 impl From<agentplane_engine::dispatch::DispatchError> for SandboxError {
     fn from(err: agentplane_engine::dispatch::DispatchError) -> Self {
         match err {

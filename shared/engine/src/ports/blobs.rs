@@ -8,7 +8,16 @@ use agentplane_domain::Timestamp;
 
 use super::PortError;
 
-pub use agentplane_store::objects::{DELETE_BATCH, Listed};
+/// One object of a listing: its key and when it was last written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub key: String,
+    pub written: Timestamp,
+}
+
+/// How many keys one DeleteObjects takes at most.
+pub const DELETE_BATCH: usize = 1_000;
+
 
 /// One bucket.
 pub trait Blobs: Send + Sync {

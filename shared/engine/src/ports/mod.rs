@@ -1,16 +1,20 @@
 //! The ports the engine drives: narrow traits named for what a use case needs, so the turn loop,
-//! the event bus and the sampler never name a storage backend. `store_adapter` implements them
-//! over DynamoDB (`agentplane_store::Store`); unit tests implement them in memory.
+//! the event bus and the sampler never name a storage backend. The store crate implements them
+//! over DynamoDB, S3 and SQS (its `ports` module); unit tests implement them in memory. The
+//! engine does not depend on the store: the store depends on these traits and types.
 //!
 //! The ports are grouped by what they hold: this module has the turn's ports and the telemetry
 //! and sandbox ones; [`blobs`] and [`queues`] are object storage and the queues every use case
 //! shares; a use case area with ports of its own has a submodule beside them.
 //!
-//! Every port answers [`PortError`] (the storage error the surfaces already map to responses):
+//! Every port answers [`PortError`] (which the surfaces map to responses):
 //! `NotFound` when the thing is gone, `Conflict` when a write's condition did not hold.
 
 pub mod blobs;
+mod error;
+pub mod outbox;
 pub mod queues;
+pub mod turn_writes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -30,12 +34,11 @@ use crate::chat::{ChatMessage, ModelError, ModelReply, ToolDefinition};
 
 pub use agentplane_domain::allocation::Allocation;
 pub use agentplane_domain::sandbox::retention::{RetentionState, StoredChunk};
-pub use agentplane_store::dynamo::turns::{
-    Committed, Refused, SessionMove, StepCommit, TranscriptWrite, TurnStart, TurnWriteError,
+pub use error::PortError;
+pub use outbox::OutboxEvent;
+pub use turn_writes::{
+    Committed, Refused, SessionMove, StepCommit, StoredTranscript, TranscriptWrite, TurnStart, TurnWriteError,
 };
-pub use agentplane_store::{OutboxEvent, StoredTranscript};
-/// What a port call can end in (see the module docs).
-pub type PortError = agentplane_store::StoreError;
 
 /// Who holds a session's turn, as the turn loop checks before each step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use tokio::time::{Duration, Instant};
 use crate::TurnEngine;
 use crate::model::ChatMessage;
 use crate::ports::{ChatModel, PortError as StoreError, Refused, TurnStart, TurnStore, TurnWriteError};
-use agentplane_store::OutboxEvent;
+use crate::ports::OutboxEvent;
 
 use super::{
     CONTINUATION_CEILING, HOLD_GRACE_MS, PausedTurn, Plan, Turn, TurnContext, TurnError, TurnOutcome,

@@ -11,7 +11,7 @@ use crate::model::{ChatMessage, ModelError, ToolDefinition, WireToolCall};
 use crate::ports::{
     ChatModel, Refused, SessionMove, StepCommit, TranscriptWrite, TurnHold, TurnStore, TurnWriteError,
 };
-use agentplane_store::OutboxEvent;
+use crate::ports::OutboxEvent;
 
 use super::{BudgetHit, Ending, Interrupt, Turn, Write, arguments_of, ended_event};
 

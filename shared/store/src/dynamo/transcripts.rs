@@ -26,17 +26,7 @@ pub fn transcript_object_key(project: &ProjectId, session: &SessionId, version: 
     format!("transcripts/{project}/{session}/{version:012}-{writer}.json")
 }
 
-/// A stored transcript: its body (JSON, the engine's to read) and its version.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StoredTranscript {
-    pub body: String,
-    pub version: u64,
-    /// The saved state of a turn paused at this version (JSON, the engine's); `None` when no
-    /// turn is paused.
-    pub paused: Option<String>,
-    /// The S3 key the body was read from, when it lives in S3.
-    pub object: Option<String>,
-}
+pub use agentplane_engine::ports::turn_writes::StoredTranscript;
 
 pub struct Transcripts<'a> {
     store: &'a Store,

@@ -18,7 +18,7 @@
 //! attempt. The claim also moves the message's due time to the lease's end: an attempt whose
 //! process died is taken up again by the retry job.
 
-use agentplane_domain::webhook::{self, Attempt, Endpoint, EndpointId, Message, MessageId, MessageStatus};
+use agentplane_domain::webhook::{Attempt, Endpoint, EndpointId, Message, MessageId, MessageStatus};
 use agentplane_domain::{ProjectId, Timestamp};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem};
 use serde::{Deserialize, Serialize};
@@ -32,36 +32,7 @@ use crate::{StoreError, Webhooks};
 /// The `by_due` partition of emitted events not fanned out yet.
 pub const EVENTS_DUE: &str = "WEBHOOK_EVENTS_DUE";
 
-/// One event of a project, as emitted: its `evt_` id (the `webhook-id` of every message made of
-/// it), its type and the exact body every endpoint receives.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OutboxEvent {
-    pub id: MessageId,
-    pub project_id: ProjectId,
-    pub event_type: String,
-    pub payload: String,
-    pub created_at: Timestamp,
-}
-
-impl OutboxEvent {
-    /// The event `event_type` of `project` with `data` (camelCase, see
-    /// `agentplane_domain::webhook::events`), its body built now.
-    pub fn new(
-        id: MessageId,
-        project_id: ProjectId,
-        event_type: &str,
-        data: &serde_json::Value,
-        now: Timestamp,
-    ) -> Self {
-        Self {
-            id,
-            project_id,
-            event_type: event_type.to_owned(),
-            payload: webhook::payload(event_type, data, now),
-            created_at: now,
-        }
-    }
-}
+pub use agentplane_engine::ports::outbox::OutboxEvent;
 
 fn event_sk(id: &MessageId) -> String {
     format!("WHEVT#{id}")

@@ -86,6 +86,13 @@ impl From<agentplane_store::StoreError> for RpcError {
     }
 }
 
+/// A use case's port error is a storage error here.
+impl From<agentplane_engine::ports::PortError> for RpcError {
+    fn from(err: agentplane_engine::ports::PortError) -> Self {
+        agentplane_store::StoreError::from(err).into()
+    }
+}
+
 /// A request: its id (a string, a number or null), its method and its params (`{}` if absent).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcRequest {

@@ -1,6 +1,6 @@
 //! Turns through the client API: `POST /responses` (the draft), `POST /agents/responses` (the
 //! published version) and `POST /sessions/{id}/messages`. The turn itself is
-//! `agentplane_engine::Engine::run_turn`.
+//! `agentplane_engine::TurnEngine::run_turn`.
 
 pub(crate) mod handlers;
 pub mod rewind;

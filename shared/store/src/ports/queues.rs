@@ -1,9 +1,9 @@
 //! [`Queues`] over SQS.
 
-use agentplane_store::Store;
+use crate::Store;
 
-use crate::ports::PortError;
-use crate::ports::queues::{Queues, RollbacksMessage, RunsMessage, WebhooksMessage};
+use agentplane_engine::ports::PortError;
+use agentplane_engine::ports::queues::{Queues, RollbacksMessage, RunsMessage, WebhooksMessage};
 
 impl Queues for Store {
     async fn send_run(&self, message: &RunsMessage, delay_s: i32) -> Result<(), PortError> {

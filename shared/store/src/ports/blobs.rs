@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use agentplane_domain::Timestamp;
-use agentplane_store::{Objects, Store};
+use crate::{Objects, Store};
 
-use crate::ports::PortError;
-use crate::ports::blobs::{Blobs, Buckets, Listed};
+use agentplane_engine::ports::PortError;
+use agentplane_engine::ports::blobs::{Blobs, Buckets, Listed};
 
 impl Blobs for Objects {
     async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), PortError> {

@@ -1,9 +1,5 @@
-//! The engine's ports over DynamoDB: each call delegates to the store's adapter of that entity.
-//! This is the one module of the engine that names `agentplane_store::Store`.
-
-// Each adapter converts the store's error into the port's with `Ok(call.await?)`, which is
-// needless only while `PortError` is the store's error.
-#![allow(clippy::needless_question_mark)]
+//! The engine's ports over DynamoDB, S3 and SQS: each call delegates to the store's adapter of
+//! that entity (no rule lives here) and answers the port's error.
 
 mod blobs;
 mod queues;
@@ -18,17 +14,13 @@ use agentplane_domain::sandbox::{Lifecycle, ProcessId, ProcessRecord, Sandbox, S
 use agentplane_domain::session::{Session, StopReason};
 use agentplane_domain::telemetry::{RuntimeSample, SandboxCounters};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
-use agentplane_store::Store;
+use crate::{Store, StoreError};
 
-use crate::ports::{
+use agentplane_engine::ports::{
     Allocation, AllocationBinding, Committed, EventLog, LiveAllocations, PortError, ProcessObservations,
     RetentionState, SampleLog, SandboxCounterLog, SandboxRecords, SessionReader, StepCommit, StoredChunk,
     StoredTranscript, TurnHold, TurnStart, TurnStore, TurnWriteError,
 };
-
-/// The engine as deployed: sessions, transcripts and events in DynamoDB (large transcripts in
-/// S3), an OpenAI-compatible model.
-pub type Engine = crate::TurnEngine<Store, crate::ModelClient>;
 
 impl TurnStore for Store {
     async fn begin(&self, start: &TurnStart<'_>) -> Result<Vec<Event>, TurnWriteError> {
@@ -60,11 +52,11 @@ impl TurnStore for Store {
         usage: Usage,
         cost_usd: Option<f64>,
     ) -> Result<(), PortError> {
-        self.sessions().add_usage(project, session, usage, cost_usd).await
+        Ok(self.sessions().add_usage(project, session, usage, cost_usd).await?)
     }
 
     async fn tenant_spent(&self, tenant_key: &str, month: &str) -> Result<f64, PortError> {
-        self.tenants().spent(tenant_key, month).await
+        Ok(self.tenants().spent(tenant_key, month).await?)
     }
 
     async fn note_tenant_pause(
@@ -73,22 +65,22 @@ impl TurnStore for Store {
         project: &ProjectId,
         session: &SessionId,
     ) -> Result<(), PortError> {
-        let pause = agentplane_store::dynamo::tenant_pauses::TenantPause {
+        let pause = crate::dynamo::tenant_pauses::TenantPause {
             tenant_key: tenant_key.to_owned(),
             project_id: *project,
             session_id: *session,
         };
-        self.tenant_pauses().note(&pause).await
+        Ok(self.tenant_pauses().note(&pause).await?)
     }
 
     async fn tenant_limit(&self, tenant_key: &str, saved: Option<f64>) -> Result<Option<f64>, PortError> {
-        let Some(id) = crate::tenant_resume::tenant_of_key(tenant_key) else {
+        let Some(id) = agentplane_domain::tenant::TenantKey::tenant_of(tenant_key) else {
             return Ok(saved);
         };
         match self.tenants().get(&id).await {
             Ok(tenant) => Ok(tenant.monthly_spend_limit_usd),
-            Err(PortError::NotFound) => Ok(None),
-            Err(err) => Err(err),
+            Err(StoreError::NotFound) => Ok(None),
+            Err(err) => Err(err.into()),
         }
     }
 
@@ -97,7 +89,7 @@ impl TurnStore for Store {
         project: &ProjectId,
         session: &SessionId,
     ) -> Result<Option<StoredTranscript>, PortError> {
-        self.transcripts().load(project, session).await
+        Ok(self.transcripts().load(project, session).await?)
     }
 
     async fn claim(
@@ -106,7 +98,7 @@ impl TurnStore for Store {
         now: Timestamp,
         hold_until: Timestamp,
     ) -> Result<Option<Session>, PortError> {
-        self.turns().claim(&c.project_id, &c.session_id, &c.turn_id, c.version, now, hold_until).await
+        Ok(self.turns().claim(&c.project_id, &c.session_id, &c.turn_id, c.version, now, hold_until).await?)
     }
 
     async fn actions(
@@ -115,7 +107,7 @@ impl TurnStore for Store {
         session: &SessionId,
         ids: &[ActionId],
     ) -> Result<Vec<Action>, PortError> {
-        self.turns().actions(project, session, ids).await
+        Ok(self.turns().actions(project, session, ids).await?)
     }
 
     async fn pending_actions(
@@ -123,7 +115,7 @@ impl TurnStore for Store {
         project: &ProjectId,
         session: &SessionId,
     ) -> Result<Vec<Action>, PortError> {
-        self.actions().pending(project, session).await
+        Ok(self.actions().pending(project, session).await?)
     }
 
     async fn cancel_actions(
@@ -133,14 +125,14 @@ impl TurnStore for Store {
         turn_id: &str,
         now: Timestamp,
     ) -> Result<Vec<Action>, PortError> {
-        self.actions().cancel_pending(project, session, turn_id, now).await
+        Ok(self.actions().cancel_pending(project, session, turn_id, now).await?)
     }
 
     async fn has_webhooks(&self, project: &ProjectId) -> Result<bool, PortError> {
-        self.webhooks().any_receiving(project).await
+        Ok(self.webhooks().any_receiving(project).await?)
     }
 
-    async fn dispatch_webhooks(&self, events: &[crate::ports::OutboxEvent]) {
+    async fn dispatch_webhooks(&self, events: &[agentplane_engine::ports::OutboxEvent]) {
         if events.is_empty() {
             return;
         }
@@ -159,7 +151,7 @@ impl TurnStore for Store {
         from_seq: u64,
         now: Timestamp,
         retention_days: i64,
-        emit: &[crate::ports::OutboxEvent],
+        emit: &[agentplane_engine::ports::OutboxEvent],
     ) -> Result<Vec<Event>, TurnWriteError> {
         self.turns()
             .end_paused(project, session, turn_id, stop_reason, events, from_seq, now, retention_days, emit)
@@ -176,13 +168,13 @@ impl EventLog for Store {
         retention_days: i64,
         from: Option<u64>,
     ) -> Result<Vec<Event>, PortError> {
-        self.events().append(session, events, now, retention_days, from).await
+        Ok(self.events().append(session, events, now, retention_days, from).await?)
     }
 }
 
 impl LiveAllocations for Store {
     async fn live_allocations(&self) -> Result<Vec<Allocation>, PortError> {
-        self.allocations().list_live().await
+        Ok(self.allocations().list_live().await?)
     }
 }
 
@@ -191,32 +183,32 @@ impl SessionReader for Store {
         &self,
         keys: &[(ProjectId, SessionId)],
     ) -> Result<HashMap<SessionId, Session>, PortError> {
-        self.sessions().get_many(keys).await
+        Ok(self.sessions().get_many(keys).await?)
     }
 }
 
 impl SampleLog for Store {
     async fn put_samples(&self, samples: &[(SessionId, i64, RuntimeSample)]) -> Vec<Result<bool, PortError>> {
-        self.telemetry().put_samples(samples).await
+        self.telemetry().put_samples(samples).await.into_iter().map(|r| r.map_err(PortError::from)).collect()
     }
 }
 
 impl SandboxCounterLog for Store {
     async fn sandbox_counters(&self, sandbox_id: &str) -> Result<Option<SandboxCounters>, PortError> {
-        self.telemetry().sandbox_counters(sandbox_id).await
+        Ok(self.telemetry().sandbox_counters(sandbox_id).await?)
     }
 
     async fn sandbox_counters_many(
         &self,
         sandbox_ids: &[&str],
     ) -> Result<HashMap<String, SandboxCounters>, PortError> {
-        self.telemetry().sandbox_counters_many(sandbox_ids).await
+        Ok(self.telemetry().sandbox_counters_many(sandbox_ids).await?)
     }
 }
 
 impl SandboxRecords for Store {
     async fn sandbox(&self, id: &SandboxId) -> Result<Sandbox, PortError> {
-        self.sandboxes().get_any(id).await
+        Ok(self.sandboxes().get_any(id).await?)
     }
 
     async fn transition_sandbox(
@@ -225,7 +217,7 @@ impl SandboxRecords for Store {
         from: &Lifecycle,
         to: &Lifecycle,
     ) -> Result<Sandbox, PortError> {
-        self.sandboxes().transition(sandbox, from, to).await
+        Ok(self.sandboxes().transition(sandbox, from, to).await?)
     }
 
     async fn set_isolation(
@@ -233,7 +225,7 @@ impl SandboxRecords for Store {
         id: &SandboxId,
         isolation: &BTreeMap<String, String>,
     ) -> Result<(), PortError> {
-        self.sandboxes().set_isolation(id, isolation).await
+        Ok(self.sandboxes().set_isolation(id, isolation).await?)
     }
 }
 
@@ -246,13 +238,13 @@ impl AllocationBinding for Store {
         replacing: Option<&SandboxId>,
         now: Timestamp,
     ) -> Result<Allocation, PortError> {
-        self.allocations().activate(project, session, sandbox_id, replacing, None, now).await
+        Ok(self.allocations().activate(project, session, sandbox_id, replacing, None, now).await?)
     }
 }
 
 impl ProcessObservations for Store {
     async fn load_index(&self, sandbox: &SandboxId) -> Result<(RetentionState, u64), PortError> {
-        self.observations().load_index(sandbox).await
+        Ok(self.observations().load_index(sandbox).await?)
     }
 
     async fn save_index(
@@ -261,15 +253,15 @@ impl ProcessObservations for Store {
         state: &RetentionState,
         version: u64,
     ) -> Result<(), PortError> {
-        self.observations().save_index(sandbox, state, version).await
+        Ok(self.observations().save_index(sandbox, state, version).await?)
     }
 
     async fn processes(&self, sandbox: &SandboxId) -> Result<Vec<ProcessRecord>, PortError> {
-        self.observations().processes(sandbox).await
+        Ok(self.observations().processes(sandbox).await?)
     }
 
     async fn put_process(&self, sandbox: &SandboxId, record: &ProcessRecord) -> Result<(), PortError> {
-        self.observations().put_process(sandbox, record).await
+        Ok(self.observations().put_process(sandbox, record).await?)
     }
 
     async fn put_seen_process(
@@ -277,7 +269,7 @@ impl ProcessObservations for Store {
         sandbox: &SandboxId,
         record: &ProcessRecord,
     ) -> Result<Option<ProcessRecord>, PortError> {
-        self.observations().put_seen_process(sandbox, record).await
+        Ok(self.observations().put_seen_process(sandbox, record).await?)
     }
 
     async fn record_exit(
@@ -288,19 +280,19 @@ impl ProcessObservations for Store {
         signal: Option<i32>,
         at: Timestamp,
     ) -> Result<(), PortError> {
-        self.observations().record_exit(sandbox, id, exit_code, signal, at).await
+        Ok(self.observations().record_exit(sandbox, id, exit_code, signal, at).await?)
     }
 
     async fn mark_gap(&self, sandbox: &SandboxId) -> Result<(), PortError> {
-        self.observations().mark_gap(sandbox).await
+        Ok(self.observations().mark_gap(sandbox).await?)
     }
 
     async fn set_truncated(&self, sandbox: &SandboxId, id: ProcessId) -> Result<(), PortError> {
-        self.observations().set_truncated(sandbox, id).await
+        Ok(self.observations().set_truncated(sandbox, id).await?)
     }
 
     async fn delete_process(&self, sandbox: &SandboxId, id: ProcessId) -> Result<(), PortError> {
-        self.observations().delete_process(sandbox, id).await
+        Ok(self.observations().delete_process(sandbox, id).await?)
     }
 
     async fn put_chunks(
@@ -309,10 +301,10 @@ impl ProcessObservations for Store {
         chunks: Vec<StoredChunk>,
         now: Timestamp,
     ) -> Result<(), PortError> {
-        self.observations().put_chunks(sandbox, chunks, now).await
+        Ok(self.observations().put_chunks(sandbox, chunks, now).await?)
     }
 
     async fn delete_chunks(&self, sandbox: &SandboxId, chunks: &[ChunkMeta]) -> Result<(), PortError> {
-        self.observations().delete_chunks(sandbox, chunks).await
+        Ok(self.observations().delete_chunks(sandbox, chunks).await?)
     }
 }
