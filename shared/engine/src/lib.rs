@@ -2,6 +2,7 @@
 //! synchronous Responses route and (later) the background runner share it.
 
 pub mod admission;
+pub mod agents;
 pub mod background;
 pub mod background_sweep;
 pub mod bus;

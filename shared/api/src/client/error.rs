@@ -376,6 +376,20 @@ impl From<StoreError> for ClientError {
     }
 }
 
+/// Authoring an agent: a refused URL is reported as the webhook routes report it.
+impl From<agentplane_engine::agents::AuthoringError> for ClientError {
+    fn from(err: agentplane_engine::agents::AuthoringError) -> Self {
+        use agentplane_engine::agents::AuthoringError;
+        match err {
+            AuthoringError::Invalid(err) => Self::Validation(err),
+            AuthoringError::Unreachable(err) => Self::Webhook(err.into()),
+            AuthoringError::NotFound => Self::AgentNotFound,
+            AuthoringError::ConcurrentUpdate => Self::ConcurrentUpdate,
+            AuthoringError::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<TurnError> for ClientError {
     fn from(err: TurnError) -> Self {
         match err {

@@ -106,6 +106,16 @@ impl From<SendError> for WebhookError {
     }
 }
 
+impl From<agentplane_engine::webhooks::reach::Unreachable> for WebhookError {
+    fn from(err: agentplane_engine::webhooks::reach::Unreachable) -> Self {
+        use agentplane_engine::webhooks::reach::Unreachable;
+        match err {
+            Unreachable::NotAllowed { param, message } => Self::UrlNotAllowed { param, message },
+            Unreachable::Invalid(err) => Self::Validation(err),
+        }
+    }
+}
+
 impl From<getrandom::Error> for WebhookError {
     fn from(_: getrandom::Error) -> Self {
         Self::Internal("randomness".to_owned())

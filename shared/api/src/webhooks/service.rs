@@ -9,7 +9,7 @@ use agentplane_domain::webhook::{
     MessageStatus, Owner, StoredSecret, TEST_EVENT_TYPE,
 };
 use agentplane_domain::{ProjectId, Timestamp, ValidationError};
-use agentplane_engine::webhooks::deliver::{TargetError, resolve};
+use agentplane_engine::webhooks::reach;
 use agentplane_engine::webhooks::{SealKey, attempt};
 use agentplane_store::StoreError;
 use serde_json::json;
@@ -46,26 +46,10 @@ fn new_secret(app: &App, id: &EndpointId, now: Timestamp) -> Result<(String, Sto
 }
 
 /// Refuses a URL whose host is or resolves to an address deliveries may not reach (checked
-/// again at every delivery), naming the parameter `param` that gave it. A name that does not
-/// resolve yet is accepted: its deliveries fail. Endpoints, a run's `callback_url` and an
-/// agent's `default_callback_url` are all checked here.
+/// again at every delivery), naming the parameter `param` that gave it (see
+/// [`agentplane_engine::webhooks::reach`]).
 pub(crate) async fn check_reachable(app: &App, param: &'static str, url: &str) -> Result<(), WebhookError> {
-    match resolve(url, &app.webhooks.targets, app.webhooks.timeout).await {
-        Ok(_) | Err(TargetError::Unresolvable(_)) => Ok(()),
-        Err(TargetError::NotAllowed { host, reason }) => Err(WebhookError::UrlNotAllowed {
-            param,
-            message: format!(
-                "`{param}` points at {host}, {reason}; webhooks go to public hosts and the deployment's allow-listed receivers"
-            ),
-        }),
-        Err(TargetError::Invalid(_)) => {
-            // The same rules as `resolve`'s, with the message naming `param`.
-            let message = webhook::check_url_as(param, url)
-                .err()
-                .map_or_else(|| format!("`{param}` must be an absolute http(s) URL"), |e| e.message);
-            Err(ValidationError::new(param, message).into())
-        }
-    }
+    Ok(reach::check_reachable(&app.webhooks, param, url).await?)
 }
 
 pub async fn create(app: &App, owner: Owner, body: CreateWebhook) -> Result<WebhookWithSecret, WebhookError> {

@@ -9,6 +9,7 @@
 //! Every port answers [`PortError`] (the storage error the surfaces already map to responses):
 //! `NotFound` when the thing is gone, `Conflict` when a write's condition did not hold.
 
+pub mod agents;
 pub mod blobs;
 pub mod queues;
 

@@ -5,6 +5,7 @@
 // needless only while `PortError` is the store's error.
 #![allow(clippy::needless_question_mark)]
 
+mod agents;
 mod blobs;
 mod queues;
 

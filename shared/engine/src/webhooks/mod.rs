@@ -9,6 +9,7 @@
 
 pub mod deliver;
 pub mod delivery;
+pub mod reach;
 pub mod seal;
 
 use std::sync::Arc;
