@@ -7,6 +7,7 @@
 
 mod blobs;
 mod queues;
+mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};
 
