@@ -12,6 +12,7 @@
 pub mod agents;
 pub mod blobs;
 pub mod queues;
+pub mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;

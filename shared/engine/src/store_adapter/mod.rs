@@ -8,6 +8,7 @@
 mod agents;
 mod blobs;
 mod queues;
+mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};
 
