@@ -9,8 +9,10 @@
 //! Every port answers [`PortError`] (the storage error the surfaces already map to responses):
 //! `NotFound` when the thing is gone, `Conflict` when a write's condition did not hold.
 
+pub mod background;
 pub mod blobs;
 pub mod queues;
+pub mod sessions;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;

@@ -5,8 +5,10 @@
 // needless only while `PortError` is the store's error.
 #![allow(clippy::needless_question_mark)]
 
+mod background;
 mod blobs;
 mod queues;
+mod sessions;
 
 use std::collections::{BTreeMap, HashMap};
 
