@@ -10,8 +10,10 @@
 //! `NotFound` when the thing is gone, `Conflict` when a write's condition did not hold.
 
 pub mod agents;
+pub mod background;
 pub mod blobs;
 pub mod queues;
+pub mod sessions;
 pub mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};

@@ -6,8 +6,10 @@
 #![allow(clippy::needless_question_mark)]
 
 mod agents;
+mod background;
 mod blobs;
 mod queues;
+mod sessions;
 mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};
