@@ -116,6 +116,24 @@ impl From<agentplane_engine::webhooks::reach::Unreachable> for WebhookError {
     }
 }
 
+impl From<agentplane_engine::webhooks::endpoints::EndpointError> for WebhookError {
+    fn from(err: agentplane_engine::webhooks::endpoints::EndpointError) -> Self {
+        use agentplane_engine::webhooks::endpoints::EndpointError;
+        match err {
+            EndpointError::NotFound => Self::NotFound,
+            EndpointError::MessageNotFound => Self::MessageNotFound,
+            EndpointError::LimitReached => Self::LimitReached,
+            EndpointError::ConcurrentUpdate => Self::ConcurrentUpdate,
+            EndpointError::NoKey => Self::Unavailable,
+            EndpointError::Invalid(err) => Self::Validation(err),
+            EndpointError::Unreachable(err) => err.into(),
+            EndpointError::Secret(what) => Self::Internal(what),
+            EndpointError::Send(err) => err.into(),
+            EndpointError::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<getrandom::Error> for WebhookError {
     fn from(_: getrandom::Error) -> Self {
         Self::Internal("randomness".to_owned())

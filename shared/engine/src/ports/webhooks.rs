@@ -138,3 +138,33 @@ pub trait WebhookRetry: WebhookFanOut + ClaimedAttempts {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Message>, PortError>> + Send;
 }
+
+/// Managing endpoints: made once (within the owner's limit), changed over the version read,
+/// deleted; messages made outside a fan-out (a test); the project's callback signer.
+pub trait WebhookEndpoints: WebhookAttempts {
+    /// Writes a new endpoint; `Conflict` when the owner has as many endpoints as it may.
+    fn create_endpoint(&self, endpoint: &Endpoint) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Deletes the endpoint `id` of `owner` with its messages; `NotFound` when there is none.
+    fn delete_endpoint(
+        &self,
+        owner: &Owner,
+        id: &EndpointId,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Writes a new message (a test event's), pending.
+    fn put_message(&self, message: &Message) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// The message `id` sent to the endpoint `endpoint`; `NotFound` when there is none.
+    fn message(
+        &self,
+        endpoint: &EndpointId,
+        id: &MessageId,
+    ) -> impl Future<Output = Result<Message, PortError>> + Send;
+
+    /// Writes the project's callback signer unless it has one; whether this call wrote it.
+    fn ensure_callback_signer(
+        &self,
+        signer: &Endpoint,
+    ) -> impl Future<Output = Result<bool, PortError>> + Send;
+}

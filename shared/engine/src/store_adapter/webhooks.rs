@@ -5,7 +5,9 @@ use agentplane_domain::{ProjectId, Timestamp};
 use agentplane_store::Store;
 
 use crate::ports::PortError;
-use crate::ports::webhooks::{ClaimedAttempts, OutboxEvent, WebhookAttempts, WebhookFanOut, WebhookRetry};
+use crate::ports::webhooks::{
+    ClaimedAttempts, OutboxEvent, WebhookAttempts, WebhookEndpoints, WebhookFanOut, WebhookRetry,
+};
 
 impl WebhookAttempts for Store {
     async fn endpoint(&self, owner: &Owner, id: &EndpointId) -> Result<Endpoint, PortError> {
@@ -95,5 +97,27 @@ impl WebhookRetry for Store {
 
     async fn due_messages(&self, until: Timestamp, limit: usize) -> Result<Vec<Message>, PortError> {
         Ok(self.webhooks().due_messages(until, limit).await?)
+    }
+}
+
+impl WebhookEndpoints for Store {
+    async fn create_endpoint(&self, endpoint: &Endpoint) -> Result<(), PortError> {
+        Ok(self.webhooks().create(endpoint).await?)
+    }
+
+    async fn delete_endpoint(&self, owner: &Owner, id: &EndpointId) -> Result<(), PortError> {
+        Ok(self.webhooks().delete(owner, id).await?)
+    }
+
+    async fn put_message(&self, message: &Message) -> Result<(), PortError> {
+        Ok(self.webhooks().put_message(message).await?)
+    }
+
+    async fn message(&self, endpoint: &EndpointId, id: &MessageId) -> Result<Message, PortError> {
+        Ok(self.webhooks().message(endpoint, id).await?)
+    }
+
+    async fn ensure_callback_signer(&self, signer: &Endpoint) -> Result<bool, PortError> {
+        Ok(self.webhooks().ensure_callback_signer(signer).await?)
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod deliver;
 pub mod delivery;
+pub mod endpoints;
 pub mod reach;
 pub mod seal;
 
