@@ -11,6 +11,7 @@
 
 pub mod blobs;
 pub mod queues;
+pub mod sweeps;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;

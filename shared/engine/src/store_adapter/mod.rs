@@ -7,6 +7,7 @@
 
 mod blobs;
 mod queues;
+mod sweeps;
 
 use std::collections::{BTreeMap, HashMap};
 
