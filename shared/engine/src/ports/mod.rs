@@ -14,6 +14,7 @@ pub mod background;
 pub mod blobs;
 pub mod queues;
 pub mod sessions;
+pub mod sweeps;
 pub mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};

@@ -10,6 +10,7 @@ mod background;
 mod blobs;
 mod queues;
 mod sessions;
+mod sweeps;
 mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};
