@@ -10,6 +10,7 @@
 //! `NotFound` when the thing is gone, `Conflict` when a write's condition did not hold.
 
 pub mod blobs;
+pub mod platform;
 pub mod queues;
 
 use std::collections::{BTreeMap, HashMap};

@@ -6,6 +6,7 @@
 #![allow(clippy::needless_question_mark)]
 
 mod blobs;
+mod platform;
 mod queues;
 
 use std::collections::{BTreeMap, HashMap};
