@@ -8,7 +8,7 @@ use agentplane_domain::ids::{CommandId, NodeId};
 use agentplane_domain::sandbox::command::{Command, CommandEnvelope, CommandOutcome};
 
 use crate::ports::PortError;
-use crate::ports::sessions::NodeCommands;
+use crate::ports::commands::NodeCommands;
 
 /// Why a command got no answer.
 #[derive(Debug, thiserror::Error)]

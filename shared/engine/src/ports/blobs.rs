@@ -46,6 +46,16 @@ pub trait Blobs: Send + Sync {
         expires: Duration,
     ) -> impl Future<Output = Result<String, PortError>> + Send;
 
+    /// A URL that writes `key` without credentials, for `expires`: only a body of `size` bytes
+    /// and the type `content_type`.
+    fn presign_put(
+        &self,
+        key: &str,
+        content_type: &str,
+        size: u64,
+        expires: Duration,
+    ) -> impl Future<Output = Result<String, PortError>> + Send;
+
     /// A URL that writes `key` (any size and type) without credentials, for `expires`.
     fn presign_put_any(
         &self,

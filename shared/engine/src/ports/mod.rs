@@ -12,6 +12,8 @@
 pub mod agents;
 pub mod background;
 pub mod blobs;
+pub mod commands;
+pub mod platform;
 pub mod queues;
 pub mod sessions;
 pub mod sweeps;

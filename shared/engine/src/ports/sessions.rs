@@ -8,9 +8,8 @@ use std::future::Future;
 use agentplane_domain::action::Action;
 use agentplane_domain::agent::{Agent, Channel, VersionedConfig};
 use agentplane_domain::event::Event;
-use agentplane_domain::ids::{AgentId, CommandId, NodeId};
+use agentplane_domain::ids::AgentId;
 use agentplane_domain::project::Project;
-use agentplane_domain::sandbox::command::{CommandEnvelope, CommandOutcome};
 use agentplane_domain::session::{Session, Title};
 use agentplane_domain::tenant::{Tenant, TenantId};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
@@ -78,30 +77,6 @@ pub trait Continuations: Queues + Send + Sync {
     /// Notes that the settled `action`'s turn was carried on (or another action of it will do
     /// it), so the sweep stops sending its continuation again; noting it twice is fine.
     fn mark_carried_on(&self, action: &Action) -> impl Future<Output = Result<(), PortError>> + Send;
-}
-
-/// The durable queue of commands for a sandbox node's daemon, and the answers it leaves.
-pub trait NodeCommands: Send + Sync {
-    /// Queues `envelope` for the node `node` to claim.
-    fn enqueue_command(
-        &self,
-        node: &NodeId,
-        envelope: &CommandEnvelope,
-    ) -> impl Future<Output = Result<(), PortError>> + Send;
-
-    /// The node's answer to the command `id`; `None` while there is none.
-    fn command_outcome(
-        &self,
-        id: &CommandId,
-    ) -> impl Future<Output = Result<Option<CommandOutcome>, PortError>> + Send;
-
-    /// Takes back the command `id` that the node has not claimed yet; `Conflict` when the node
-    /// has it already (or it is gone).
-    fn withdraw_command(
-        &self,
-        node: &NodeId,
-        id: &CommandId,
-    ) -> impl Future<Output = Result<(), PortError>> + Send;
 }
 
 /// A session's model calls outside its turns (the title call) and the title they write.

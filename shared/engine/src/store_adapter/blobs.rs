@@ -46,6 +46,16 @@ impl Blobs for Objects {
         Ok(Objects::presign_get(self, key, expires).await?)
     }
 
+    async fn presign_put(
+        &self,
+        key: &str,
+        content_type: &str,
+        size: u64,
+        expires: Duration,
+    ) -> Result<String, PortError> {
+        Ok(Objects::presign_put(self, key, content_type, size, expires).await?)
+    }
+
     async fn presign_put_any(&self, key: &str, expires: Duration) -> Result<String, PortError> {
         Ok(Objects::presign_put_any(self, key, expires).await?)
     }

@@ -8,6 +8,8 @@
 mod agents;
 mod background;
 mod blobs;
+mod commands;
+mod platform;
 mod queues;
 mod sessions;
 mod sweeps;

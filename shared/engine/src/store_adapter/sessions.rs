@@ -1,17 +1,16 @@
-//! [`Admission`], [`Continuations`], [`NodeCommands`] and [`SessionCalls`] over DynamoDB.
+//! [`Admission`], [`Continuations`] and [`SessionCalls`] over DynamoDB.
 
 use agentplane_domain::action::Action;
 use agentplane_domain::agent::{Agent, Channel, VersionedConfig};
 use agentplane_domain::event::Event;
-use agentplane_domain::ids::{AgentId, CommandId, NodeId};
+use agentplane_domain::ids::AgentId;
 use agentplane_domain::project::Project;
-use agentplane_domain::sandbox::command::{CommandEnvelope, CommandOutcome};
 use agentplane_domain::session::{Session, Title};
 use agentplane_domain::tenant::{Tenant, TenantId};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use agentplane_store::Store;
 
-use crate::ports::sessions::{Admission, Continuations, NodeCommands, SessionCalls, SideCall, TurnAgent};
+use crate::ports::sessions::{Admission, Continuations, SessionCalls, SideCall, TurnAgent};
 use crate::ports::{PortError, StoredTranscript};
 
 impl Admission for Store {
@@ -60,20 +59,6 @@ impl Continuations for Store {
 
     async fn mark_carried_on(&self, action: &Action) -> Result<(), PortError> {
         Ok(self.actions().mark_carried_on(action).await?)
-    }
-}
-
-impl NodeCommands for Store {
-    async fn enqueue_command(&self, node: &NodeId, envelope: &CommandEnvelope) -> Result<(), PortError> {
-        Ok(self.nodes().enqueue(node, envelope).await?)
-    }
-
-    async fn command_outcome(&self, id: &CommandId) -> Result<Option<CommandOutcome>, PortError> {
-        Ok(self.nodes().outcome(id).await?)
-    }
-
-    async fn withdraw_command(&self, node: &NodeId, id: &CommandId) -> Result<(), PortError> {
-        Ok(self.nodes().withdraw(node, id).await?)
     }
 }
 
