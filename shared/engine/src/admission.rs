@@ -9,12 +9,12 @@ use agentplane_domain::ids::AgentId;
 use agentplane_domain::session::{Session, SessionBudget};
 use agentplane_domain::tenant::{TenantId, TenantKey, month_of};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
-use agentplane_store::StoreError;
-use agentplane_store::dynamo::agents::TurnAgent;
 use tokio::time::Instant;
 
+use crate::ports::sessions::{Admission, TurnAgent};
+use crate::ports::{ChatModel, PortError, TurnStore};
 use crate::turn::{Supersede, TenantSpend};
-use crate::{Engine, TurnContext, TurnError, TurnOutcome, TurnRequest};
+use crate::{TurnContext, TurnEngine, TurnError, TurnOutcome, TurnRequest};
 
 /// Why a turn is not admitted.
 #[derive(Debug, thiserror::Error)]
@@ -28,12 +28,12 @@ pub enum Refused {
     #[error("the tenant's monthly spend limit is reached")]
     SpendLimitReached { spent_usd: f64, max_cost_usd: f64 },
     #[error(transparent)]
-    Storage(#[from] StoreError),
+    Storage(#[from] PortError),
 }
 
-fn or_refused<T>(result: Result<T, StoreError>, missing: Refused) -> Result<T, Refused> {
+fn or_refused<T>(result: Result<T, PortError>, missing: Refused) -> Result<T, Refused> {
     match result {
-        Err(StoreError::NotFound) => Err(missing),
+        Err(PortError::NotFound) => Err(missing),
         other => Ok(other?),
     }
 }
@@ -57,7 +57,7 @@ pub struct TurnInput {
     pub input: String,
     /// Short-lived URLs of the session's image files sent with the message.
     pub images: Vec<String>,
-    /// The tenant the turn's spend counts toward ([`Engine::tenant_spend`]).
+    /// The tenant the turn's spend counts toward ([`TurnEngine::tenant_spend`]).
     pub tenant: Option<TenantSpend>,
     /// The earlier turns this one replaces (regenerate, edit).
     pub supersede: Option<Supersede>,
@@ -94,11 +94,11 @@ impl Admitted {
     }
 }
 
-impl Engine {
+impl<S: Admission, M> TurnEngine<S, M> {
     /// The agent `id` of `project`, with its tenant and whether the project has webhook
     /// endpoints (one read); another project's agent is not found.
     pub async fn turn_agent(&self, project: &ProjectId, id: &AgentId) -> Result<TurnAgent, Refused> {
-        or_refused(self.store.agents().get_for_turn(project, id).await, Refused::AgentNotFound)
+        or_refused(self.store.agent_for_turn(project, id).await, Refused::AgentNotFound)
     }
 
     /// Admits `found` on `channel`: the draft, or a published version — `pinned` (a queued
@@ -110,12 +110,8 @@ impl Engine {
         pinned: Option<u32>,
     ) -> Result<Admitted, Refused> {
         let TurnAgent { agent, tenant, hooks } = found;
-        let (config, version) = self
-            .store
-            .agents()
-            .config_of(&agent, channel, pinned)
-            .await?
-            .ok_or(Refused::AgentNotPublished)?;
+        let (config, version) =
+            self.store.agent_config(&agent, channel, pinned).await?.ok_or(Refused::AgentNotPublished)?;
         Ok(Admitted { agent, tenant, hooks, channel, config, version })
     }
 
@@ -126,10 +122,8 @@ impl Engine {
         project: &ProjectId,
         id: &SessionId,
     ) -> Result<(Session, TurnContext), Refused> {
-        let (session, transcript) = or_refused(
-            self.store.turns().session_with_transcript(project, id).await,
-            Refused::SessionNotFound,
-        )?;
+        let (session, transcript) =
+            or_refused(self.store.session_with_transcript(project, id).await, Refused::SessionNotFound)?;
         let context = TurnContext {
             last_event_seq: session.last_event_seq,
             transcript,
@@ -142,9 +136,9 @@ impl Engine {
 
     /// The tenant a turn's spend counts toward (`None`: the project is its own), read with its
     /// limit and whether it has webhook endpoints of its own.
-    pub async fn tenant_spend(&self, tenant: Option<TenantId>) -> Result<Option<TenantSpend>, StoreError> {
+    pub async fn tenant_spend(&self, tenant: Option<TenantId>) -> Result<Option<TenantSpend>, PortError> {
         let Some(id) = tenant else { return Ok(None) };
-        let tenant = self.store.tenants().get(&id).await?;
+        let tenant = self.store.tenant(&id).await?;
         Ok(Some(TenantSpend {
             key: TenantKey::Tenant(id).key(),
             monthly_limit_usd: tenant.monthly_spend_limit_usd,
@@ -162,14 +156,20 @@ impl Engine {
     ) -> Result<Option<TenantSpend>, Refused> {
         let spend = self.tenant_spend(tenant).await?;
         if let Some(TenantSpend { key, monthly_limit_usd: Some(max), .. }) = &spend {
-            let spent = self.store.tenants().spent(key, &month_of(now)).await?;
+            let spent = self.store.month_spent(key, &month_of(now)).await?;
             if spent >= *max {
                 return Err(Refused::SpendLimitReached { spent_usd: spent, max_cost_usd: *max });
             }
         }
         Ok(spend)
     }
+}
 
+impl<S, M> TurnEngine<S, M>
+where
+    S: TurnStore + Clone + 'static,
+    M: ChatModel + Clone + 'static,
+{
     /// Runs `request` in a task of its own (the turn ends and releases its session even when the
     /// caller goes away) and waits for it; `None`: the task itself failed.
     pub async fn run_held(&self, request: TurnRequest) -> Option<Result<TurnOutcome, TurnError>> {

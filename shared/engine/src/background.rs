@@ -20,13 +20,14 @@ use agentplane_domain::agent_run::{
 };
 use agentplane_domain::tenant::TenantKey;
 use agentplane_domain::webhook::{Message, MessageStatus, Owner, callback_signer_id};
-use agentplane_store::dynamo::agent_runs::{Announce, RunOutcome, SlotRef, StartRefused};
-use agentplane_store::{OutboxEvent, RunsMessage, Store, StoreError, WebhooksMessage};
 use tokio::time::Instant;
 
 use crate::admission::{Refused, TurnInput};
+use crate::ports::background::{Announce, BackgroundRuns, RunOutcome, SlotRef, StartRefused};
+use crate::ports::queues::{Queues, RunsMessage, WebhooksMessage};
+use crate::ports::{ChatModel, OutboxEvent, PortError, TurnStore};
 use crate::turn::TenantSpend;
-use crate::{Engine, TurnError, TurnOutcome, TurnRequest};
+use crate::{TurnEngine, TurnError, TurnOutcome, TurnRequest};
 
 /// How background runs are run (from the environment, see [`BackgroundConfig::from_env`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,10 +115,10 @@ pub enum Executed {
     Stale,
 }
 
-impl Engine {
+impl<S: TurnStore + BackgroundRuns, M: ChatModel> TurnEngine<S, M> {
     /// The tenant key of a project, and its monthly limit when it belongs to a tenant.
-    async fn tenant_of(&self, project: &ProjectId) -> Result<(String, Option<TenantSpend>), StoreError> {
-        let tenant = self.store.projects().get(project).await?.tenant_id;
+    async fn tenant_of(&self, project: &ProjectId) -> Result<(String, Option<TenantSpend>), PortError> {
+        let tenant = self.store.project(project).await?.tenant_id;
         Ok((TenantKey::of(*project, tenant).key(), self.tenant_spend(tenant).await?))
     }
 
@@ -128,10 +129,10 @@ impl Engine {
         message: &StartRun,
         config: &BackgroundConfig,
         invocation_end: Instant,
-    ) -> Result<Executed, StoreError> {
-        let run = match self.store.agent_runs().get(&message.project_id, &message.run_id).await {
+    ) -> Result<Executed, PortError> {
+        let run = match self.store.agent_run(&message.project_id, &message.run_id).await {
             Ok(run) => run,
-            Err(StoreError::NotFound) => return Ok(Executed::Stale),
+            Err(PortError::NotFound) => return Ok(Executed::Stale),
             Err(err) => return Err(err),
         };
         if run.status != RunStatus::Queued {
@@ -141,8 +142,7 @@ impl Engine {
         let now = crate::now();
         let slot = match self
             .store
-            .agent_runs()
-            .start(
+            .start_run(
                 &run,
                 RunStatus::Queued,
                 &tenant_key,
@@ -190,11 +190,11 @@ impl Engine {
         continuation: &Continuation,
         config: &BackgroundConfig,
         invocation_end: Instant,
-    ) -> Result<Option<Executed>, StoreError> {
+    ) -> Result<Option<Executed>, PortError> {
         let Some(run_id) = RunId::of_turn(&continuation.turn_id) else { return Ok(None) };
-        let run = match self.store.agent_runs().get(&continuation.project_id, &run_id).await {
+        let run = match self.store.agent_run(&continuation.project_id, &run_id).await {
             Ok(run) if run.session_id == continuation.session_id => run,
-            Ok(_) | Err(StoreError::NotFound) => return Ok(None),
+            Ok(_) | Err(PortError::NotFound) => return Ok(None),
             Err(err) => return Err(err),
         };
         let (tenant_key, _) = self.tenant_of(&run.project_id).await?;
@@ -203,8 +203,7 @@ impl Engine {
             RunStatus::RequiresAction | RunStatus::Running => {
                 match self
                     .store
-                    .agent_runs()
-                    .start(
+                    .start_run(
                         &run,
                         run.status,
                         &tenant_key,
@@ -311,7 +310,7 @@ impl Engine {
                 out = &mut work => return out,
                 () = tokio::time::sleep(every) => {
                     let until = crate::now().plus_millis(SLOT_LEASE_MS);
-                    if let Err(err) = self.store.agent_runs().renew(slot, run, until).await {
+                    if let Err(err) = self.store.renew_run(slot, run, until).await {
                         tracing::warn!(error = %err, run = %run.id, "could not renew a run's lease");
                     }
                 }
@@ -325,7 +324,7 @@ impl Engine {
         run: &AgentRun,
         slot: &SlotRef,
         result: Result<TurnOutcome, TurnError>,
-    ) -> Result<Executed, StoreError> {
+    ) -> Result<Executed, PortError> {
         let outcome = match result {
             Ok(outcome) => outcome,
             Err(TurnError::Busy | TurnError::ActionsPending(_) | TurnError::BudgetPaused { .. }) => {
@@ -367,7 +366,7 @@ impl Engine {
                 turn_id: run.id.turn_id(),
                 version,
             };
-            self.store.runs_queue()?.send(&continuation).await?;
+            self.store.send_run(&RunsMessage::Continuation(continuation), 0).await?;
             return Ok(Executed::Ran(RunStatus::Running));
         }
         let ending =
@@ -392,16 +391,16 @@ impl Engine {
         run: &AgentRun,
         slot: Option<&SlotRef>,
         outcome: RunOutcome,
-    ) -> Result<Executed, StoreError> {
+    ) -> Result<Executed, PortError> {
         let status = outcome.status;
         let ending = Ending::of(run, outcome);
         let now = crate::now();
-        match self.store.agent_runs().settle(run, slot, &ending.outcome, ending.announce(), now).await {
+        match self.store.settle_run(run, slot, &ending.outcome, ending.announce(), now).await {
             Ok(_) => {
                 ending.send(&self.store).await;
                 Ok(Executed::Ran(status))
             }
-            Err(StoreError::Conflict) => Ok(Executed::Stale),
+            Err(PortError::Conflict) => Ok(Executed::Stale),
             Err(err) => Err(err),
         }
     }
@@ -420,12 +419,14 @@ impl Engine {
             callback: None,
         };
         if let Err(err) =
-            self.store.agent_runs().settle(run, Some(slot), &outcome, Announce::default(), crate::now()).await
+            self.store.settle_run(run, Some(slot), &outcome, Announce::default(), crate::now()).await
         {
             tracing::warn!(error = %err, run = %run.id, "could not put a run back in the queue");
         }
     }
+}
 
+impl<S: Queues, M> TurnEngine<S, M> {
     /// Tells the webhooks queue that `event` was emitted; a failed send is the retry job's to
     /// repair (the event waits in the outbox).
     pub async fn dispatch(&self, event: Option<OutboxEvent>) {
@@ -433,8 +434,8 @@ impl Engine {
     }
 
     /// Sends the message that starts `run` (after a pause of `delay_s`, for a run that waits).
-    pub async fn enqueue_run(&self, run: &StartRun, delay_s: i32) -> Result<(), StoreError> {
-        self.store.runs_queue()?.send_delayed(&RunsMessage::StartRun(run.clone()), delay_s).await
+    pub async fn enqueue_run(&self, run: &StartRun, delay_s: i32) -> Result<(), PortError> {
+        self.store.send_run(&RunsMessage::StartRun(run.clone()), delay_s).await
     }
 }
 
@@ -480,10 +481,10 @@ impl Ending {
     }
 
     /// Once written: the event to the webhooks queue, and the callback's first attempt.
-    pub(crate) async fn send(self, store: &Store) {
+    pub(crate) async fn send<S: Queues>(self, store: &S) {
         // A function not granted the webhooks queue (the retention sweep) leaves both to the
         // retry job: the event waits in the outbox, the callback's first attempt comes due.
-        if store.webhooks_queue().is_err() {
+        if !store.sends_webhooks() {
             return;
         }
         dispatch(store, self.event).await;
@@ -495,9 +496,11 @@ impl Ending {
 
 /// Tells the webhooks queue that `event` was emitted; a failed send is the retry job's to
 /// repair (the event waits in the outbox).
-async fn dispatch(store: &Store, event: Option<OutboxEvent>) {
+async fn dispatch<S: Queues>(store: &S, event: Option<OutboxEvent>) {
     if let Some(event) = event
-        && let Err(err) = store.webhooks().dispatch(&[event]).await
+        && let Err(err) = store
+            .send_webhook(&WebhooksMessage::Event { project_id: event.project_id, event_id: event.id })
+            .await
     {
         tracing::warn!(error = %err, "could not send a background run's webhook event");
     }
@@ -505,7 +508,7 @@ async fn dispatch(store: &Store, event: Option<OutboxEvent>) {
 
 /// Sends the callback's first attempt on the webhooks queue; a failed send is made by the
 /// retry job once the message is due.
-async fn send_callback(store: &Store, message: &Message) {
+async fn send_callback<S: Queues>(store: &S, message: &Message) {
     let first = WebhooksMessage::Attempt {
         owner: message.owner,
         endpoint_id: message.endpoint_id.clone(),
@@ -513,11 +516,7 @@ async fn send_callback(store: &Store, message: &Message) {
         created_at: message.created_at,
         attempt: 1,
     };
-    let sent = match store.webhooks_queue() {
-        Ok(queue) => queue.send_json(&first).await,
-        Err(err) => Err(err),
-    };
-    if let Err(err) = sent {
+    if let Err(err) = store.send_webhook(&first).await {
         tracing::warn!(error = %err, "could not send a run's callback: the retry job makes it");
     }
 }
@@ -551,5 +550,5 @@ pub fn run_event(run: &AgentRun) -> Option<OutboxEvent> {
 
 enum Failure {
     Run(String, String),
-    Storage(StoreError),
+    Storage(PortError),
 }

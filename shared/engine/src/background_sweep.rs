@@ -17,10 +17,10 @@
 
 use agentplane_domain::Timestamp;
 use agentplane_domain::agent_run::{AgentRun, RunError, RunStatus};
-use agentplane_store::dynamo::agent_runs::RunOutcome;
-use agentplane_store::{Store, StoreError};
 
 use crate::background::Ending;
+use crate::ports::PortError;
+use crate::ports::background::{LapsedRuns, RunOutcome};
 use crate::sweep_limits::{MAX_PAGES, PAGE};
 
 /// The code a background run whose executor died fails with (as a Platform Run's does).
@@ -64,10 +64,10 @@ pub fn dead_run_outcome(run: &AgentRun) -> RunOutcome {
 
 /// Settles every running run whose lease lapsed at `now` (at most `MAX_PAGES` pages; the rest
 /// waits for the next pass). A failed read of a page is an `Err`.
-pub async fn settle_dead_runs(store: &Store, now: Timestamp) -> Result<DeadRuns, StoreError> {
+pub async fn settle_dead_runs<S: LapsedRuns>(store: &S, now: Timestamp) -> Result<DeadRuns, PortError> {
     let mut report = DeadRuns::default();
     for _ in 0..MAX_PAGES {
-        let lapsed = store.agent_runs().lapsed(now, PAGE).await?;
+        let lapsed = store.lapsed_runs(now, PAGE).await?;
         let before = report.failed + report.canceled;
         for run in &lapsed {
             settle_one(store, run, now, &mut report).await;
@@ -80,13 +80,13 @@ pub async fn settle_dead_runs(store: &Store, now: Timestamp) -> Result<DeadRuns,
     Ok(report)
 }
 
-async fn settle_one(store: &Store, run: &AgentRun, now: Timestamp, report: &mut DeadRuns) {
+async fn settle_one<S: LapsedRuns>(store: &S, run: &AgentRun, now: Timestamp, report: &mut DeadRuns) {
     if run.status != RunStatus::Running || run.lease_until.is_none_or(|until| until >= now) {
         report.skipped += 1;
         return;
     }
     let ending = Ending::of(run, dead_run_outcome(run));
-    match store.agent_runs().settle_lapsed(run, &ending.outcome, ending.announce(), now).await {
+    match store.settle_lapsed_run(run, &ending.outcome, ending.announce(), now).await {
         Ok(settled) => {
             tracing::warn!(run = %run.id, status = settled.status.as_str(), "settled a background run whose executor died");
             if settled.status == RunStatus::Canceled {
@@ -95,10 +95,8 @@ async fn settle_one(store: &Store, run: &AgentRun, now: Timestamp, report: &mut 
                 report.failed += 1;
             }
             // Its turn died with it: the session's next turn need not wait for that turn's hold.
-            let released = store
-                .sessions()
-                .settle_turn_of(&run.project_id, &run.session_id, &run.id.turn_id(), now)
-                .await;
+            let released =
+                store.release_dead_turn(&run.project_id, &run.session_id, &run.id.turn_id(), now).await;
             if let Err(err) = released {
                 tracing::warn!(run = %run.id, error = %err, "could not release the dead run's session");
                 report.errors += 1;
@@ -106,7 +104,7 @@ async fn settle_one(store: &Store, run: &AgentRun, now: Timestamp, report: &mut 
             ending.send(store).await;
         }
         // Renewed, ended or deleted meanwhile.
-        Err(StoreError::Conflict | StoreError::NotFound) => report.skipped += 1,
+        Err(PortError::Conflict | PortError::NotFound) => report.skipped += 1,
         Err(err) => {
             tracing::warn!(run = %run.id, error = %err, "settling a background run whose executor died failed");
             report.errors += 1;

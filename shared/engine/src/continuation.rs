@@ -2,17 +2,21 @@
 //! the `runs` queue, and the `run-execution` job claims it and runs the rest of the turn.
 
 use agentplane_domain::action::{Action, Continuation};
-use agentplane_store::{Store, StoreError};
+
+use crate::TurnEngine;
+use crate::ports::queues::RunsMessage;
+use crate::ports::sessions::Continuations;
+use crate::ports::{ChatModel, PortError, TurnStore};
 
 /// Enqueues the continuation of `action`'s turn when no action of that turn is pending any more;
 /// `true` when it did. Two settlers may both enqueue: the continuation is claimed once. Until
 /// this returns, the action waits in the store's index of settled actions, so a send that
 /// failed is made again by the retention sweep.
-pub async fn carry_on_if_settled(store: &Store, action: &Action) -> Result<bool, StoreError> {
-    let pending = store.actions().pending(&action.project_id, &action.session_id).await?;
+pub async fn carry_on_if_settled<S: Continuations>(store: &S, action: &Action) -> Result<bool, PortError> {
+    let pending = store.pending_actions_of(&action.project_id, &action.session_id).await?;
     if pending.iter().any(|a| a.turn_id == action.turn_id) {
         // The last of them carries the turn on.
-        store.actions().mark_carried_on(action).await?;
+        store.mark_carried_on(action).await?;
         return Ok(false);
     }
     let continuation = Continuation {
@@ -21,19 +25,19 @@ pub async fn carry_on_if_settled(store: &Store, action: &Action) -> Result<bool,
         turn_id: action.turn_id.clone(),
         version: action.pause_version,
     };
-    store.runs_queue()?.send(&continuation).await?;
-    store.actions().mark_carried_on(action).await?;
+    store.send_run(&RunsMessage::Continuation(continuation), 0).await?;
+    store.mark_carried_on(action).await?;
     Ok(true)
 }
 
 /// Carries a turn paused by its budget on when the budget now allows a model call: the
 /// session's own budget (or, without one, `agent_budget`) above its spend, or no budget at all.
 /// `true` when it sent the continuation; lowering the budget or leaving it reached does nothing.
-pub async fn carry_on_after_budget(
-    store: &Store,
+pub async fn carry_on_after_budget<S: Continuations>(
+    store: &S,
     session: &agentplane_domain::session::Session,
     agent_budget: Option<agentplane_domain::session::SessionBudget>,
-) -> Result<bool, StoreError> {
+) -> Result<bool, PortError> {
     let (Some(turn_id), Some(version)) = (&session.current_turn_id, session.pause_version) else {
         return Ok(false);
     };
@@ -47,7 +51,7 @@ pub async fn carry_on_after_budget(
         turn_id: turn_id.clone(),
         version,
     };
-    store.runs_queue()?.send(&continuation).await?;
+    store.send_run(&RunsMessage::Continuation(continuation), 0).await?;
     Ok(true)
 }
 
@@ -63,10 +67,10 @@ pub enum Continued {
     Run(crate::background::Executed),
 }
 
-impl crate::Engine {
+impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
     /// Claims the paused turn `continuation` names (a conditional write on its saved state's
     /// version) and runs it on. A storage failure is an `Err`: the message is retried.
-    pub async fn continue_turn(&self, continuation: &Continuation) -> Result<Continued, StoreError> {
+    pub async fn continue_turn(&self, continuation: &Continuation) -> Result<Continued, PortError> {
         self.continue_turn_until(continuation, None).await
     }
 
@@ -76,7 +80,7 @@ impl crate::Engine {
         &self,
         continuation: &Continuation,
         handover_at: Option<tokio::time::Instant>,
-    ) -> Result<Continued, StoreError> {
+    ) -> Result<Continued, PortError> {
         match self.continue_paused(continuation, handover_at).await {
             Ok(Some(outcome)) => Ok(Continued::Ran(Box::new(outcome))),
             Ok(None) | Err(crate::TurnError::SessionNotFound) => Ok(Continued::Stale),

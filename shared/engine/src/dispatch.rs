@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use agentplane_domain::ids::{CommandId, NodeId};
 use agentplane_domain::sandbox::command::{Command, CommandEnvelope, CommandOutcome};
-use agentplane_store::{Store, StoreError};
+
+use crate::ports::PortError;
+use crate::ports::commands::NodeCommands;
 
 /// Why a command got no answer.
 #[derive(Debug, thiserror::Error)]
@@ -15,18 +17,22 @@ pub enum DispatchError {
     #[error("the sandbox's node did not answer in time")]
     NodeTimeout,
     #[error(transparent)]
-    Storage(#[from] StoreError),
+    Storage(#[from] PortError),
 }
 
 /// How long a request waits for the node.
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
-pub async fn enqueue(store: &Store, node: &NodeId, command: Command) -> Result<CommandId, DispatchError> {
+pub async fn enqueue<S: NodeCommands>(
+    store: &S,
+    node: &NodeId,
+    command: Command,
+) -> Result<CommandId, DispatchError> {
     enqueue_within(store, node, command, ANSWER_WITHIN).await
 }
 
-async fn enqueue_within(
-    store: &Store,
+async fn enqueue_within<S: NodeCommands>(
+    store: &S,
     node: &NodeId,
     command: Command,
     within: Duration,
@@ -39,20 +45,24 @@ async fn enqueue_within(
         expires_at: now.plus_millis(i64::try_from(within.as_millis()).unwrap_or(10_000)),
         command,
     };
-    store.nodes().enqueue(node, &envelope).await?;
+    store.enqueue_command(node, &envelope).await?;
     Ok(id)
 }
 
 /// Enqueues and waits. When the node does not answer in time, an unclaimed command is taken
 /// back so that it never runs late; the caller gets a 503.
-pub async fn run(store: &Store, node: &NodeId, command: Command) -> Result<CommandOutcome, DispatchError> {
+pub async fn run<S: NodeCommands>(
+    store: &S,
+    node: &NodeId,
+    command: Command,
+) -> Result<CommandOutcome, DispatchError> {
     run_within(store, node, command, ANSWER_WITHIN).await
 }
 
 /// [`run`] of a command that may take longer than a request waits (a checkpoint's scan or
 /// upload, a restore): the node must claim it within `within`, and answer within `within`.
-pub async fn run_within(
-    store: &Store,
+pub async fn run_within<S: NodeCommands>(
+    store: &S,
     node: &NodeId,
     command: Command,
     within: Duration,
@@ -61,14 +71,14 @@ pub async fn run_within(
     let started = tokio::time::Instant::now();
     let mut pause = Duration::from_millis(10);
     loop {
-        match store.nodes().outcome(&id).await {
+        match store.command_outcome(&id).await {
             Ok(Some(outcome)) => return Ok(outcome),
             Ok(None) => {}
             Err(err) => return Err(DispatchError::Storage(err)),
         }
         if started.elapsed() >= within {
-            return match store.nodes().withdraw(node, &id).await {
-                Ok(()) | Err(StoreError::Conflict) | Err(StoreError::NotFound) => {
+            return match store.withdraw_command(node, &id).await {
+                Ok(()) | Err(PortError::Conflict) | Err(PortError::NotFound) => {
                     Err(DispatchError::NodeTimeout)
                 }
                 Err(err) => Err(err.into()),

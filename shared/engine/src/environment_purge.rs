@@ -28,10 +28,11 @@ use agentplane_domain::Timestamp;
 use agentplane_domain::platform::Environment;
 use agentplane_domain::platform::manifest::{Manifest, blob_key};
 use agentplane_domain::platform::workspace_sweep::{self, DELETE_WITHIN_MS};
-use agentplane_store::{Objects, Store, StoreError};
 use futures_util::{StreamExt, TryStreamExt};
 
-use crate::ports::Compute;
+use crate::ports::blobs::{Blobs, DELETE_BATCH};
+use crate::ports::sweeps::EnvironmentPurgeStore;
+use crate::ports::{Compute, PortError};
 
 /// Deleted environments one pass purges at most (the rest wait for the next pass).
 pub const PAGE: usize = 10;
@@ -65,13 +66,13 @@ pub fn run_transcript_key(run: &agentplane_domain::platform::run::RunId) -> Stri
 }
 
 /// One pass at `now`: purges up to [`PAGE`] deleted environments, the oldest deletion first.
-pub async fn purge_deleted_environments<C: Compute>(
-    store: &Store,
+pub async fn purge_deleted_environments<S: EnvironmentPurgeStore, C: Compute>(
+    store: &S,
     compute: &C,
     now: Timestamp,
-) -> Result<PurgeReport, StoreError> {
+) -> Result<PurgeReport, PortError> {
     let mut report = PurgeReport::default();
-    for environment in store.environments().deleted(now, PAGE).await? {
+    for environment in store.deleted_environments(now, PAGE).await? {
         match purge(store, compute, &environment, now, &mut report).await {
             Ok(()) => report.environments += 1,
             Err(err) => {
@@ -84,21 +85,21 @@ pub async fn purge_deleted_environments<C: Compute>(
 }
 
 /// Purges one deleted environment (the module's steps).
-pub async fn purge<C: Compute>(
-    store: &Store,
+pub async fn purge<S: EnvironmentPurgeStore, C: Compute>(
+    store: &S,
     compute: &C,
     environment: &Environment,
     now: Timestamp,
     report: &mut PurgeReport,
-) -> Result<(), StoreError> {
+) -> Result<(), PortError> {
     let (project, id) = (&environment.project_id, &environment.id);
     if let Some(sandbox) = &environment.sandbox_id {
-        match store.sandboxes().get_any(sandbox).await {
+        match store.sandbox_record(sandbox).await {
             Ok(sandbox) if !sandbox.lifecycle.effective(now).is_final() => {
                 compute.end(&sandbox).await;
                 report.sandboxes_ended += 1;
             }
-            Ok(_) | Err(StoreError::NotFound) => {}
+            Ok(_) | Err(PortError::NotFound) => {}
             Err(err) => return Err(err),
         }
     }
@@ -106,19 +107,19 @@ pub async fn purge<C: Compute>(
         Some(manifests) => manifests.clone(),
         None => {
             let manifests = referenced(store, environment).await?;
-            store.environments().set_purge_manifests(project, id, &manifests).await?;
+            store.set_purge_manifests(project, id, &manifests).await?;
             manifests
         }
     };
     let bucket = store.workspaces().ok();
     let mut after = 0;
     loop {
-        let runs = store.runs().environment_page(id, after, RUNS_PAGE).await?;
+        let runs = store.environment_runs(id, after, RUNS_PAGE).await?;
         for run in &runs {
             if let Some(bucket) = bucket {
                 bucket.delete(&run_transcript_key(&run.id)).await?;
             }
-            store.runs().delete(project, &run.id).await?;
+            store.delete_run(project, &run.id).await?;
             report.runs_deleted += 1;
             after = after.max(run.environment_sequence);
         }
@@ -126,22 +127,25 @@ pub async fn purge<C: Compute>(
             break;
         }
     }
-    report.links_deleted += store.environments().delete_links(project, id).await?;
+    report.links_deleted += store.delete_environment_links(project, id).await?;
     if !manifests.is_empty() {
         let bucket = store.workspaces()?;
         delete_checkpoints(store, bucket, &manifests, now, report).await?;
     }
-    store.environments().delete_purged(project, id).await
+    store.delete_purged_environment(project, id).await
 }
 
 /// Every manifest the environment and its Runs reference, sorted, each once.
-async fn referenced(store: &Store, environment: &Environment) -> Result<Vec<String>, StoreError> {
+async fn referenced<S: EnvironmentPurgeStore>(
+    store: &S,
+    environment: &Environment,
+) -> Result<Vec<String>, PortError> {
     let mut manifests: BTreeSet<String> = BTreeSet::new();
     manifests.extend(environment.initial_checkpoint.iter().cloned());
     manifests.extend(environment.rollback.iter().filter_map(|r| r.manifest.clone()));
     let mut after = 0;
     loop {
-        let runs = store.runs().environment_page(&environment.id, after, RUNS_PAGE).await?;
+        let runs = store.environment_runs(&environment.id, after, RUNS_PAGE).await?;
         for run in &runs {
             manifests.extend(run.start_manifest.iter().cloned());
             manifests.extend(run.checkpoint.snapshot_id.iter().cloned());
@@ -155,13 +159,13 @@ async fn referenced(store: &Store, environment: &Environment) -> Result<Vec<Stri
 
 /// Deletes the manifests of `candidates` no live item references and the blobs of those no
 /// live manifest names, each only when old enough (the module's note).
-async fn delete_checkpoints(
-    store: &Store,
-    bucket: &Objects,
+async fn delete_checkpoints<S: EnvironmentPurgeStore>(
+    store: &S,
+    bucket: &impl Blobs,
     candidates: &[String],
     now: Timestamp,
     report: &mut PurgeReport,
-) -> Result<(), StoreError> {
+) -> Result<(), PortError> {
     let live = live_references(store).await?;
     let orphans: Vec<&String> = candidates.iter().filter(|m| !live.contains(*m)).collect();
     let mut blobs: BTreeSet<String> = BTreeSet::new();
@@ -190,11 +194,11 @@ async fn delete_checkpoints(
 }
 
 /// The manifests every live environment and Run item references (a consistent Scan).
-async fn live_references(store: &Store) -> Result<BTreeSet<String>, StoreError> {
+async fn live_references<S: EnvironmentPurgeStore>(store: &S) -> Result<BTreeSet<String>, PortError> {
     let mut live = BTreeSet::new();
     let mut after = None;
     loop {
-        let (found, next) = store.workspace_sweep().references(after.as_ref(), SCAN_PAGE).await?;
+        let (found, next) = store.checkpoint_references(after.as_ref(), SCAN_PAGE).await?;
         live.extend(found);
         match next {
             Some(next) => after = Some(next),
@@ -203,12 +207,12 @@ async fn live_references(store: &Store) -> Result<BTreeSet<String>, StoreError> 
     }
 }
 
-async fn read_manifest(bucket: &Objects, id: &str) -> Result<Option<Manifest>, StoreError> {
+async fn read_manifest(bucket: &impl Blobs, id: &str) -> Result<Option<Manifest>, PortError> {
     match bucket.get(&Manifest::key(id)).await {
         Ok(body) => serde_json::from_slice(&body)
             .map(Some)
-            .map_err(|e| StoreError::Corrupt(format!("manifest {id}: {e}"))),
-        Err(StoreError::NotFound) => Ok(None),
+            .map_err(|e| PortError::Corrupt(format!("manifest {id}: {e}"))),
+        Err(PortError::NotFound) => Ok(None),
         Err(err) => Err(err),
     }
 }
@@ -218,13 +222,13 @@ async fn read_manifest(bucket: &Objects, id: &str) -> Result<Option<Manifest>, S
 /// meanwhile then sees it gone and fails rather than rely on it); a slower batch is left to the
 /// workspace sweep. Younger objects are counted in `left`. Answers how many were deleted.
 async fn delete_old(
-    bucket: &Objects,
+    bucket: &impl Blobs,
     keys: &[String],
     now: Timestamp,
     left: &mut usize,
-) -> Result<usize, StoreError> {
+) -> Result<usize, PortError> {
     let mut deleted = 0;
-    for chunk in keys.chunks(agentplane_store::objects::DELETE_BATCH) {
+    for chunk in keys.chunks(DELETE_BATCH) {
         let looked = Instant::now();
         let written: Vec<(String, Option<Timestamp>)> = futures_util::stream::iter(
             chunk

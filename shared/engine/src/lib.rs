@@ -2,6 +2,7 @@
 //! synchronous Responses route and (later) the background runner share it.
 
 pub mod admission;
+pub mod agents;
 pub mod background;
 pub mod background_sweep;
 pub mod bus;
@@ -43,7 +44,7 @@ pub use turn::{TurnContext, TurnError, TurnOutcome, TurnRequest};
 
 /// The engine over its ports: `S` keeps sessions, their transcripts and event logs (see
 /// [`ports`]), `M` is
-/// the model. The deployed one is `TurnEngine<agentplane_store::Store, ModelClient>`.
+/// the model. The deployed one is `TurnEngine<Store, ModelClient>` (the store crate implements the ports).
 #[derive(Debug, Clone)]
 pub struct TurnEngine<S, M> {
     pub store: S,

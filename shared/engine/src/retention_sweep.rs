@@ -18,14 +18,16 @@ use std::collections::BTreeSet;
 use std::future::Future;
 
 use agentplane_domain::Timestamp;
-use agentplane_domain::action::{Action, ActionStatus};
+use agentplane_domain::action::Action;
 use agentplane_domain::agent_run::AgentRun;
 use agentplane_domain::file::SessionFile;
 use agentplane_domain::webhook::Message;
-use agentplane_store::{Objects, Store, StoreError};
 
-use crate::continuation::carry_on_if_settled;
+use crate::ports::PortError;
+use crate::ports::blobs::{Blobs, DELETE_BATCH};
+use crate::ports::sweeps::RetentionStore;
 
+pub use crate::ports::sweeps::ExpiringActions;
 pub use crate::sweep_limits::{MAX_PAGES, PAGE};
 
 /// What one pass did.
@@ -66,60 +68,13 @@ pub struct SweepReport {
     pub dead_runs_settled: usize,
 }
 
-/// What the sweep needs of storage (a port, so the pass's rules are tested in memory; the
-/// deployed one is the [`Store`]).
-pub trait ExpiringActions: Send + Sync {
-    /// Up to `limit` pending actions due at `now`.
-    fn due(
-        &self,
-        now: Timestamp,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<Action>, StoreError>> + Send;
-    /// Settles `action` `expired` if it is still pending (`Conflict` when it is not).
-    fn expire(
-        &self,
-        action: &Action,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<Action, StoreError>> + Send;
-    /// Carries the action's turn on if none of its actions is pending any more; `true` if it did.
-    fn carry_on(&self, action: &Action) -> impl Future<Output = Result<bool, StoreError>> + Send;
-    /// Up to `limit` settled actions settled at or before `before` whose turn was not known to
-    /// be carried on (a continuation that could not be sent).
-    fn waiting(
-        &self,
-        before: Timestamp,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<Action>, StoreError>> + Send {
-        let _ = (before, limit);
-        async { Ok(Vec::new()) }
-    }
-}
-
-impl ExpiringActions for Store {
-    async fn due(&self, now: Timestamp, limit: usize) -> Result<Vec<Action>, StoreError> {
-        self.actions().due(now, limit).await
-    }
-
-    async fn expire(&self, action: &Action, now: Timestamp) -> Result<Action, StoreError> {
-        self.actions().settle(action, ActionStatus::Expired, None, now).await
-    }
-
-    async fn carry_on(&self, action: &Action) -> Result<bool, StoreError> {
-        carry_on_if_settled(self, action).await
-    }
-
-    async fn waiting(&self, before: Timestamp, limit: usize) -> Result<Vec<Action>, StoreError> {
-        self.actions().waiting(before, limit).await
-    }
-}
-
 /// How long a settled action may wait for its continuation to be sent before the sweep sends it
 /// (the answer route sends at once; this is for a send that failed).
 pub const RESEND_AFTER_MS: i64 = 60_000;
 
 /// One pass at `now`: due actions, then what outlived its retention. A failed read of a page
 /// is an `Err`; a failure on one item is counted and the pass goes on with the next.
-pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, StoreError> {
+pub async fn sweep_once<S: RetentionStore>(store: &S, now: Timestamp) -> Result<SweepReport, PortError> {
     let mut report = sweep(store, now).await?;
     // Without an S3 client (a function not granted the files bucket) files wait.
     if store.objects().is_ok() {
@@ -137,8 +92,8 @@ pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, St
     }
     report.runs_deleted = sweep_expired(&ExpiredRuns(store), now, &mut report.failed).await?;
     report.records_deleted = sweep_expired(&ExpiredRecords(store), now, &mut report.failed).await?;
-    match store.session_placement().backfill(MAX_PAGES).await {
-        Ok(backfilled) => report.sessions_upgraded = backfilled.rewritten,
+    match store.upgrade_old_sessions(MAX_PAGES).await {
+        Ok(rewritten) => report.sessions_upgraded = rewritten,
         Err(err) => {
             tracing::warn!(error = %err, "rewriting old-shape sessions failed; its cursor stays");
             report.failed += 1;
@@ -189,9 +144,9 @@ pub async fn sweep_once(store: &Store, now: Timestamp) -> Result<SweepReport, St
 /// prefix from its start (1 ListObjectsV2, 1 DeleteObjects). Scratch objects live minutes, so the
 /// prefix holds only the few in use and what crashes left; what this pass deletes leaves the
 /// listing, so the next pass reaches the next page of leftovers.
-async fn sweep_scratch(bucket: &Objects, now: Timestamp) -> Result<usize, StoreError> {
+async fn sweep_scratch(bucket: &impl Blobs, now: Timestamp) -> Result<usize, PortError> {
     use agentplane_domain::platform::workspace_sweep::{SCRATCH_PREFIX, scratch_expired};
-    let (listed, _) = bucket.list_page(SCRATCH_PREFIX, None, agentplane_store::objects::DELETE_BATCH).await?;
+    let (listed, _) = bucket.list_page(SCRATCH_PREFIX, None, DELETE_BATCH).await?;
     let old: Vec<String> =
         listed.into_iter().filter(|o| scratch_expired(o.written, now)).map(|o| o.key).collect();
     if old.is_empty() {
@@ -210,10 +165,10 @@ trait Expiring: Sync {
         &self,
         now: Timestamp,
         limit: usize,
-    ) -> impl Future<Output = Result<Vec<Self::Item>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Self::Item>, PortError>> + Send;
     /// Deletes one: `NotFound` (gone already) counts as deleted, `Conflict` (taken back into
     /// use meanwhile) as kept.
-    fn remove(&self, item: &Self::Item) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn remove(&self, item: &Self::Item) -> impl Future<Output = Result<(), PortError>> + Send;
 }
 
 /// Deletes what `expiring` has expired at `now`, at most `MAX_PAGES` pages; the rest waits,
@@ -222,15 +177,15 @@ async fn sweep_expired<E: Expiring>(
     expiring: &E,
     now: Timestamp,
     failed: &mut usize,
-) -> Result<usize, StoreError> {
+) -> Result<usize, PortError> {
     let mut total = 0;
     for _ in 0..MAX_PAGES {
         let expired = expiring.expired(now, PAGE).await?;
         let mut deleted = 0;
         for item in &expired {
             match expiring.remove(item).await {
-                Ok(()) | Err(StoreError::NotFound) => deleted += 1,
-                Err(StoreError::Conflict) => {}
+                Ok(()) | Err(PortError::NotFound) => deleted += 1,
+                Err(PortError::Conflict) => {}
                 Err(err) => {
                     tracing::warn!(kind = E::KIND, error = %err, "deleting an expired item failed");
                     *failed += 1;
@@ -249,59 +204,59 @@ async fn sweep_expired<E: Expiring>(
 /// Session files past their expiry: the object, then the item and its count. The deployment
 /// bucket's lifecycle rule and the item's TTL get there too, but late (TTL within days); a
 /// bucket the project registers has neither.
-struct ExpiredFiles<'a>(&'a Store);
+struct ExpiredFiles<'a, S>(&'a S);
 
-impl Expiring for ExpiredFiles<'_> {
+impl<S: RetentionStore> Expiring for ExpiredFiles<'_, S> {
     type Item = SessionFile;
     const KIND: &'static str = "session file";
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<SessionFile>, StoreError> {
-        self.0.files().expired(now, limit).await
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<SessionFile>, PortError> {
+        self.0.expired_files(now, limit).await
     }
 
-    async fn remove(&self, file: &SessionFile) -> Result<(), StoreError> {
+    async fn remove(&self, file: &SessionFile) -> Result<(), PortError> {
         // The file's own bucket: a Document Store bucket's files are swept there even after the
         // project removed its registration.
-        self.0.file_objects(file.bucket.as_ref())?.delete(&file.object_key()).await?;
-        self.0.files().delete(&file.project_id, &file.session_id, &file.id).await
+        self.0.file_bucket(file.bucket.as_ref())?.delete(&file.object_key()).await?;
+        self.0.delete_file(&file.project_id, &file.session_id, &file.id).await
     }
 }
 
 /// Background runs past their retention (the item's TTL is the backstop).
-struct ExpiredRuns<'a>(&'a Store);
+struct ExpiredRuns<'a, S>(&'a S);
 
-impl Expiring for ExpiredRuns<'_> {
+impl<S: RetentionStore> Expiring for ExpiredRuns<'_, S> {
     type Item = AgentRun;
     const KIND: &'static str = "background run";
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<AgentRun>, StoreError> {
-        self.0.agent_runs().expired(now, limit).await
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<AgentRun>, PortError> {
+        self.0.expired_agent_runs(now, limit).await
     }
 
-    async fn remove(&self, run: &AgentRun) -> Result<(), StoreError> {
-        self.0.agent_runs().delete_expired(run).await
+    async fn remove(&self, run: &AgentRun) -> Result<(), PortError> {
+        self.0.delete_expired_agent_run(run).await
     }
 }
 
 /// Webhook messages past their retention, each with its attempts and locator; one redelivered
 /// meanwhile is kept.
-struct ExpiredRecords<'a>(&'a Store);
+struct ExpiredRecords<'a, S>(&'a S);
 
-impl Expiring for ExpiredRecords<'_> {
+impl<S: RetentionStore> Expiring for ExpiredRecords<'_, S> {
     type Item = Message;
     const KIND: &'static str = "webhook delivery record";
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Message>, StoreError> {
-        self.0.webhooks().expired_records(now, limit).await
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Message>, PortError> {
+        self.0.expired_webhook_records(now, limit).await
     }
 
-    async fn remove(&self, message: &Message) -> Result<(), StoreError> {
-        self.0.webhooks().delete_records(message).await
+    async fn remove(&self, message: &Message) -> Result<(), PortError> {
+        self.0.delete_webhook_records(message).await
     }
 }
 
 /// [`sweep_once`] over any [`ExpiringActions`].
-pub async fn sweep<S: ExpiringActions>(store: &S, now: Timestamp) -> Result<SweepReport, StoreError> {
+pub async fn sweep<S: ExpiringActions>(store: &S, now: Timestamp) -> Result<SweepReport, PortError> {
     let mut report = SweepReport::default();
     for _ in 0..MAX_PAGES {
         let due = store.due(now, PAGE).await?;
@@ -311,7 +266,7 @@ pub async fn sweep<S: ExpiringActions>(store: &S, now: Timestamp) -> Result<Swee
             match store.expire(action, now).await {
                 Ok(settled) => expired.push(settled),
                 // Answered, cancelled or deleted first: nothing left to expire.
-                Err(StoreError::Conflict | StoreError::NotFound) => report.skipped += 1,
+                Err(PortError::Conflict | PortError::NotFound) => report.skipped += 1,
                 Err(err) => {
                     tracing::warn!(action = %action.id, error = %err, "expiring an action failed");
                     report.failed += 1;
@@ -342,7 +297,7 @@ async fn carry_on<S: ExpiringActions>(store: &S, expired: &[Action], report: &mu
         if !seen.insert((action.project_id, action.session_id, action.turn_id.clone())) {
             continue;
         }
-        match store.carry_on(action).await {
+        match crate::continuation::carry_on_if_settled(store, action).await {
             Ok(true) => report.continued += 1,
             Ok(false) => {}
             Err(err) => {
@@ -364,11 +319,13 @@ mod tests {
     use std::collections::HashSet;
     use std::sync::Mutex;
 
-    use agentplane_domain::action::{ActionId, ActionType};
+    use agentplane_domain::action::{ActionId, ActionStatus, ActionType};
     use agentplane_domain::{ProjectId, SessionId};
     use serde_json::json;
 
     use super::*;
+    use crate::ports::queues::{Queues, RollbacksMessage, RunsMessage, WebhooksMessage};
+    use crate::ports::sessions::Continuations;
 
     const NOW: Timestamp = Timestamp::from_unix_seconds(1_800_000_000);
 
@@ -387,11 +344,11 @@ mod tests {
     }
 
     impl ExpiringActions for Memory {
-        async fn due(&self, now: Timestamp, limit: usize) -> Result<Vec<Action>, StoreError> {
+        async fn due(&self, now: Timestamp, limit: usize) -> Result<Vec<Action>, PortError> {
             if let Some(stale) = &self.stale_due {
                 return Ok(stale.iter().take(limit).cloned().collect());
             }
-            let actions = self.actions.lock().map_err(StoreError::unavailable)?;
+            let actions = self.actions.lock().map_err(PortError::unavailable)?;
             let mut due: Vec<Action> = actions
                 .iter()
                 .filter(|a| a.status == ActionStatus::Pending && a.expires_at.is_some_and(|at| at <= now))
@@ -401,33 +358,66 @@ mod tests {
             Ok(due.into_iter().take(limit).collect())
         }
 
-        async fn expire(&self, action: &Action, now: Timestamp) -> Result<Action, StoreError> {
+        async fn expire(&self, action: &Action, now: Timestamp) -> Result<Action, PortError> {
             if self.failing.contains(&action.id) {
-                return Err(StoreError::unavailable("throttled"));
+                return Err(PortError::unavailable("throttled"));
             }
-            let mut actions = self.actions.lock().map_err(StoreError::unavailable)?;
-            let stored = actions.iter_mut().find(|a| a.id == action.id).ok_or(StoreError::NotFound)?;
+            let mut actions = self.actions.lock().map_err(PortError::unavailable)?;
+            let stored = actions.iter_mut().find(|a| a.id == action.id).ok_or(PortError::NotFound)?;
             if self.answered_first.contains(&action.id) {
                 stored.status = ActionStatus::Resolved;
             }
             if stored.status != ActionStatus::Pending {
-                return Err(StoreError::Conflict);
+                return Err(PortError::Conflict);
             }
             stored.status = ActionStatus::Expired;
             stored.settled_at = Some(now);
             Ok(stored.clone())
         }
+    }
 
-        async fn carry_on(&self, action: &Action) -> Result<bool, StoreError> {
+    impl Continuations for Memory {
+        async fn pending_actions_of(
+            &self,
+            project: &ProjectId,
+            session: &SessionId,
+        ) -> Result<Vec<Action>, PortError> {
+            let actions = self.actions.lock().map_err(PortError::unavailable)?;
+            Ok(actions
+                .iter()
+                .filter(|a| {
+                    a.project_id == *project && a.session_id == *session && a.status == ActionStatus::Pending
+                })
+                .cloned()
+                .collect())
+        }
+
+        async fn mark_carried_on(&self, _action: &Action) -> Result<(), PortError> {
+            Ok(())
+        }
+    }
+
+    impl Queues for Memory {
+        async fn send_run(&self, message: &RunsMessage, _delay_s: i32) -> Result<(), PortError> {
             if self.carry_on_fails {
-                return Err(StoreError::unavailable("queue down"));
+                return Err(PortError::unavailable("queue down"));
             }
-            let actions = self.actions.lock().map_err(StoreError::unavailable)?;
-            if actions.iter().any(|a| a.turn_id == action.turn_id && a.status == ActionStatus::Pending) {
-                return Ok(false);
+            if let RunsMessage::Continuation(c) = message {
+                self.carried_on.lock().map_err(PortError::unavailable)?.push(c.turn_id.clone());
             }
-            self.carried_on.lock().map_err(StoreError::unavailable)?.push(action.turn_id.clone());
-            Ok(true)
+            Ok(())
+        }
+
+        fn sends_webhooks(&self) -> bool {
+            false
+        }
+
+        async fn send_webhook(&self, _message: &WebhooksMessage) -> Result<(), PortError> {
+            Ok(())
+        }
+
+        async fn send_rollback(&self, _message: &RollbacksMessage) -> Result<(), PortError> {
+            Ok(())
         }
     }
 

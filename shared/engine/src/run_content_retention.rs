@@ -9,10 +9,11 @@
 
 use agentplane_domain::Timestamp;
 use agentplane_domain::platform::content_retention::{self, Due};
-use agentplane_store::dynamo::run_content::ContentDue;
-use agentplane_store::{Store, StoreError};
 
 use crate::environment_purge::run_transcript_key;
+use crate::ports::PortError;
+use crate::ports::blobs::Blobs;
+use crate::ports::sweeps::{ContentDue, RunContentStore};
 
 /// Due Runs one read takes.
 pub const PAGE: usize = 100;
@@ -35,15 +36,15 @@ pub struct ContentReport {
 }
 
 /// One pass at `now` under a retention of `retention_s` seconds (`None`: off, nothing is done).
-pub async fn erase_expired_content(
-    store: &Store,
+pub async fn erase_expired_content<S: RunContentStore>(
+    store: &S,
     retention_s: Option<i64>,
     now: Timestamp,
-) -> Result<ContentReport, StoreError> {
+) -> Result<ContentReport, PortError> {
     let mut report = ContentReport::default();
     let Some(retention_s) = retention_s else { return Ok(report) };
     for _ in 0..MAX_PAGES {
-        let due = store.run_content().due(now.plus_seconds(-retention_s), PAGE).await?;
+        let due = store.content_due(now.plus_seconds(-retention_s), PAGE).await?;
         let mut moved = 0;
         for item in &due {
             match erase_one(store, item, retention_s, now, &mut report).await {
@@ -61,31 +62,30 @@ pub async fn erase_expired_content(
     Ok(report)
 }
 
-async fn erase_one(
-    store: &Store,
+async fn erase_one<S: RunContentStore>(
+    store: &S,
     item: &ContentDue,
     retention_s: i64,
     now: Timestamp,
     report: &mut ContentReport,
-) -> Result<(), StoreError> {
+) -> Result<(), PortError> {
     for _ in 0..ATTEMPTS {
-        let mut run = match store.runs().get(&item.project_id, &item.run_id).await {
+        let mut run = match store.run(&item.project_id, &item.run_id).await {
             Ok(run) => run,
-            Err(StoreError::NotFound) => return store.run_content().done(item).await,
+            Err(PortError::NotFound) => return store.content_done(item).await,
             Err(err) => return Err(err),
         };
         match content_retention::due(&run, retention_s, now) {
-            Due::Done => return store.run_content().done(item).await,
+            Due::Done => return store.content_done(item).await,
             Due::Later { at } => {
                 report.postponed += 1;
-                return store.run_content().later(item, at).await;
+                return store.postpone_content(item, at).await;
             }
             Due::Erase => {}
         }
         // The content outside the Run item first: a failure leaves the Run due, to be done again.
         report.events_erased += store
-            .events()
-            .erase_turn(&run.session_id, &run.turn_id(), content_retention::erased_event_data)
+            .erase_turn_events(&run.session_id, &run.turn_id(), content_retention::erased_event_data)
             .await?;
         if let Ok(bucket) = store.workspaces() {
             bucket.delete(&run_transcript_key(&run.id)).await?;
@@ -93,14 +93,14 @@ async fn erase_one(
         let expected = run.version;
         content_retention::erase(&mut run, now);
         run.version = expected + 1;
-        match store.runs().replace(&run, expected).await {
+        match store.replace_run(&run, expected).await {
             Ok(()) => {
                 report.erased += 1;
-                return store.run_content().done(item).await;
+                return store.content_done(item).await;
             }
-            Err(StoreError::Conflict) => continue,
+            Err(PortError::Conflict) => continue,
             Err(err) => return Err(err),
         }
     }
-    Err(StoreError::Conflict)
+    Err(PortError::Conflict)
 }

@@ -9,7 +9,9 @@
 //! session finds nothing and changes nothing.
 
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
-use agentplane_store::{Store, StoreError};
+
+use crate::ports::PortError;
+use crate::ports::sweeps::SessionPurgeStore;
 
 /// Deleted sessions one sweep pass purges at most (the rest wait for the next pass).
 pub const PURGES_PER_PASS: usize = 25;
@@ -28,39 +30,46 @@ pub struct Purged {
 }
 
 /// Removes what the deleted session `session` of `project` held. Idempotent.
-pub async fn purge(store: &Store, project: &ProjectId, session: &SessionId) -> Result<Purged, StoreError> {
+pub async fn purge<S: SessionPurgeStore>(
+    store: &S,
+    project: &ProjectId,
+    session: &SessionId,
+) -> Result<Purged, PortError> {
     purge_at(store, project, session, crate::now()).await
 }
 
-async fn purge_at(
-    store: &Store,
+async fn purge_at<S: SessionPurgeStore>(
+    store: &S,
     project: &ProjectId,
     session: &SessionId,
     now: Timestamp,
-) -> Result<Purged, StoreError> {
-    let purge = store.session_purge();
+) -> Result<Purged, PortError> {
     let mut purged = Purged::default();
     // Bytes first: once an item is gone, nothing would name an object in another bucket.
-    let items = purge.owned_items(project, session).await?;
+    let items = store.owned_items(project, session).await?;
     for file in items.iter().filter_map(|i| i.file.as_ref()) {
         if file.bucket.is_some() {
-            purge.delete_file_object(file).await?;
+            store.delete_file_object(file).await?;
             purged.objects += 1;
         }
     }
-    purged.objects += purge.delete_prefixed_objects(project, session).await?;
-    purged.events = purge.delete_events(session).await?;
-    purge.delete_items(&items).await?;
+    purged.objects += store.delete_session_objects(project, session).await?;
+    purged.events = store.delete_session_events(session).await?;
+    store.delete_owned_items(&items).await?;
     purged.items = items.len();
-    purged.finished = purge.finish(project, session, now).await?;
+    purged.finished = store.finish_purge(project, session, now).await?;
     Ok(purged)
 }
 
 /// The sweep's step: purges up to [`PURGES_PER_PASS`] deleted sessions; how many it finished.
 /// A session whose purge failed stays queued for the next pass (counted in `failed`).
-pub async fn purge_deleted(store: &Store, now: Timestamp, failed: &mut usize) -> Result<usize, StoreError> {
+pub async fn purge_deleted<S: SessionPurgeStore>(
+    store: &S,
+    now: Timestamp,
+    failed: &mut usize,
+) -> Result<usize, PortError> {
     let mut finished = 0;
-    for due in store.session_purge().due(now, PURGES_PER_PASS).await? {
+    for due in store.sessions_to_purge(now, PURGES_PER_PASS).await? {
         match purge_at(store, &due.project, &due.session, now).await {
             Ok(purged) => finished += usize::from(purged.finished),
             Err(err) => {

@@ -7,23 +7,23 @@ use agentplane_domain::event::{EventPayload, NewEvent};
 use agentplane_domain::pricing::Usage;
 use agentplane_domain::session::Session;
 use agentplane_domain::tenant::TenantKey;
-use agentplane_store::StoreError;
-use agentplane_store::dynamo::side_calls::SideCall;
 use serde_json::{Map, Value};
 
-use crate::store_adapter::Engine;
+use crate::TurnEngine;
+use crate::ports::PortError;
+use crate::ports::sessions::{SessionCalls, SideCall};
 
 /// Records one call of `model` for `session`, made for `purpose` (`title`), which used `usage`;
 /// its cost from the engine's prices (`None`: unpriced). `NotFound` once the session is gone.
-pub async fn record(
-    engine: &Engine,
+pub async fn record<S: SessionCalls, M>(
+    engine: &TurnEngine<S, M>,
     session: &Session,
     purpose: &str,
     model: &str,
     usage: Usage,
-) -> Result<(), StoreError> {
+) -> Result<(), PortError> {
     let cost = engine.prices.cost_usd(model, usage);
-    let tenant = engine.store.projects().get(&session.project_id).await?.tenant_id;
+    let tenant = engine.store.project(&session.project_id).await?.tenant_id;
     let spend_counter = tenant.map(|t| TenantKey::Tenant(t).key());
     let mut extra = Map::new();
     extra.insert("purpose".into(), Value::String(purpose.into()));
@@ -47,7 +47,7 @@ pub async fn record(
         now: crate::now(),
         retention_days: engine.bus.retention_days(),
     };
-    engine.store.side_calls().record(&call).await?;
+    engine.store.record_side_call(&call).await?;
     engine.bus.notify(&session.id);
     Ok(())
 }

@@ -8,11 +8,11 @@ use std::collections::HashMap;
 
 use agentplane_domain::Timestamp;
 use agentplane_domain::session::{RuntimeStatus, SessionBudget};
-use agentplane_domain::tenant::{Tenant, TenantId, TenantKey, month_of};
-use agentplane_store::dynamo::tenant_pauses::TenantPause;
-use agentplane_store::{Store, StoreError};
+use agentplane_domain::tenant::{Tenant, TenantKey, month_of};
 
 use crate::continuation::carry_on_after_budget;
+use crate::ports::PortError;
+use crate::ports::background::{TenantPause, TenantResume};
 
 /// What a pass over noted pauses came to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -25,17 +25,17 @@ pub struct Resumed {
 }
 
 /// Carries on the turns `tenant`'s limit paused, when it now allows a model call this month.
-pub async fn carry_on_after_tenant_limit(
-    store: &Store,
+pub async fn carry_on_after_tenant_limit<S: TenantResume>(
+    store: &S,
     tenant: &Tenant,
     now: Timestamp,
-) -> Result<Resumed, StoreError> {
+) -> Result<Resumed, PortError> {
     let key = TenantKey::Tenant(tenant.id).key();
     let mut resumed = Resumed::default();
     if !has_room(store, &key, tenant.monthly_spend_limit_usd, now).await? {
         return Ok(resumed);
     }
-    for pause in store.tenant_pauses().of_tenant(&key).await? {
+    for pause in store.tenant_pauses_of(&key).await? {
         carry_on_one(store, &pause, &mut resumed).await?;
     }
     Ok(resumed)
@@ -43,17 +43,20 @@ pub async fn carry_on_after_tenant_limit(
 
 /// The sweep's step: every noted pause whose tenant now has room (a new month began, or a
 /// raise raced the pause) is carried on.
-pub async fn carry_on_tenant_pauses(store: &Store, now: Timestamp) -> Result<Resumed, StoreError> {
+pub async fn carry_on_tenant_pauses<S: TenantResume>(
+    store: &S,
+    now: Timestamp,
+) -> Result<Resumed, PortError> {
     let mut resumed = Resumed::default();
     let mut room: HashMap<String, bool> = HashMap::new();
-    for pause in store.tenant_pauses().all().await? {
+    for pause in store.all_tenant_pauses().await? {
         let allowed = match room.get(&pause.tenant_key) {
             Some(allowed) => *allowed,
             None => {
-                let limit = match tenant_of_key(&pause.tenant_key) {
-                    Some(id) => match store.tenants().get(&id).await {
+                let limit = match TenantKey::tenant_of(&pause.tenant_key) {
+                    Some(id) => match store.tenant(&id).await {
                         Ok(tenant) => tenant.monthly_spend_limit_usd,
-                        Err(StoreError::NotFound) => None,
+                        Err(PortError::NotFound) => None,
                         Err(err) => return Err(err),
                     },
                     None => None,
@@ -71,22 +74,27 @@ pub async fn carry_on_tenant_pauses(store: &Store, now: Timestamp) -> Result<Res
 }
 
 /// Whether the tenant key's spend this month is below `limit` (no limit: always).
-async fn has_room(store: &Store, key: &str, limit: Option<f64>, now: Timestamp) -> Result<bool, StoreError> {
+async fn has_room<S: TenantResume>(
+    store: &S,
+    key: &str,
+    limit: Option<f64>,
+    now: Timestamp,
+) -> Result<bool, PortError> {
     let Some(max) = limit else { return Ok(true) };
-    Ok(store.tenants().spent(key, &month_of(now)).await? < max)
-}
-
-pub(crate) fn tenant_of_key(key: &str) -> Option<TenantId> {
-    key.strip_prefix("T-").and_then(|id| id.parse().ok())
+    Ok(store.month_spent(key, &month_of(now)).await? < max)
 }
 
 /// Carries one noted pause on if its session still waits on a budget, then forgets it. A session
 /// still running keeps its note: its turn may be about to write the pause the note announced.
-async fn carry_on_one(store: &Store, pause: &TenantPause, resumed: &mut Resumed) -> Result<(), StoreError> {
-    let session = match store.sessions().get(&pause.project_id, &pause.session_id).await {
+async fn carry_on_one<S: TenantResume>(
+    store: &S,
+    pause: &TenantPause,
+    resumed: &mut Resumed,
+) -> Result<(), PortError> {
+    let session = match store.session(&pause.project_id, &pause.session_id).await {
         Ok(session) => session,
-        Err(StoreError::NotFound) => {
-            store.tenant_pauses().remove(pause).await?;
+        Err(PortError::NotFound) => {
+            store.forget_tenant_pause(pause).await?;
             resumed.dropped += 1;
             return Ok(());
         }
@@ -105,34 +113,20 @@ async fn carry_on_one(store: &Store, pause: &TenantPause, resumed: &mut Resumed)
         }
         _ => resumed.dropped += 1,
     }
-    store.tenant_pauses().remove(pause).await
+    store.forget_tenant_pause(pause).await
 }
 
 /// The agent's budget, which applies to a session without its own (read live).
-pub async fn agent_budget_of(
-    store: &Store,
+pub async fn agent_budget_of<S: TenantResume>(
+    store: &S,
     session: &agentplane_domain::session::Session,
-) -> Result<Option<SessionBudget>, StoreError> {
+) -> Result<Option<SessionBudget>, PortError> {
     match (session.budget, session.agent_id) {
-        (None, Some(agent_id)) => match store.agents().get(&session.project_id, &agent_id).await {
+        (None, Some(agent_id)) => match store.agent(&session.project_id, &agent_id).await {
             Ok(agent) => Ok(SessionBudget::effective(None, &agent.execution)),
-            Err(StoreError::NotFound) => Ok(None),
+            Err(PortError::NotFound) => Ok(None),
             Err(err) => Err(err),
         },
         _ => Ok(None),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_tenants_key_names_a_tenant() {
-        let id: TenantId = "0b8f7c3e-2a55-4a43-9d3b-5d2f4c1e8a11".parse().expect("an id");
-        assert_eq!(tenant_of_key(&TenantKey::Tenant(id).key()), Some(id));
-        let project = agentplane_domain::ProjectId::from_random([7; 16]);
-        assert_eq!(tenant_of_key(&TenantKey::Project(project).key()), None);
-        assert_eq!(tenant_of_key("T-not-an-id"), None);
     }
 }

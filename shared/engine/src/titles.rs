@@ -5,8 +5,10 @@
 use agentplane_domain::session::{Session, Title};
 use tokio::time::{Duration, Instant};
 
-use crate::Engine;
+use crate::TurnEngine;
 use crate::model::ChatMessage;
+use crate::ports::ChatModel;
+use crate::ports::sessions::SessionCalls;
 
 /// How long the title call may take; the answer waits for it.
 const TITLE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,7 +33,7 @@ pub struct FirstTurn<'a> {
     pub answer: Option<&'a str>,
 }
 
-impl Engine {
+impl<S: SessionCalls, M: ChatModel> TurnEngine<S, M> {
     /// Names `session` after its first turn. Does nothing when titles are off, the session has a
     /// title, or the turn gave no answer; a failed call leaves the session untitled (logged).
     pub async fn title_after(&self, session: &Session, turn: FirstTurn<'_>) {
@@ -58,12 +60,7 @@ impl Engine {
             tracing::warn!(session = %session.id, error = %err, "the title call's usage was not recorded");
         }
         let Some(title) = reply.text.as_deref().and_then(Title::generated) else { return };
-        match self
-            .store
-            .sessions()
-            .set_title_if_unset(&session.project_id, &session.id, &title, crate::now())
-            .await
-        {
+        match self.store.set_title_if_unset(&session.project_id, &session.id, &title, crate::now()).await {
             Ok(_) => {}
             Err(err) => {
                 tracing::warn!(session = %session.id, error = %err, "the session's title was not written")

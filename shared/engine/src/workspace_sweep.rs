@@ -21,7 +21,10 @@ use std::time::{Duration, Instant};
 use agentplane_domain::Timestamp;
 use agentplane_domain::platform::manifest::Manifest;
 use agentplane_domain::platform::workspace_sweep::{self, Cycle, DELETE_WITHIN_MS, Next, Phase, Swept};
-use agentplane_store::{Objects, Store, StoreError};
+
+use crate::ports::PortError;
+use crate::ports::blobs::{Blobs, Listed};
+use crate::ports::sweeps::WorkspaceSweepStore;
 
 /// How much one pass does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,15 +65,14 @@ pub struct WorkspaceReport {
 /// One pass at `now` over the workspaces bucket `bucket`, at most `limits.max_pages` pages of
 /// the current cycle (or of a new one, when it is due). A storage failure is an `Err`; the
 /// cursor stays where the last finished page left it.
-pub async fn sweep_workspaces(
-    store: &Store,
-    bucket: &Objects,
+pub async fn sweep_workspaces<S: WorkspaceSweepStore>(
+    store: &S,
+    bucket: &impl Blobs,
     now: Timestamp,
     limits: Limits,
-) -> Result<WorkspaceReport, StoreError> {
-    let sweep = store.workspace_sweep();
+) -> Result<WorkspaceReport, PortError> {
     let mut report = WorkspaceReport::default();
-    let stored = sweep.cursor().await?;
+    let stored = store.sweep_cursor().await?;
     let Some(mut cycle) = Cycle::to_work_on(stored.as_ref(), now) else {
         return Ok(report);
     };
@@ -82,7 +84,8 @@ pub async fn sweep_workspaces(
         let next = match &cycle.phase {
             Phase::Done { .. } => break,
             Phase::Mark { after } => {
-                let (referenced, next) = sweep.references(after.as_ref(), limits.scan_page).await?;
+                let (referenced, next) =
+                    store.checkpoint_references(after.as_ref(), limits.scan_page).await?;
                 report.manifests_marked += mark(store, bucket, &cycle, &referenced, now).await?;
                 cycle.advanced(Next::Scan(next), now)
             }
@@ -94,7 +97,7 @@ pub async fn sweep_workspaces(
                 let last = if more { listed.last().map(|l| l.key.clone()) } else { None };
                 let next = cycle.advanced(Next::Key(last), now);
                 // The claim: of two sweeps that listed this page, one deletes.
-                if let Err(err) = sweep.advance(&next).await {
+                if let Err(err) = store.advance_sweep(&next).await {
                     return finish(report, err);
                 }
                 report.pages += 1;
@@ -118,7 +121,7 @@ pub async fn sweep_workspaces(
                 continue;
             }
         };
-        if let Err(err) = sweep.advance(&next).await {
+        if let Err(err) = store.advance_sweep(&next).await {
             return finish(report, err);
         }
         report.pages += 1;
@@ -129,9 +132,9 @@ pub async fn sweep_workspaces(
 
 /// A cursor write that lost to another sweep ends the pass (that sweep goes on); anything else
 /// is a failure.
-fn finish(mut report: WorkspaceReport, err: StoreError) -> Result<WorkspaceReport, StoreError> {
+fn finish(mut report: WorkspaceReport, err: PortError) -> Result<WorkspaceReport, PortError> {
     match err {
-        StoreError::Conflict => {
+        PortError::Conflict => {
             report.raced = true;
             Ok(report)
         }
@@ -143,47 +146,48 @@ fn finish(mut report: WorkspaceReport, err: StoreError) -> Result<WorkspaceRepor
 /// (a marked manifest has all its blobs marked, whatever stopped a pass). Answers how many.
 /// A referenced manifest that cannot be read stops the cycle (its blobs are unknown, so none may
 /// be deleted); one that is missing has nothing to keep.
-async fn mark(
-    store: &Store,
-    bucket: &Objects,
+async fn mark<S: WorkspaceSweepStore>(
+    store: &S,
+    bucket: &impl Blobs,
     cycle: &Cycle,
     referenced: &BTreeSet<String>,
     now: Timestamp,
-) -> Result<usize, StoreError> {
+) -> Result<usize, PortError> {
     if referenced.is_empty() {
         return Ok(0);
     }
-    let sweep = store.workspace_sweep();
-    let marked = sweep.marked_manifests(cycle.number, referenced).await?;
+    let marked = store.marked_manifests(cycle.number, referenced).await?;
     let fresh: Vec<&String> = referenced.iter().filter(|id| !marked.contains(*id)).collect();
     // The page's manifests share most blobs (a Run starts where the one before ended).
     let mut blobs: BTreeSet<String> = BTreeSet::new();
     for id in &fresh {
         let body = match bucket.get(&Manifest::key(id)).await {
             Ok(body) => body,
-            Err(StoreError::NotFound) => {
+            Err(PortError::NotFound) => {
                 tracing::warn!(manifest = %id, "a referenced manifest is missing from the workspaces bucket");
                 continue;
             }
             Err(err) => return Err(err),
         };
         let manifest: Manifest =
-            serde_json::from_slice(&body).map_err(|e| StoreError::Corrupt(format!("manifest {id}: {e}")))?;
+            serde_json::from_slice(&body).map_err(|e| PortError::Corrupt(format!("manifest {id}: {e}")))?;
         blobs.extend(manifest.files.into_values().map(|e| e.sha256));
     }
-    sweep.mark(cycle.number, Swept::Blobs, blobs.iter().map(String::as_str), now).await?;
-    sweep.mark(cycle.number, Swept::Manifests, fresh.iter().map(|id| id.as_str()), now).await?;
+    let blob_digests: Vec<&str> = blobs.iter().map(String::as_str).collect();
+    store.mark(cycle.number, Swept::Blobs, &blob_digests, now).await?;
+    let manifest_ids: Vec<&str> = fresh.iter().map(|id| id.as_str()).collect();
+    store.mark(cycle.number, Swept::Manifests, &manifest_ids, now).await?;
     Ok(fresh.len())
 }
 
 /// The keys of `listed` the sweep of `cycle` deletes: ours, unmarked, and old enough.
-async fn doomed(
-    store: &Store,
+async fn doomed<S: WorkspaceSweepStore>(
+    store: &S,
     cycle: &Cycle,
     kind: Swept,
-    listed: &[agentplane_store::Listed],
-) -> Result<Vec<String>, StoreError> {
-    let ours: Vec<(&str, &agentplane_store::Listed)> =
+    listed: &[Listed],
+) -> Result<Vec<String>, PortError> {
+    let ours: Vec<(&str, &Listed)> =
         listed.iter().filter_map(|l| kind.digest_of(&l.key).map(|d| (d, l))).collect();
     let (Some(first), Some(last)) = (ours.iter().map(|(d, _)| *d).min(), ours.iter().map(|(d, _)| *d).max())
     else {
@@ -193,7 +197,7 @@ async fn doomed(
     if !ours.iter().any(|(_, l)| workspace_sweep::deletable(l.written, false, cycle.started_at)) {
         return Ok(Vec::new());
     }
-    let marked = store.workspace_sweep().marked_between(cycle.number, kind, first, last).await?;
+    let marked = store.marked_between(cycle.number, kind, first, last).await?;
     Ok(ours
         .into_iter()
         .filter(|(d, l)| workspace_sweep::deletable(l.written, marked.contains(*d), cycle.started_at))

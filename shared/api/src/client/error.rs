@@ -383,6 +383,20 @@ impl From<agentplane_engine::ports::PortError> for ClientError {
     }
 }
 
+/// Authoring an agent: a refused URL is reported as the webhook routes report it.
+impl From<agentplane_engine::agents::AuthoringError> for ClientError {
+    fn from(err: agentplane_engine::agents::AuthoringError) -> Self {
+        use agentplane_engine::agents::AuthoringError;
+        match err {
+            AuthoringError::Invalid(err) => Self::Validation(err),
+            AuthoringError::Unreachable(err) => Self::Webhook(err.into()),
+            AuthoringError::NotFound => Self::AgentNotFound,
+            AuthoringError::ConcurrentUpdate => Self::ConcurrentUpdate,
+            AuthoringError::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<TurnError> for ClientError {
     fn from(err: TurnError) -> Self {
         match err {
@@ -395,7 +409,7 @@ impl From<TurnError> for ClientError {
             }
             TurnError::ModelNotPriced { model } => Self::ModelNotPriced { model },
             TurnError::SessionNotFound => Self::SessionNotFound,
-            TurnError::Storage(err) => Self::Storage(err),
+            TurnError::Storage(err) => Self::Storage(err.into()),
         }
     }
 }
@@ -409,7 +423,7 @@ impl From<Refused> for ClientError {
             Refused::SpendLimitReached { spent_usd, max_cost_usd } => {
                 Self::SpendLimitReached { spent_usd, max_cost_usd }
             }
-            Refused::Storage(err) => Self::Storage(err),
+            Refused::Storage(err) => Self::Storage(err.into()),
         }
     }
 }
@@ -559,7 +573,7 @@ mod tests {
         assert!(matches!(ClientError::from(StoreError::NotFound), ClientError::Storage(_)));
         assert!(matches!(ClientError::from(TurnError::SessionNotFound), ClientError::SessionNotFound));
         assert!(matches!(
-            ClientError::from(TurnError::Storage(StoreError::Conflict)),
+            ClientError::from(TurnError::Storage(agentplane_engine::ports::PortError::Conflict)),
             ClientError::Storage(_)
         ));
         assert!(matches!(

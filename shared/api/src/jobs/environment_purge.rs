@@ -13,5 +13,5 @@ use crate::sandbox::managed::Nodes;
 
 /// One purge pass at `now` (see [`environment_purge::purge_deleted_environments`]).
 pub async fn purge_environments_once(app: &App, now: Timestamp) -> Result<PurgeReport, StoreError> {
-    environment_purge::purge_deleted_environments(&app.store, &Nodes(app), now).await
+    environment_purge::purge_deleted_environments(&app.store, &Nodes(app), now).await.map_err(Into::into)
 }

@@ -29,7 +29,7 @@ pub async fn erase_run_content_once(
     retention_s: Option<i64>,
     now: Timestamp,
 ) -> Result<ContentReport, StoreError> {
-    run_content_retention::erase_expired_content(&app.store, retention_s, now).await
+    run_content_retention::erase_expired_content(&app.store, retention_s, now).await.map_err(Into::into)
 }
 
 #[cfg(test)]

@@ -17,10 +17,10 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::app::Engine;
 use agentplane_domain::action::Continuation;
 use agentplane_domain::agent_run::StartRun;
 use agentplane_domain::platform::run::ExecuteRun;
-use crate::app::Engine;
 use agentplane_engine::background::{BackgroundConfig, Executed};
 use agentplane_engine::continuation::Continued;
 use agentplane_store::{ReceivedMessage, RunsMessage, RunsQueue, StoreError};
@@ -226,7 +226,9 @@ fn platform_seam<'a>(
 ) -> impl Fn(ExecuteRun) -> Seam<'a, agentplane_engine::platform::execute::Executed> + 'a {
     move |p| -> Seam<'a, agentplane_engine::platform::execute::Executed> {
         Box::pin(async move {
-            agentplane_engine::platform::execute::execute(&crate::platform::platform(app), &p).await
+            agentplane_engine::platform::execute::execute(&crate::platform::platform(app), &p)
+                .await
+                .map_err(Into::into)
         })
     }
 }
@@ -245,7 +247,7 @@ async fn continue_any(
             Ok(Continued::Run(Executed::Waiting))
         }
         Some(executed) => Ok(Continued::Run(executed)),
-        None => Box::pin(engine.continue_turn(&c)).await,
+        None => Box::pin(engine.continue_turn(&c)).await.map_err(Into::into),
     }
 }
 

@@ -177,7 +177,7 @@ async fn consume_loop(app: App) {
 
 /// One pass of `webhook-retry` at the current time.
 pub async fn webhook_retry_once(app: &App) -> Result<RetryReport, StoreError> {
-    retry_once(&app.store, &app.webhooks, edge::now()).await
+    retry_once(&app.store, &app.webhooks, edge::now()).await.map_err(Into::into)
 }
 
 /// `webhook-retry` in-process: one pass every `interval`, for as long as the process lives.

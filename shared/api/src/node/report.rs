@@ -9,5 +9,5 @@ use agentplane_store::StoreError;
 use crate::App;
 
 pub async fn apply(app: &App, node: &NodeId, report: Report, now: Timestamp) -> Result<(), StoreError> {
-    agentplane_engine::node_report::apply(&app.store, node, report, now).await
+    agentplane_engine::node_report::apply(&app.store, node, report, now).await.map_err(Into::into)
 }

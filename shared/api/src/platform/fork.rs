@@ -8,7 +8,6 @@
 use agentplane_domain::ProjectId;
 use agentplane_domain::platform::Environment;
 use agentplane_domain::telemetry::EnvironmentId;
-use agentplane_store::StoreError;
 
 use agentplane_engine::platform::{WorkspaceError, checkpoint, workspace};
 
@@ -40,7 +39,9 @@ pub async fn fork(
     // Its manifest must still be there (a purge of its environment may have taken it).
     match checkpoint::load(&app.store, snapshot).await {
         Ok(_) => {}
-        Err(WorkspaceError::Storage(StoreError::NotFound)) => return Err(PlatformError::SnapshotNotFound),
+        Err(WorkspaceError::Storage(agentplane_engine::ports::PortError::NotFound)) => {
+            return Err(PlatformError::SnapshotNotFound);
+        }
         Err(err) => return Err(err.into()),
     }
     let id = EnvironmentId::from_random(edge::random()?);

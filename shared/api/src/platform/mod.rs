@@ -19,12 +19,13 @@ pub mod sessions;
 pub mod wire;
 
 use agentplane_engine::platform::Platform;
+use agentplane_store::Store;
 
 use crate::App;
 use crate::sandbox::managed::Nodes;
 
 /// The engine's Platform Runs over this deployment: its store, turn engine and nodes.
-pub fn platform(app: &App) -> Platform<'_, Nodes<'_>> {
+pub fn platform(app: &App) -> Platform<'_, Store, Nodes<'_>> {
     Platform {
         store: &app.store,
         engine: app.engine(),

@@ -47,5 +47,5 @@ pub async fn end(app: &App, allocation: &Allocation) {
 
 /// One placer pass (see [`compute::reconcile`]).
 pub async fn reconcile(app: &App, now: Timestamp) -> Result<PlacerReport, StoreError> {
-    compute::reconcile(&app.store, &Nodes(app), now).await
+    compute::reconcile(&app.store, &Nodes(app), now).await.map_err(Into::into)
 }

@@ -101,8 +101,43 @@ impl From<SendError> for WebhookError {
         match err {
             SendError::NoKey => Self::Unavailable,
             SendError::Seal(err) => Self::Internal(err.to_string()),
-            SendError::Storage(err) => Self::Storage(err),
+            SendError::Storage(err) => Self::Storage(err.into()),
         }
+    }
+}
+
+impl From<agentplane_engine::webhooks::reach::Unreachable> for WebhookError {
+    fn from(err: agentplane_engine::webhooks::reach::Unreachable) -> Self {
+        use agentplane_engine::webhooks::reach::Unreachable;
+        match err {
+            Unreachable::NotAllowed { param, message } => Self::UrlNotAllowed { param, message },
+            Unreachable::Invalid(err) => Self::Validation(err),
+        }
+    }
+}
+
+impl From<agentplane_engine::webhooks::endpoints::EndpointError> for WebhookError {
+    fn from(err: agentplane_engine::webhooks::endpoints::EndpointError) -> Self {
+        use agentplane_engine::webhooks::endpoints::EndpointError;
+        match err {
+            EndpointError::NotFound => Self::NotFound,
+            EndpointError::MessageNotFound => Self::MessageNotFound,
+            EndpointError::LimitReached => Self::LimitReached,
+            EndpointError::ConcurrentUpdate => Self::ConcurrentUpdate,
+            EndpointError::NoKey => Self::Unavailable,
+            EndpointError::Invalid(err) => Self::Validation(err),
+            EndpointError::Unreachable(err) => err.into(),
+            EndpointError::Secret(what) => Self::Internal(what),
+            EndpointError::Send(err) => err.into(),
+            EndpointError::Port(err) => err.into(),
+        }
+    }
+}
+
+/// A use case's port error is a storage error here.
+impl From<agentplane_engine::ports::PortError> for WebhookError {
+    fn from(err: agentplane_engine::ports::PortError) -> Self {
+        Self::Storage(err.into())
     }
 }
 

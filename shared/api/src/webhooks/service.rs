@@ -1,33 +1,26 @@
-//! Managing the webhook endpoints of one owner (a project or a tenant): what each route does
-//! once its surface authenticated the caller and named the owner.
+//! Managing the webhook endpoints of one owner (a project or a tenant), for both surfaces that
+//! offer it: each call parses what the route was given, calls the engine's use case
+//! ([`agentplane_engine::webhooks::endpoints`]) and renders its answer.
 
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
-use agentplane_domain::webhook::signature::SigningSecret;
 use agentplane_domain::webhook::{
-    self, DEFAULT_OVERLAP_HOURS, Endpoint, EndpointFields, EndpointId, MAX_OVERLAP_HOURS, Message, MessageId,
-    MessageStatus, Owner, StoredSecret, TEST_EVENT_TYPE,
+    DEFAULT_OVERLAP_HOURS, Endpoint, EndpointFields, EndpointId, MAX_OVERLAP_HOURS, MessageId, Owner,
 };
-use agentplane_domain::{ProjectId, Timestamp, ValidationError};
-use agentplane_engine::webhooks::deliver::{TargetError, resolve};
-use agentplane_engine::webhooks::{SealKey, attempt};
-use agentplane_store::StoreError;
-use serde_json::json;
+use agentplane_domain::{ProjectId, ValidationError};
+use agentplane_engine::webhooks::endpoints::{Endpoints, WithSecret};
+use agentplane_store::{Store, StoreError};
 
 use super::WebhookError;
 use super::wire::{
     AttemptBody, CallbackSecret, CreateWebhook, MessageBody, MessageList, RotateSecret, UpdateWebhook,
     WebhookBody, WebhookDeleted, WebhookWithSecret,
 };
+use crate::App;
 use crate::list::List;
-use crate::{App, edge};
 
 fn endpoint_id(text: &str) -> Result<EndpointId, WebhookError> {
     text.parse().map_err(|_| WebhookError::NotFound)
-}
-
-fn key(app: &App) -> Result<&SealKey, WebhookError> {
-    app.webhooks.key.as_deref().ok_or(WebhookError::Unavailable)
 }
 
 fn not_found(err: StoreError, what: WebhookError) -> WebhookError {
@@ -37,48 +30,16 @@ fn not_found(err: StoreError, what: WebhookError) -> WebhookError {
     }
 }
 
-/// A fresh `whsec_` secret: its text (shown once) and its sealed form for `id`.
-fn new_secret(app: &App, id: &EndpointId, now: Timestamp) -> Result<(String, StoredSecret), WebhookError> {
-    let text = SigningSecret::from_random(edge::random()?).expose();
-    let sealed =
-        key(app)?.seal(id.as_str(), text.as_bytes()).map_err(|e| WebhookError::Internal(e.to_string()))?;
-    Ok((text, StoredSecret { sealed, created_at: now, expires_at: None }))
+fn endpoints(app: &App) -> Endpoints<'_, Store> {
+    Endpoints { store: &app.store, config: &app.webhooks }
 }
 
-/// Refuses a URL whose host is or resolves to an address deliveries may not reach (checked
-/// again at every delivery), naming the parameter `param` that gave it. A name that does not
-/// resolve yet is accepted: its deliveries fail. Endpoints, a run's `callback_url` and an
-/// agent's `default_callback_url` are all checked here.
-pub(crate) async fn check_reachable(app: &App, param: &'static str, url: &str) -> Result<(), WebhookError> {
-    match resolve(url, &app.webhooks.targets, app.webhooks.timeout).await {
-        Ok(_) | Err(TargetError::Unresolvable(_)) => Ok(()),
-        Err(TargetError::NotAllowed { host, reason }) => Err(WebhookError::UrlNotAllowed {
-            param,
-            message: format!(
-                "`{param}` points at {host}, {reason}; webhooks go to public hosts and the deployment's allow-listed receivers"
-            ),
-        }),
-        Err(TargetError::Invalid(_)) => {
-            // The same rules as `resolve`'s, with the message naming `param`.
-            let message = webhook::check_url_as(param, url)
-                .err()
-                .map_or_else(|| format!("`{param}` must be an absolute http(s) URL"), |e| e.message);
-            Err(ValidationError::new(param, message).into())
-        }
-    }
+fn with_secret(made: WithSecret<Endpoint>) -> WebhookWithSecret {
+    WebhookWithSecret { endpoint: WebhookBody::from(&made.endpoint), secret: made.secret }
 }
 
 pub async fn create(app: &App, owner: Owner, body: CreateWebhook) -> Result<WebhookWithSecret, WebhookError> {
-    let now = edge::now();
-    let id = EndpointId::from_random(edge::random()?);
-    let (secret, stored) = new_secret(app, &id, now)?;
-    let endpoint = webhook::new_endpoint(EndpointFields::from(body), id, owner, stored, now)?;
-    check_reachable(app, "url", &endpoint.url).await?;
-    match app.store.webhooks().create(&endpoint).await {
-        Ok(()) => Ok(WebhookWithSecret { endpoint: WebhookBody::from(&endpoint), secret }),
-        Err(StoreError::Conflict) => Err(WebhookError::LimitReached),
-        Err(err) => Err(err.into()),
-    }
+    Ok(with_secret(endpoints(app).create(owner, EndpointFields::from(body)).await?))
 }
 
 pub async fn list(
@@ -102,39 +63,7 @@ pub async fn list(
 
 /// The endpoint `id` of `owner`.
 pub async fn load(app: &App, owner: Owner, id: &str) -> Result<Endpoint, WebhookError> {
-    let endpoint = app
-        .store
-        .webhooks()
-        .get(&owner, &endpoint_id(id)?)
-        .await
-        .map_err(|e| not_found(e, WebhookError::NotFound))?;
-    // The callback signer is no endpoint to manage (its secret rotates by its own route).
-    if endpoint.callback {
-        return Err(WebhookError::NotFound);
-    }
-    Ok(endpoint)
-}
-
-/// Reads the endpoint, changes it with `change` (given a time after its last change) and
-/// writes it back only if nobody wrote it meanwhile; read again up to five times, then 409
-/// `concurrent_update`.
-async fn edit<T>(
-    app: &App,
-    owner: Owner,
-    id: &str,
-    mut change: impl FnMut(&mut Endpoint, Timestamp) -> Result<T, WebhookError>,
-) -> Result<(Endpoint, T), WebhookError> {
-    for _ in 0..5 {
-        let mut endpoint = load(app, owner, id).await?;
-        let previous = endpoint.updated_at;
-        let out = change(&mut endpoint, edge::now().max(previous.plus_millis(1)))?;
-        match app.store.webhooks().replace(&endpoint, previous).await {
-            Ok(()) => return Ok((endpoint, out)),
-            Err(StoreError::Conflict) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(WebhookError::ConcurrentUpdate)
+    Ok(endpoints(app).load(owner, &endpoint_id(id)?).await?)
 }
 
 pub async fn update(
@@ -143,20 +72,12 @@ pub async fn update(
     id: &str,
     body: UpdateWebhook,
 ) -> Result<WebhookBody, WebhookError> {
-    let fields = EndpointFields::from(body);
-    if let Some(url) = &fields.url {
-        webhook::check_url(url)?;
-        check_reachable(app, "url", url).await?;
-    }
-    let (endpoint, ()) =
-        edit(app, owner, id, |endpoint, now| Ok(webhook::patch_endpoint(endpoint, fields.clone(), now)?))
-            .await?;
+    let endpoint = endpoints(app).update(owner, &endpoint_id(id)?, EndpointFields::from(body)).await?;
     Ok(WebhookBody::from(&endpoint))
 }
 
 pub async fn delete(app: &App, owner: Owner, id: &str) -> Result<WebhookDeleted, WebhookError> {
-    let id = load(app, owner, id).await?.id;
-    app.store.webhooks().delete(&owner, &id).await.map_err(|e| not_found(e, WebhookError::NotFound))?;
+    let id = endpoints(app).delete(owner, &endpoint_id(id)?).await?;
     Ok(WebhookDeleted { id: id.to_string(), object: "webhook_endpoint.deleted", deleted: true })
 }
 
@@ -179,35 +100,13 @@ pub async fn rotate_secret(
     body: RotateSecret,
 ) -> Result<WebhookWithSecret, WebhookError> {
     let overlap = overlap_hours(&body)?;
-    let (endpoint, secret) = edit(app, owner, id, |endpoint, now| {
-        let (secret, stored) = new_secret(app, &endpoint.id, now)?;
-        endpoint.rotate(stored.sealed, overlap, now);
-        Ok(secret)
-    })
-    .await?;
-    Ok(WebhookWithSecret { endpoint: WebhookBody::from(&endpoint), secret })
+    Ok(with_secret(endpoints(app).rotate_secret(owner, &endpoint_id(id)?, overlap).await?))
 }
 
 /// Sends a `webhook.test` event to the endpoint now and answers the attempt (recorded like any
 /// other; a failed test is retried on the usual schedule).
 pub async fn test(app: &App, owner: Owner, id: &str) -> Result<AttemptBody, WebhookError> {
-    let endpoint = load(app, owner, id).await?;
-    let now = edge::now();
-    let data = json!({ "endpointId": endpoint.id.to_string() });
-    let mut message = Message {
-        id: MessageId::from_random(edge::random()?),
-        owner: endpoint.owner,
-        endpoint_id: endpoint.id.clone(),
-        event_type: TEST_EVENT_TYPE.to_owned(),
-        payload: webhook::payload(TEST_EVENT_TYPE, &data, now),
-        url: None,
-        status: MessageStatus::Pending,
-        attempts: 0,
-        next_attempt_at: None,
-        created_at: now,
-    };
-    app.store.webhooks().put_message(&message).await?;
-    let attempt = attempt(&app.store, &app.webhooks, &endpoint, &mut message).await?;
+    let attempt = endpoints(app).test(owner, &endpoint_id(id)?).await?;
     Ok(AttemptBody::from(&attempt))
 }
 
@@ -218,15 +117,9 @@ pub async fn redeliver(
     id: &str,
     message_id: &str,
 ) -> Result<AttemptBody, WebhookError> {
-    let endpoint = load(app, owner, id).await?;
+    let id = endpoint_id(id)?;
     let message_id: MessageId = message_id.parse().map_err(|_| WebhookError::MessageNotFound)?;
-    let mut message = app
-        .store
-        .webhooks()
-        .message(&endpoint.id, &message_id)
-        .await
-        .map_err(|e| not_found(e, WebhookError::MessageNotFound))?;
-    let attempt = attempt(&app.store, &app.webhooks, &endpoint, &mut message).await?;
+    let attempt = endpoints(app).redeliver(owner, &id, &message_id).await?;
     Ok(AttemptBody::from(&attempt))
 }
 
@@ -243,63 +136,25 @@ pub async fn messages(
     Ok(MessageList { object: "list", data: found.iter().map(MessageBody::from).collect() })
 }
 
-/// Before a background run with a callback is queued: its URL may be reached (as an endpoint's
-/// would), and the project has a callback signer (made now with a first secret, if it has
-/// none). The first secret, when this call made it: the answer shows it, the only time it is
-/// shown (a later one is read by rotating it, see [`rotate_callback_secret`]).
+/// Before a background run with a callback is queued: its URL may be reached, and the project
+/// has a callback signer; the signer's first secret when this call made it (see
+/// [`Endpoints::prepare_callback`]).
 pub async fn prepare_callback(
     app: &App,
     project: ProjectId,
     url: &str,
 ) -> Result<Option<String>, WebhookError> {
-    check_reachable(app, "callback_url", url).await?;
-    let now = edge::now();
-    let id = webhook::callback_signer_id(&project);
-    let (secret, stored) = new_secret(app, &id, now)?;
-    let made =
-        app.store.webhooks().ensure_callback_signer(&webhook::callback_signer(project, stored, now)).await?;
-    Ok(made.then_some(secret))
+    Ok(endpoints(app).prepare_callback(project, url).await?)
 }
 
 /// Gives the project's callback signer a new secret (making the signer if it has none) and
-/// answers it, the only time it is shown; the secrets signing until now keep signing for the
-/// overlap.
+/// answers it, the only time it is shown.
 pub async fn rotate_callback_secret(
     app: &App,
     project: ProjectId,
     body: RotateSecret,
 ) -> Result<CallbackSecret, WebhookError> {
     let overlap = overlap_hours(&body)?;
-    let id = webhook::callback_signer_id(&project);
-    for _ in 0..5 {
-        let now = edge::now();
-        let (secret, stored) = new_secret(app, &id, now)?;
-        let mut signer = match app.store.webhooks().get(&Owner::Project(project), &id).await {
-            Ok(signer) => signer,
-            Err(StoreError::NotFound) => {
-                let signer = webhook::callback_signer(project, stored.clone(), now);
-                app.store.webhooks().ensure_callback_signer(&signer).await?;
-                app.store.webhooks().get(&Owner::Project(project), &id).await?
-            }
-            Err(err) => return Err(err.into()),
-        };
-        if signer.secrets.iter().any(|s| s.sealed == stored.sealed) {
-            return Ok(CallbackSecret { object: "callback_secret", secret, rotated_at: now.unix_seconds() });
-        }
-        let previous = signer.updated_at;
-        let at = now.max(previous.plus_millis(1));
-        signer.rotate(stored.sealed, overlap, at);
-        match app.store.webhooks().replace(&signer, previous).await {
-            Ok(()) => {
-                return Ok(CallbackSecret {
-                    object: "callback_secret",
-                    secret,
-                    rotated_at: at.unix_seconds(),
-                });
-            }
-            Err(StoreError::Conflict) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(WebhookError::ConcurrentUpdate)
+    let (secret, rotated_at) = endpoints(app).rotate_callback_secret(project, overlap).await?;
+    Ok(CallbackSecret { object: "callback_secret", secret, rotated_at: rotated_at.unix_seconds() })
 }

@@ -24,12 +24,15 @@ use agentplane_domain::platform::run::{CheckpointStatus, DiffStatus, Run};
 use agentplane_domain::platform::workspace_sweep::{self, CHECKPOINT_WITHIN_SECONDS, REFRESH_SETTLE_SECONDS};
 use agentplane_domain::sandbox::Sandbox;
 use agentplane_domain::sandbox::command::{Command, CommandOutcome};
-use agentplane_store::{Objects, Store, StoreError};
 use futures_util::{StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 
 use super::WorkspaceError;
 use crate::dispatch;
+use crate::ports::PortError;
+use crate::ports::blobs::{Blobs, Buckets};
+use crate::ports::commands::NodeCommands;
+use crate::ports::platform::PlatformStore;
 
 /// How long a presigned URL of a checkpoint or restore lives.
 const PRESIGN: Duration = Duration::from_secs(15 * 60);
@@ -62,8 +65,8 @@ fn scratch_key(what: &str) -> String {
 }
 
 /// Runs a long workspace command on the sandbox's node.
-async fn node(
-    store: &Store,
+async fn node<S: NodeCommands>(
+    store: &S,
     sandbox: &Sandbox,
     command: Command,
 ) -> Result<BTreeMap<String, String>, WorkspaceError> {
@@ -103,8 +106,8 @@ fn relative(path: &str) -> String {
 /// environment item references, recorded by a checkpoint that relied on them: the retention
 /// sweep never removes them while referenced) are not looked up again; every other blob is
 /// looked up, and relied on only if recently written or refreshed (the module's note).
-pub async fn take(
-    store: &Store,
+pub async fn take<S: PlatformStore>(
+    store: &S,
     sandbox: &Sandbox,
     known: Option<&Manifest>,
 ) -> Result<Taken, WorkspaceError> {
@@ -161,7 +164,7 @@ pub async fn take(
                 let url = bucket
                     .presign_put(&manifest::blob_key(&sha), "application/octet-stream", size, PRESIGN)
                     .await?;
-                Ok::<_, StoreError>(PlannedFile { path, sha256: sha, url, mode: None })
+                Ok::<_, PortError>(PlannedFile { path, sha256: sha, url, mode: None })
             }))
             .buffered(IN_FLIGHT)
             .try_collect()
@@ -216,7 +219,7 @@ enum Found {
     Missing,
 }
 
-async fn look_up(bucket: &Objects, key: &str, content_type: &str) -> Result<Found, StoreError> {
+async fn look_up(bucket: &impl Blobs, key: &str, content_type: &str) -> Result<Found, PortError> {
     match bucket.written_at(key).await? {
         Some(written) if workspace_sweep::reusable(written, crate::now()) => Ok(Found::Fresh),
         Some(_) if bucket.refresh(key, content_type).await? => Ok(Found::Refreshed),
@@ -227,7 +230,7 @@ async fn look_up(bucket: &Objects, key: &str, content_type: &str) -> Result<Foun
 /// Once a sweep that listed the `refreshed` objects before their refresh (at `at`) can no
 /// longer delete them, checks they are all still there: one that is not was deleted under the
 /// checkpoint, which then fails (taken again, it uploads the blob).
-async fn settle(bucket: &Objects, refreshed: &[String], at: Instant) -> Result<(), WorkspaceError> {
+async fn settle(bucket: &impl Blobs, refreshed: &[String], at: Instant) -> Result<(), WorkspaceError> {
     if refreshed.is_empty() {
         return Ok(());
     }
@@ -249,7 +252,7 @@ async fn settle(bucket: &Objects, refreshed: &[String], at: Instant) -> Result<(
 
 /// Writes a plan for the node to the bucket; its presigned GET and its key.
 async fn put_plan<T: serde::Serialize>(
-    bucket: &Objects,
+    bucket: &impl Blobs,
     what: &str,
     plan: &T,
 ) -> Result<(String, String), WorkspaceError> {
@@ -259,15 +262,15 @@ async fn put_plan<T: serde::Serialize>(
 }
 
 /// The manifest `id` from the bucket.
-pub async fn load(store: &Store, id: &str) -> Result<Manifest, WorkspaceError> {
+pub async fn load<S: Buckets>(store: &S, id: &str) -> Result<Manifest, WorkspaceError> {
     let body = store.workspaces()?.get(&Manifest::key(id)).await?;
     serde_json::from_slice(&body).map_err(|e| WorkspaceError::internal(format!("manifest {id}: {e}")))
 }
 
 /// Restores the sandbox's workspace to the manifest `id`: files not in it are removed, the
 /// others fetched where their content differs.
-pub async fn restore(
-    store: &Store,
+pub async fn restore<S: PlatformStore>(
+    store: &S,
     sandbox: &Sandbox,
     id: &str,
 ) -> Result<BTreeMap<String, String>, WorkspaceError> {
@@ -281,7 +284,7 @@ pub async fn restore(
     let fetch: Vec<PlannedFile> =
         futures_util::stream::iter(files.into_iter().map(|(path, sha, mode)| async move {
             let url = bucket.presign_get(&manifest::blob_key(&sha), PRESIGN).await?;
-            Ok::<_, StoreError>(PlannedFile { path, sha256: sha, url, mode })
+            Ok::<_, PortError>(PlannedFile { path, sha256: sha, url, mode })
         }))
         .buffered(IN_FLIGHT)
         .try_collect()
@@ -299,8 +302,12 @@ pub async fn restore(
 
 /// Records the manifest the Run starts from (and the environment's initial checkpoint, the
 /// first time); `None` when the Run is no longer running (a rollback took it).
-pub async fn record_start(store: &Store, run: Run, taken: &Taken) -> Result<Option<Run>, StoreError> {
-    store.environments().set_initial_checkpoint(&run.project_id, &run.environment_id, &taken.id).await?;
+pub async fn record_start<S: PlatformStore>(
+    store: &S,
+    run: Run,
+    taken: &Taken,
+) -> Result<Option<Run>, PortError> {
+    store.set_initial_checkpoint(&run.project_id, &run.environment_id, &taken.id).await?;
     let id = taken.id.clone();
     let written =
         super::running::update_running(store, &run, |r| r.start_manifest = Some(id.clone()), |_| Vec::new())

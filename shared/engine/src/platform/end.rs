@@ -5,11 +5,12 @@
 use agentplane_domain::platform::manifest::Manifest;
 use agentplane_domain::platform::run::{Run, RunError, RunStatus};
 use agentplane_domain::sandbox::Sandbox;
-use agentplane_store::{OutboxEvent, Store, StoreError};
 use tokio::time::Instant;
 
 use super::checkpoint;
 pub(crate) use super::running::update_running;
+use crate::ports::platform::{PlatformRuns, PlatformStore};
+use crate::ports::{OutboxEvent, PortError};
 
 /// How the execution ended.
 pub(super) struct End {
@@ -38,8 +39,12 @@ pub fn run_event(run: &Run) -> Option<OutboxEvent> {
 
 /// Adds `elapsed` ms of sandbox time to a Run a rollback took while it executed (reverting or
 /// reverted), by a conditional write on its version.
-async fn add_runtime_of_reverted(store: &Store, run: &Run, elapsed: u64) -> Result<(), StoreError> {
-    let mut current = store.runs().get(&run.project_id, &run.id).await?;
+async fn add_runtime_of_reverted<S: PlatformRuns>(
+    store: &S,
+    run: &Run,
+    elapsed: u64,
+) -> Result<(), PortError> {
+    let mut current = store.run(&run.project_id, &run.id).await?;
     for _ in 0..8 {
         if !current.status.is_reverted() {
             return Ok(());
@@ -48,24 +53,24 @@ async fn add_runtime_of_reverted(store: &Store, run: &Run, elapsed: u64) -> Resu
         let mut next = current.clone();
         next.sandbox_runtime_ms = next.sandbox_runtime_ms.saturating_add(elapsed);
         next.version = expected + 1;
-        match store.runs().replace(&next, expected).await {
+        match store.replace_run(&next, expected).await {
             Ok(()) => return Ok(()),
-            Err(StoreError::Conflict) => current = store.runs().get(&run.project_id, &run.id).await?,
+            Err(PortError::Conflict) => current = store.run(&run.project_id, &run.id).await?,
             Err(err) => return Err(err),
         }
     }
-    Err(StoreError::Conflict)
+    Err(PortError::Conflict)
 }
 
 /// Checkpoints the workspace (when the sandbox was reached) and writes the Run's end with its
 /// event, once.
-pub(super) async fn finish(
-    store: &Store,
+pub(super) async fn finish<S: PlatformStore>(
+    store: &S,
     run: Run,
     end: End,
     started: Instant,
     workspace: Option<(&Sandbox, &Manifest)>,
-) -> Result<Executed, StoreError> {
+) -> Result<Executed, PortError> {
     let after = match workspace {
         Some((sandbox, before)) => Some(checkpoint::take(store, sandbox, Some(before)).await),
         None => None,
@@ -92,7 +97,7 @@ pub(super) async fn finish(
     .await?;
     match written {
         Some((run, events)) => {
-            if let Err(err) = store.webhooks().dispatch(&events).await {
+            if let Err(err) = store.send_events(&events).await {
                 tracing::warn!(error = %err, run = %run.id, "could not send a Run's webhook event");
             }
             Ok(Executed::Ran(run.status))

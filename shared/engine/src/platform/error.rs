@@ -2,9 +2,9 @@
 
 use agentplane_domain::platform::path::PathError;
 use agentplane_domain::platform::path::refusal::TooLarge;
-use agentplane_store::StoreError;
 
 use crate::dispatch::DispatchError;
+use crate::ports::PortError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
@@ -20,7 +20,7 @@ pub enum WorkspaceError {
     #[error("{}", .0.describe())]
     TooLarge(TooLarge),
     #[error(transparent)]
-    Storage(StoreError),
+    Storage(PortError),
     /// Anything else; the detail is for the log only.
     #[error("internal error: {0}")]
     Internal(String),
@@ -32,8 +32,8 @@ impl WorkspaceError {
     }
 }
 
-impl From<StoreError> for WorkspaceError {
-    fn from(err: StoreError) -> Self {
+impl From<PortError> for WorkspaceError {
+    fn from(err: PortError) -> Self {
         Self::Storage(err)
     }
 }

@@ -25,7 +25,6 @@ use agentplane_domain::platform::manifest::Manifest;
 use agentplane_domain::platform::run::{
     self as run_rules, ExecuteRun, FILE_INVALID, RUNTIME_UNAVAILABLE, Run, RunError, RunStatus,
 };
-use agentplane_store::{RunsMessage, Store, StoreError};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
@@ -37,7 +36,10 @@ pub use super::takeover::nudge;
 use super::takeover::take_over;
 use super::tools::{Kind, ToolContext, WorkspaceTool};
 use super::{Platform, WorkspaceError, checkpoint, workspace};
-use crate::ports::{Compute, TurnStore};
+use crate::ports::blobs::Blobs;
+use crate::ports::platform::{PlatformRuns, PlatformStore};
+use crate::ports::queues::{Queues, RunsMessage};
+use crate::ports::{Compute, PortError, TurnStore};
 use crate::{TurnContext, TurnError, TurnRequest};
 
 /// The tools a Run's agent has.
@@ -60,19 +62,20 @@ const WAIT_AFTER_S: i32 = 30;
 pub const NODE_WAIT: Duration = Duration::from_secs(600);
 
 /// Executes the Run the message names; see the module's notes.
-pub async fn execute<C: Compute>(
-    platform: &Platform<'_, C>,
-    message: &ExecuteRun,
-) -> Result<Executed, StoreError> {
+pub async fn execute<S, C>(platform: &Platform<'_, S, C>, message: &ExecuteRun) -> Result<Executed, PortError>
+where
+    S: PlatformStore + TurnStore + Clone + 'static,
+    C: Compute,
+{
     let store = platform.store;
-    let run = match store.runs().get(&message.project_id, &message.run_id).await {
+    let run = match store.run(&message.project_id, &message.run_id).await {
         Ok(run) => run,
-        Err(StoreError::NotFound) => return Ok(Executed::Stale),
+        Err(PortError::NotFound) => return Ok(Executed::Stale),
         Err(err) => return Err(err),
     };
-    let environment = match store.environments().get(&run.project_id, &run.environment_id).await {
+    let environment = match store.environment(&run.project_id, &run.environment_id).await {
         Ok(environment) => environment,
-        Err(StoreError::NotFound) => {
+        Err(PortError::NotFound) => {
             let Some(run) = claim(store, run).await? else { return Ok(Executed::Stale) };
             let error =
                 RunError { code: "environment_not_found".into(), message: "the environment is gone".into() };
@@ -124,13 +127,17 @@ fn claimable(run: &Run) -> bool {
 
 /// The Run's execution under its lease: `lost` turns true when the lease is lost, and then
 /// nothing more is done or written.
-async fn execute_held<C: Compute>(
-    platform: &Platform<'_, C>,
+async fn execute_held<S, C>(
+    platform: &Platform<'_, S, C>,
     message: &ExecuteRun,
     run: Run,
     environment: Environment,
     mut lost: watch::Receiver<bool>,
-) -> Result<Executed, StoreError> {
+) -> Result<Executed, PortError>
+where
+    S: PlatformStore + TurnStore + Clone + 'static,
+    C: Compute,
+{
     let store = platform.store;
     let Some(run) = claim(store, run).await? else { return Ok(Executed::Stale) };
     // A stop that came while the Run waited for its sandbox ends it here: nothing ran since
@@ -171,22 +178,19 @@ async fn execute_held<C: Compute>(
     if let Some(error) = invalid_files(&run, &before.manifest) {
         return finish(store, run, End::failed(error), started, Some((&sandbox, &before.manifest))).await;
     }
-    let (session, transcript) =
-        match store.turns().session_with_transcript(&run.project_id, &run.session_id).await {
-            Ok(found) => found,
-            Err(StoreError::NotFound) => {
-                let error =
-                    RunError { code: "session_not_found".into(), message: "the session is gone".into() };
-                return finish(store, run, End::failed(error), started, Some((&sandbox, &before.manifest)))
-                    .await;
-            }
-            Err(err) => return Err(requeue(store, &run, err).await),
-        };
+    let (session, transcript) = match store.session_with_transcript(&run.project_id, &run.session_id).await {
+        Ok(found) => found,
+        Err(PortError::NotFound) => {
+            let error = RunError { code: "session_not_found".into(), message: "the session is gone".into() };
+            return finish(store, run, End::failed(error), started, Some((&sandbox, &before.manifest))).await;
+        }
+        Err(err) => return Err(requeue(store, &run, err).await),
+    };
     let hooks =
-        store.has_webhooks(&run.project_id).await.map_err(|e| StoreError::unavailable(e.to_string()))?;
+        store.has_webhooks(&run.project_id).await.map_err(|e| PortError::unavailable(e.to_string()))?;
     // The session's transcript before the Run, for a rollback to restore.
     let saved = super::rollback::TranscriptBefore { body: transcript.as_ref().map(|t| t.body.clone()) };
-    let saved = serde_json::to_vec(&saved).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let saved = serde_json::to_vec(&saved).map_err(|e| PortError::Corrupt(e.to_string()))?;
     if let Err(err) = store.workspaces()?.put(&super::rollback::transcript_key(&run), saved).await {
         return Err(requeue(store, &run, err).await);
     }
@@ -250,7 +254,7 @@ async fn execute_held<C: Compute>(
         }
         Err(TurnError::Busy | TurnError::ActionsPending(_) | TurnError::BudgetPaused { .. }) => {
             // Another Run of the session holds it: this one waits its turn, queued.
-            requeue(store, &run, StoreError::Conflict).await;
+            requeue(store, &run, PortError::Conflict).await;
             resend(store, message).await?;
             return Ok(Executed::Waiting);
         }
@@ -275,17 +279,17 @@ async fn execute_held<C: Compute>(
 /// initial checkpoint. Its blobs are referenced, so the start checkpoint looks up (and the
 /// retention sweep's rules refresh) only what changed since: 2 reads and 1 GET instead of a
 /// look-up per file. `None` on any failure: every blob is looked up then.
-async fn last_recorded(
-    store: &Store,
+async fn last_recorded<S: PlatformStore>(
+    store: &S,
     environment: &agentplane_domain::platform::Environment,
     run: &Run,
 ) -> Option<Manifest> {
     let previous = run.environment_sequence.checked_sub(1).filter(|n| *n > 0);
     let mut id = None;
     if let Some(n) = previous
-        && let Ok(ids) = store.runs().sequence_range(&run.environment_id, n, n).await
+        && let Ok(ids) = store.run_ids_in_order(&run.environment_id, n, n).await
         && let Some(prev) = ids.first()
-        && let Ok(prev) = store.runs().get(&run.project_id, prev).await
+        && let Ok(prev) = store.run(&run.project_id, prev).await
     {
         id = match (prev.checkpoint.status, prev.checkpoint.snapshot_id) {
             (agentplane_domain::platform::run::CheckpointStatus::Ready, Some(snapshot)) => Some(snapshot),
@@ -300,17 +304,17 @@ fn platform_agent() -> AgentId {
     AgentId::from_random([0; 16])
 }
 
-async fn resend(store: &Store, message: &ExecuteRun) -> Result<(), StoreError> {
+async fn resend<S: Queues>(store: &S, message: &ExecuteRun) -> Result<(), PortError> {
     resend_after(store, message, RETRY_AFTER_S).await
 }
 
-async fn resend_after(store: &Store, message: &ExecuteRun, after_s: i32) -> Result<(), StoreError> {
-    store.runs_queue()?.send_delayed(&RunsMessage::PlatformRun(message.clone()), after_s).await
+async fn resend_after<S: Queues>(store: &S, message: &ExecuteRun, after_s: i32) -> Result<(), PortError> {
+    store.send_run(&RunsMessage::PlatformRun(message.clone()), after_s).await
 }
 
 /// `queued → running`, or `running` with the unavailability diagnostic (a retry): the Run this
 /// delivery executes; `None` when it is not this delivery's.
-async fn claim(store: &Store, mut run: Run) -> Result<Option<Run>, StoreError> {
+async fn claim<S: PlatformRuns>(store: &S, mut run: Run) -> Result<Option<Run>, PortError> {
     for _ in 0..8 {
         let retry = run.status == RunStatus::Running
             && run.error.as_ref().is_some_and(|e| e.code == RUNTIME_UNAVAILABLE);
@@ -321,9 +325,9 @@ async fn claim(store: &Store, mut run: Run) -> Result<Option<Run>, StoreError> {
         run.status = RunStatus::Running;
         run.started_at.get_or_insert(crate::now());
         run.version = expected + 1;
-        match store.runs().replace(&run, expected).await {
+        match store.replace_run(&run, expected).await {
             Ok(()) => return Ok(Some(run)),
-            Err(StoreError::Conflict) => run = store.runs().get(&run.project_id, &run.id).await?,
+            Err(PortError::Conflict) => run = store.run(&run.project_id, &run.id).await?,
             Err(err) => return Err(err),
         }
     }
@@ -333,12 +337,12 @@ async fn claim(store: &Store, mut run: Run) -> Result<Option<Run>, StoreError> {
 /// The sandbox cannot be reached: the Run waits (`running` with the diagnostic, its message
 /// sent again) until it has waited [`Platform::node_wait`] since its first claim, and then
 /// fails, so that it never holds its environment's line forever.
-async fn unreachable<C: Compute>(
-    platform: &Platform<'_, C>,
+async fn unreachable<S: PlatformStore, C: Compute>(
+    platform: &Platform<'_, S, C>,
     message: &ExecuteRun,
     run: Run,
     detail: &str,
-) -> Result<Executed, StoreError> {
+) -> Result<Executed, PortError> {
     let store = platform.store;
     let waited = run.started_at.map_or(0, |at| crate::now().unix_millis().saturating_sub(at.unix_millis()));
     if waited >= i64::try_from(platform.node_wait.as_millis()).unwrap_or(i64::MAX) {
@@ -355,7 +359,7 @@ async fn unreachable<C: Compute>(
 }
 
 /// Records that the sandbox cannot be reached (the Run stays `running`).
-async fn unavailable(store: &Store, run: &Run, detail: &str) -> Result<(), StoreError> {
+async fn unavailable<S: PlatformRuns>(store: &S, run: &Run, detail: &str) -> Result<(), PortError> {
     let message = format!("the environment's sandbox cannot be reached: {detail}");
     update_running(
         store,
@@ -368,7 +372,7 @@ async fn unavailable(store: &Store, run: &Run, detail: &str) -> Result<(), Store
 }
 
 /// Clears the unavailability diagnostic once the sandbox is reached.
-async fn clear_unavailable(store: &Store, run: Run) -> Result<Run, StoreError> {
+async fn clear_unavailable<S: PlatformRuns>(store: &S, run: Run) -> Result<Run, PortError> {
     if run.error.as_ref().is_none_or(|e| e.code != RUNTIME_UNAVAILABLE) {
         return Ok(run);
     }
@@ -379,7 +383,7 @@ async fn clear_unavailable(store: &Store, run: Run) -> Result<Run, StoreError> {
 }
 
 /// Puts a Run that could not start back to `queued` (its message comes again); returns `err`.
-async fn requeue(store: &Store, run: &Run, err: StoreError) -> StoreError {
+async fn requeue<S: PlatformRuns>(store: &S, run: &Run, err: PortError) -> PortError {
     let mut current = run.clone();
     for _ in 0..4 {
         if current.status != RunStatus::Running {
@@ -390,9 +394,9 @@ async fn requeue(store: &Store, run: &Run, err: StoreError) -> StoreError {
         next.status = RunStatus::Queued;
         next.started_at = None;
         next.version = expected + 1;
-        match store.runs().replace(&next, expected).await {
+        match store.replace_run(&next, expected).await {
             Ok(()) => break,
-            Err(StoreError::Conflict) => match store.runs().get(&run.project_id, &run.id).await {
+            Err(PortError::Conflict) => match store.run(&run.project_id, &run.id).await {
                 Ok(found) => current = found,
                 Err(_) => break,
             },
@@ -425,13 +429,13 @@ fn invalid_files(run: &Run, manifest: &Manifest) -> Option<RunError> {
 
 /// Reads the Run until a stop is requested; then tells the tools (a running command is killed)
 /// and records a cancel for the Run's turn, so it ends at its next step.
-async fn watch_stop(store: Store, run: Run, stopping: watch::Sender<bool>) {
+async fn watch_stop<S: PlatformStore>(store: S, run: Run, stopping: watch::Sender<bool>) {
     let turn_id = run.turn_id();
     let mut seen = false;
     loop {
         tokio::time::sleep(STOP_POLL).await;
         if !seen {
-            match store.runs().get(&run.project_id, &run.id).await {
+            match store.run(&run.project_id, &run.id).await {
                 Ok(found) if found.stop_requested => {
                     seen = true;
                     let _ = stopping.send(true);
@@ -444,14 +448,10 @@ async fn watch_stop(store: Store, run: Run, stopping: watch::Sender<bool>) {
             }
         }
         // Cancel the Run's own turn only (once it holds the session).
-        match store.sessions().turn_holder(&run.project_id, &run.session_id).await {
+        match store.turn_holder(&run.project_id, &run.session_id).await {
             Ok(holder) if holder.turn_id.as_deref() == Some(turn_id.as_str()) => {
                 if holder.cancel_requested
-                    || store
-                        .sessions()
-                        .cancel_turn(&run.project_id, &run.session_id, crate::now())
-                        .await
-                        .is_ok()
+                    || store.cancel_turn(&run.project_id, &run.session_id, crate::now()).await.is_ok()
                 {
                     return;
                 }

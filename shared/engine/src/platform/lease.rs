@@ -18,8 +18,11 @@ use std::time::Duration;
 use agentplane_domain::Timestamp;
 use agentplane_domain::platform::run::{ExecuteRun, Run, RunStatus};
 use agentplane_domain::platform::{Environment, ExecutionLease};
-use agentplane_store::{RunsMessage, Store, StoreError};
 use tokio::sync::watch;
+
+use crate::ports::PortError;
+use crate::ports::platform::{PlatformEnvironments, PlatformRuns, PlatformStore};
+use crate::ports::queues::RunsMessage;
 
 /// How long a lease holds without renewal: the longest a dead executor keeps its environment.
 pub const LEASE: Duration = Duration::from_secs(60);
@@ -42,21 +45,21 @@ fn later(now: Timestamp, by: Duration) -> Timestamp {
 /// Whether an earlier Run of the environment than `run` still holds the line (queued or
 /// running), reading only the Runs after the environment's settled point. The index names
 /// them; a Run it shows holding is read again strongly (statuses only move on).
-async fn held_before(store: &Store, env: &Environment, run: &Run) -> Result<bool, StoreError> {
+async fn held_before<S: PlatformRuns>(store: &S, env: &Environment, run: &Run) -> Result<bool, PortError> {
     let from = env.settled_through + 1;
     let Some(through) = run.environment_sequence.checked_sub(1) else { return Ok(false) };
     if from > through {
         return Ok(false);
     }
-    let earlier = store.runs().sequence_runs(&env.id, from, through).await?;
+    let earlier = store.runs_in_order(&env.id, from, through).await?;
     if u64::try_from(earlier.len()).unwrap_or(0) < through - from + 1 {
         // The index has not caught up with a Run created just before: wait for it.
         return Ok(true);
     }
     for candidate in earlier.iter().filter(|r| holds_line(r.status)) {
-        match store.runs().get(&run.project_id, &candidate.id).await {
+        match store.run(&run.project_id, &candidate.id).await {
             Ok(now) if holds_line(now.status) => return Ok(true),
-            Ok(_) | Err(StoreError::NotFound) => {}
+            Ok(_) | Err(PortError::NotFound) => {}
             Err(err) => return Err(err),
         }
     }
@@ -68,12 +71,12 @@ fn holds_line(status: RunStatus) -> bool {
 }
 
 /// Claims the environment's lease for `run` when its turn has come (`env` as just read).
-pub async fn acquire(
-    store: &Store,
+pub async fn acquire<S: PlatformStore>(
+    store: &S,
     env: &Environment,
     run: &Run,
     lease: Duration,
-) -> Result<Line, StoreError> {
+) -> Result<Line, PortError> {
     let now = crate::now();
     if env.rollback.is_some() || env.executing.as_ref().is_some_and(|l| l.live(now)) {
         return Ok(Line::Wait);
@@ -82,13 +85,10 @@ pub async fn acquire(
         return Ok(Line::Wait);
     }
     let settled = run.environment_sequence.saturating_sub(1);
-    match store
-        .environments()
-        .claim_execution(env, &run.id, run.environment_sequence, settled, now, later(now, lease))
-        .await
+    match store.claim_execution(env, &run.id, run.environment_sequence, settled, now, later(now, lease)).await
     {
         Ok(held) => Ok(Line::Go(held)),
-        Err(StoreError::Conflict) => Ok(Line::Wait),
+        Err(PortError::Conflict) => Ok(Line::Wait),
         Err(err) => Err(err),
     }
 }
@@ -96,23 +96,22 @@ pub async fn acquire(
 /// Takes over the lease of `run` from an executor that died (its lease expired, or it never
 /// held one: a Run left running by an earlier version). `None` while a live lease holds the
 /// workspace.
-pub async fn take_over(
-    store: &Store,
+pub async fn take_over<S: PlatformEnvironments>(
+    store: &S,
     env: &Environment,
     run: &Run,
     lease: Duration,
-) -> Result<Option<ExecutionLease>, StoreError> {
+) -> Result<Option<ExecutionLease>, PortError> {
     let now = crate::now();
     if env.executing.as_ref().is_some_and(|l| l.live(now)) {
         return Ok(None);
     }
     match store
-        .environments()
         .claim_execution(env, &run.id, run.environment_sequence, env.settled_through, now, later(now, lease))
         .await
     {
         Ok(held) => Ok(Some(held)),
-        Err(StoreError::Conflict) => Ok(None),
+        Err(PortError::Conflict) => Ok(None),
         Err(err) => Err(err),
     }
 }
@@ -121,8 +120,8 @@ pub async fn take_over(
 /// taken) or none succeeded for two thirds of `lease` (storage did not answer; the lease may be
 /// about to lapse), `lost` turns true and stays so: the executor must stop touching the
 /// workspace.
-pub async fn keep(
-    store: Store,
+pub async fn keep<S: PlatformEnvironments>(
+    store: S,
     held: ExecutionLease,
     project: agentplane_domain::ProjectId,
     env: agentplane_domain::telemetry::EnvironmentId,
@@ -134,9 +133,9 @@ pub async fn keep(
     loop {
         tokio::time::sleep(every).await;
         let until = later(crate::now(), lease);
-        match store.environments().renew_execution(&project, &env, &held, until).await {
+        match store.renew_execution(&project, &env, &held, until).await {
             Ok(()) => renewed = tokio::time::Instant::now(),
-            Err(StoreError::Conflict) => {
+            Err(PortError::Conflict) => {
                 tracing::warn!(run = %held.run_id, "a Run's execution lease was lost");
                 let _ = lost.send(true);
                 return;
@@ -154,13 +153,13 @@ pub async fn keep(
 }
 
 /// Gives the lease back and sends the environment's next queued Run (the one after `held`'s).
-pub async fn release(
-    store: &Store,
+pub async fn release<S: PlatformStore>(
+    store: &S,
     project: &agentplane_domain::ProjectId,
     env: &agentplane_domain::telemetry::EnvironmentId,
     held: &ExecutionLease,
 ) {
-    if let Err(err) = store.environments().release_execution(project, env, held).await {
+    if let Err(err) = store.release_execution(project, env, held).await {
         tracing::warn!(error = %err, run = %held.run_id, "giving back a Run's execution lease failed");
     }
     send_next(store, project, env, held.sequence).await;
@@ -168,21 +167,21 @@ pub async fn release(
 
 /// Sends the message of the first queued Run after `after` (its predecessor ended, or a
 /// rollback did): it starts now rather than when its own retry comes.
-pub async fn send_next(
-    store: &Store,
+pub async fn send_next<S: PlatformStore>(
+    store: &S,
     project: &agentplane_domain::ProjectId,
     env: &agentplane_domain::telemetry::EnvironmentId,
     after: u64,
 ) {
     let next = async {
-        let count = store.environments().get(project, env).await?.run_count;
+        let count = store.environment(project, env).await?.run_count;
         if count <= after {
-            return Ok::<_, StoreError>(());
+            return Ok::<_, PortError>(());
         }
-        let runs = store.runs().sequence_runs(env, after + 1, count).await?;
+        let runs = store.runs_in_order(env, after + 1, count).await?;
         if let Some(next) = runs.iter().find(|r| r.status == RunStatus::Queued) {
             let message = ExecuteRun { project_id: *project, run_id: next.id };
-            store.runs_queue()?.send_delayed(&RunsMessage::PlatformRun(message), 0).await?;
+            store.send_run(&RunsMessage::PlatformRun(message), 0).await?;
         }
         Ok(())
     };

@@ -3,15 +3,16 @@
 //! Platform API (`/v1`) is an adapter over these: it validates, stores what the caller asked
 //! for and answers; what happens to a workspace happens here.
 //!
-//! Everything runs over [`Platform`]: the store, the turn engine, the compute sandboxes run on
-//! (the [`Compute`] port, which the sandbox surface implements) and one invocation's budget.
+//! Everything runs over [`Platform`]: the store (the [`PlatformStore`] port and its parts), the
+//! turn engine, the compute sandboxes run on (the [`Compute`] port, which the sandbox surface
+//! implements) and one invocation's budget.
+//!
+//! [`PlatformStore`]: crate::ports::platform::PlatformStore
 
 use std::time::Duration;
 
-use agentplane_store::Store;
-
-use crate::Engine;
 use crate::ports::Compute;
+use crate::{ModelClient, TurnEngine};
 
 pub mod checkpoint;
 mod end;
@@ -30,10 +31,11 @@ pub use error::WorkspaceError;
 /// The largest workspace file one write takes (through the API or a Run's `write_file`).
 pub const MAX_FILE_BYTES: usize = 256 * 1024;
 
-/// What Platform Runs run over.
-pub struct Platform<'a, C> {
-    pub store: &'a Store,
-    pub engine: &'a Engine,
+/// What Platform Runs run over: `S` is the store (the use cases bound it by the ports of
+/// [`crate::ports::platform`]), `C` the compute.
+pub struct Platform<'a, S, C> {
+    pub store: &'a S,
+    pub engine: &'a TurnEngine<S, ModelClient>,
     pub compute: C,
     /// One invocation's budget for a Run's turn (the function's timeout less its margin).
     pub turn_budget: Duration,
@@ -46,10 +48,10 @@ pub struct Platform<'a, C> {
     pub node_wait: Duration,
 }
 
-impl<C: Compute> Platform<'_, C> {
+impl<S: Clone, C: Compute> Platform<'_, S, C> {
     /// The same, for a task that outlives the borrow (the tools and the stop watcher need only
     /// the store).
-    pub(crate) fn store(&self) -> Store {
+    pub(crate) fn store(&self) -> S {
         self.store.clone()
     }
 }

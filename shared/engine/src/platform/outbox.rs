@@ -20,7 +20,10 @@ use std::time::Duration;
 use agentplane_domain::Timestamp;
 use agentplane_domain::platform::Environment;
 use agentplane_domain::platform::run::{ExecuteRun, RunStatus};
-use agentplane_store::{RunsMessage, Store, StoreError};
+
+use crate::ports::PortError;
+use crate::ports::platform::PlatformStore;
+use crate::ports::queues::RunsMessage;
 
 /// How many environments one pass looks at.
 const PAGE: usize = 100;
@@ -42,13 +45,13 @@ pub struct OutboxReport {
 
 /// One pass over the environments whose outbox is due at `now`; `give_up` is how long a
 /// rollback may take before it is given up.
-pub async fn sweep_outbox(
-    store: &Store,
+pub async fn sweep_outbox<S: PlatformStore>(
+    store: &S,
     now: Timestamp,
     give_up: Duration,
-) -> Result<OutboxReport, StoreError> {
+) -> Result<OutboxReport, PortError> {
     let mut report = OutboxReport::default();
-    for due in store.environments().outbox_due(now, PAGE).await? {
+    for due in store.outbox_due(now, PAGE).await? {
         if let Err(err) = Box::pin(visit(store, &due, now, give_up, &mut report)).await {
             tracing::warn!(error = %err, environment = %due.id, "the outbox of an environment could not be swept");
             report.failed += 1;
@@ -57,17 +60,17 @@ pub async fn sweep_outbox(
     Ok(report)
 }
 
-async fn visit(
-    store: &Store,
+async fn visit<S: PlatformStore>(
+    store: &S,
     due: &Environment,
     now: Timestamp,
     give_up: Duration,
     report: &mut OutboxReport,
-) -> Result<(), StoreError> {
-    let env = match store.environments().get(&due.project_id, &due.id).await {
+) -> Result<(), PortError> {
+    let env = match store.environment(&due.project_id, &due.id).await {
         Ok(env) => env,
         // Deleted: its purge owns it now (the purge's own index replaced the outbox keys).
-        Err(StoreError::NotFound) => return Ok(()),
+        Err(PortError::NotFound) => return Ok(()),
         Err(err) => return Err(err),
     };
     if let Some(active) = &env.rollback {
@@ -78,26 +81,26 @@ async fn visit(
             super::rollback::send(store, &env.project_id, &env.id, active).await;
             report.rollbacks_sent += 1;
         }
-        return store.environments().reschedule_outbox(&env, now).await;
+        return store.reschedule_outbox(&env, now).await;
     }
     let from = env.settled_through + 1;
     if from > env.run_count {
         report.settled += 1;
-        return store.environments().clear_outbox(&env).await;
+        return store.clear_outbox(&env).await;
     }
-    let listed = store.runs().sequence_runs(&env.id, from, env.run_count).await?;
+    let listed = store.runs_in_order(&env.id, from, env.run_count).await?;
     if u64::try_from(listed.len()).unwrap_or(0) < env.run_count - from + 1 {
         // The index has not caught up with a Run just created: look again later.
-        return store.environments().reschedule_outbox(&env, now).await;
+        return store.reschedule_outbox(&env, now).await;
     }
     let live = env.executing.as_ref().filter(|lease| lease.live(now));
     let mut open = false;
     let mut first_queued = true;
     for listed in listed.iter().filter(|r| !r.status.is_finished() && r.status != RunStatus::Reverted) {
         // The index names it; its state is read strongly.
-        let run = match store.runs().get(&env.project_id, &listed.id).await {
+        let run = match store.run(&env.project_id, &listed.id).await {
             Ok(run) => run,
-            Err(StoreError::NotFound) => continue,
+            Err(PortError::NotFound) => continue,
             Err(err) => return Err(err),
         };
         let send = match run.status {
@@ -119,14 +122,14 @@ async fn visit(
         };
         if send {
             let message = ExecuteRun { project_id: run.project_id, run_id: run.id };
-            store.runs_queue()?.send_delayed(&RunsMessage::PlatformRun(message), 0).await?;
+            store.send_run(&RunsMessage::PlatformRun(message), 0).await?;
             report.runs_sent += 1;
         }
     }
     if open {
-        store.environments().reschedule_outbox(&env, now).await
+        store.reschedule_outbox(&env, now).await
     } else {
         report.settled += 1;
-        store.environments().clear_outbox(&env).await
+        store.clear_outbox(&env).await
     }
 }

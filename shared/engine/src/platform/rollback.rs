@@ -24,24 +24,26 @@ use agentplane_domain::platform::ActiveRollback;
 use agentplane_domain::platform::run::CheckpointStatus;
 use agentplane_domain::platform::run::{self, RestorePoint, RollbackMessage, Run, RunStatus};
 use agentplane_domain::telemetry::EnvironmentId;
-use agentplane_store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 use super::{Platform, WorkspaceError, checkpoint, workspace};
-use crate::ports::Compute;
+use crate::ports::blobs::Blobs;
+use crate::ports::platform::{PlatformEnvironments, PlatformRuns, PlatformStore, RunSessions};
+use crate::ports::queues::Queues;
+use crate::ports::{Compute, OutboxEvent, PortError};
 
 /// How long a rollback's restore is retried before the rollback is given up (15 minutes).
 pub const ROLLBACK_GIVE_UP: Duration = Duration::from_secs(15 * 60);
 
 /// Whether a rollback holds the environment (new Runs wait, workspace writes are refused).
-pub async fn in_progress(
-    store: &Store,
+pub async fn in_progress<S: PlatformEnvironments>(
+    store: &S,
     project: &ProjectId,
     environment: &EnvironmentId,
-) -> Result<bool, StoreError> {
-    match store.environments().get(project, environment).await {
+) -> Result<bool, PortError> {
+    match store.environment(project, environment).await {
         Ok(found) => Ok(found.rollback.is_some()),
-        Err(StoreError::NotFound) => Ok(false),
+        Err(PortError::NotFound) => Ok(false),
         Err(err) => Err(err),
     }
 }
@@ -52,11 +54,11 @@ pub const FILE_WAIT: Duration = Duration::from_secs(10);
 
 /// `env` once no rollback holds it (read again every 200 ms), or `None` when one still does
 /// after `bound`: file operations wait for a rollback rather than race its restore.
-pub async fn after_rollback(
-    store: &Store,
+pub async fn after_rollback<S: PlatformEnvironments>(
+    store: &S,
     env: agentplane_domain::platform::Environment,
     bound: Duration,
-) -> Result<Option<agentplane_domain::platform::Environment>, StoreError> {
+) -> Result<Option<agentplane_domain::platform::Environment>, PortError> {
     let deadline = tokio::time::Instant::now() + bound;
     let mut env = env;
     while env.rollback.is_some() {
@@ -64,7 +66,7 @@ pub async fn after_rollback(
             return Ok(None);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        env = store.environments().get(&env.project_id, &env.id).await?;
+        env = store.environment(&env.project_id, &env.id).await?;
     }
     Ok(Some(env))
 }
@@ -81,11 +83,11 @@ pub fn transcript_key(run: &Run) -> String {
 }
 
 /// The restore point of a rollback of `selected` (the Runs before it, read strongly).
-async fn restore_point(
-    store: &Store,
+async fn restore_point<S: PlatformRuns>(
+    store: &S,
     selected: &Run,
     initial: Option<&str>,
-) -> Result<RestorePoint, StoreError> {
+) -> Result<RestorePoint, PortError> {
     if selected.start_manifest.is_some() {
         return Ok(run::restore_point(selected, [], initial));
     }
@@ -93,9 +95,9 @@ async fn restore_point(
     let mut earlier = Vec::new();
     while sequence > 1 {
         let from = sequence.saturating_sub(20).max(1);
-        let ids = store.runs().sequence_range(&selected.environment_id, from, sequence - 1).await?;
+        let ids = store.run_ids_in_order(&selected.environment_id, from, sequence - 1).await?;
         for id in ids.iter().rev() {
-            earlier.push(store.runs().get(&selected.project_id, id).await?);
+            earlier.push(store.run(&selected.project_id, id).await?);
         }
         let point = run::restore_point(selected, earlier.iter(), None);
         if point != RestorePoint::Nothing {
@@ -107,7 +109,7 @@ async fn restore_point(
 }
 
 /// Moves `run` to `reverting` (asking a running one to stop, and cancelling its turn).
-async fn mark_reverting(store: &Store, mut run: Run) -> Result<Run, StoreError> {
+async fn mark_reverting<S: PlatformStore>(store: &S, mut run: Run) -> Result<Run, PortError> {
     for _ in 0..8 {
         if run.status.is_reverted() {
             return Ok(run);
@@ -120,24 +122,24 @@ async fn mark_reverting(store: &Store, mut run: Run) -> Result<Run, StoreError> 
             next.stop_requested = true;
         }
         next.version = expected + 1;
-        match store.runs().replace(&next, expected).await {
+        match store.replace_run(&next, expected).await {
             Ok(()) => {
                 if was_running {
                     cancel_turn(store, &next).await;
                 }
                 return Ok(next);
             }
-            Err(StoreError::Conflict) => run = store.runs().get(&run.project_id, &run.id).await?,
+            Err(PortError::Conflict) => run = store.run(&run.project_id, &run.id).await?,
             Err(err) => return Err(err),
         }
     }
-    Err(StoreError::Conflict)
+    Err(PortError::Conflict)
 }
 
-async fn cancel_turn(store: &Store, run: &Run) {
-    let holder = store.sessions().turn_holder(&run.project_id, &run.session_id).await;
+async fn cancel_turn<S: RunSessions>(store: &S, run: &Run) {
+    let holder = store.turn_holder(&run.project_id, &run.session_id).await;
     if holder.is_ok_and(|h| h.turn_id.as_deref() == Some(run.turn_id().as_str())) {
-        let _ = store.sessions().cancel_turn(&run.project_id, &run.session_id, crate::now()).await;
+        let _ = store.cancel_turn(&run.project_id, &run.session_id, crate::now()).await;
     }
 }
 
@@ -156,17 +158,17 @@ pub enum Refused {
     #[error("changed concurrently")]
     Conflict,
     #[error(transparent)]
-    Storage(#[from] StoreError),
+    Storage(#[from] PortError),
 }
 
 /// Accepts a rollback of `run` and every later Run of its environment: the Run as it now reads
 /// (`reverting`; or already reverting or reverted, which changes nothing).
-pub async fn accept(store: &Store, mut run: Run) -> Result<Run, Refused> {
+pub async fn accept<S: PlatformStore>(store: &S, mut run: Run) -> Result<Run, Refused> {
     let project = run.project_id;
     for _ in 0..8 {
-        let env = match store.environments().get(&project, &run.environment_id).await {
+        let env = match store.environment(&project, &run.environment_id).await {
             Ok(env) => env,
-            Err(StoreError::NotFound) => return Err(Refused::EnvironmentNotFound),
+            Err(PortError::NotFound) => return Err(Refused::EnvironmentNotFound),
             Err(err) => return Err(err.into()),
         };
         if run.status.is_reverted() {
@@ -181,7 +183,7 @@ pub async fn accept(store: &Store, mut run: Run) -> Result<Run, Refused> {
         if let Some(active) = &env.rollback {
             if (active.from_sequence..=active.through_sequence).contains(&run.environment_sequence) {
                 // Part of the rollback under way: it is being reverted.
-                return Ok(store.runs().get(&project, &run.id).await?);
+                return Ok(store.run(&project, &run.id).await?);
             }
             return Err(Refused::InProgress);
         }
@@ -199,7 +201,7 @@ pub async fn accept(store: &Store, mut run: Run) -> Result<Run, Refused> {
             manifest,
             accepted_at: crate::now(),
         };
-        match store.environments().begin_rollback(&project, &run.environment_id, &active).await {
+        match store.begin_rollback(&project, &run.environment_id, &active).await {
             Ok(()) => {
                 // Accepted: the environment records it (the outbox the sweep reads), so a message
                 // that cannot be sent now is sent by the sweep.
@@ -208,7 +210,7 @@ pub async fn accept(store: &Store, mut run: Run) -> Result<Run, Refused> {
                 return Ok(run);
             }
             // A Run was created or another rollback began meanwhile: read again.
-            Err(StoreError::Conflict) => run = store.runs().get(&project, &run.id).await?,
+            Err(PortError::Conflict) => run = store.run(&project, &run.id).await?,
             Err(err) => return Err(err.into()),
         }
     }
@@ -217,13 +219,15 @@ pub async fn accept(store: &Store, mut run: Run) -> Result<Run, Refused> {
 
 /// Sends the `rollback-restore` job its message for `active` (logged when it cannot be sent:
 /// the outbox sweep sends it later).
-pub async fn send(store: &Store, project: &ProjectId, environment: &EnvironmentId, active: &ActiveRollback) {
+pub async fn send<S: Queues>(
+    store: &S,
+    project: &ProjectId,
+    environment: &EnvironmentId,
+    active: &ActiveRollback,
+) {
     let message =
         RollbackMessage { project_id: *project, environment_id: *environment, run_id: active.run_id };
-    let sent = match store.rollbacks_queue() {
-        Ok(queue) => queue.send_json(&Envelope::Rollback(message)).await,
-        Err(err) => Err(err),
-    };
+    let sent = store.send_rollback(&Envelope::Rollback(message)).await;
     if let Err(err) = sent {
         tracing::warn!(error = %err, run = %active.run_id, "could not send a rollback's message; the sweep sends it");
     }
@@ -246,8 +250,8 @@ pub enum Restored {
 /// The `rollback-restore` job's work for one message; an error is retried until the rollback
 /// is older than the platform's `rollback_give_up`, and then the rollback is given up
 /// ([`give_up`]): it always ends.
-pub async fn restore<C: Compute>(
-    platform: &Platform<'_, C>,
+pub async fn restore<S: PlatformStore, C: Compute>(
+    platform: &Platform<'_, S, C>,
     message: &RollbackMessage,
 ) -> Result<Restored, WorkspaceError> {
     let err = match restore_once(platform, message).await {
@@ -255,7 +259,7 @@ pub async fn restore<C: Compute>(
         Err(err) => err,
     };
     let store = platform.store;
-    let env = store.environments().get(&message.project_id, &message.environment_id).await?;
+    let env = store.environment(&message.project_id, &message.environment_id).await?;
     let Some(active) = env.rollback.as_ref().filter(|a| a.run_id == message.run_id) else {
         return Ok(Restored::Stale);
     };
@@ -276,24 +280,24 @@ pub fn overdue(active: &ActiveRollback, give_up: Duration, now: agentplane_domai
 /// Gives up the rollback `active` of `env`: every affected Run still `reverting` reads again as
 /// it did ([`run::unrevert`]; none is `reverted`, as no file was restored), the selected one
 /// with the `rollback.failed` event, and the environment is released recording why. Idempotent.
-pub async fn give_up(
-    store: &Store,
+pub async fn give_up<S: PlatformStore>(
+    store: &S,
     env: &agentplane_domain::platform::Environment,
     active: &ActiveRollback,
-) -> Result<(), StoreError> {
+) -> Result<(), PortError> {
     let failure = agentplane_domain::platform::RollbackFailure {
         run_id: active.run_id,
         code: run::ROLLBACK_FAILED.into(),
         message: agentplane_domain::platform::ROLLBACK_FAILED_MESSAGE.into(),
         at: crate::now(),
     };
-    let ids = store.runs().sequence_range(&env.id, active.from_sequence, active.through_sequence).await?;
+    let ids = store.run_ids_in_order(&env.id, active.from_sequence, active.through_sequence).await?;
     let expected = usize::try_from(active.through_sequence - active.from_sequence + 1).unwrap_or(usize::MAX);
     if ids.len() < expected {
-        return Err(StoreError::unavailable("the environment's Run index lags; retried"));
+        return Err(PortError::unavailable("the environment's Run index lags; retried"));
     }
     for id in &ids {
-        let mut current = store.runs().get(&env.project_id, id).await?;
+        let mut current = store.run(&env.project_id, id).await?;
         for _ in 0..8 {
             if current.status != RunStatus::Reverting {
                 break;
@@ -306,53 +310,47 @@ pub async fn give_up(
             if next.id == active.run_id {
                 let data = agentplane_domain::webhook::events::rollback_failed(&next, &failure);
                 let id = agentplane_domain::webhook::MessageId::from_random(crate::random::unique());
-                events.push(agentplane_store::OutboxEvent::new(
-                    id,
-                    next.project_id,
-                    "rollback.failed",
-                    &data,
-                    failure.at,
-                ));
+                events.push(OutboxEvent::new(id, next.project_id, "rollback.failed", &data, failure.at));
             }
-            match store.runs().replace_emitting(&next, expected, &events).await {
+            match store.replace_run_emitting(&next, expected, &events).await {
                 Ok(()) => {
-                    if let Err(err) = store.webhooks().dispatch(&events).await {
+                    if let Err(err) = store.send_events(&events).await {
                         tracing::warn!(error = %err, "could not send a Run's webhook event");
                     }
                     break;
                 }
-                Err(StoreError::Conflict) => current = store.runs().get(&env.project_id, id).await?,
+                Err(PortError::Conflict) => current = store.run(&env.project_id, id).await?,
                 Err(err) => return Err(err),
             }
         }
     }
-    store.environments().fail_rollback(&env.project_id, &env.id, &failure).await?;
+    store.fail_rollback(&env.project_id, &env.id, &failure).await?;
     super::lease::send_next(store, &env.project_id, &env.id, active.from_sequence.saturating_sub(1)).await;
     Ok(())
 }
 
-async fn restore_once<C: Compute>(
-    platform: &Platform<'_, C>,
+async fn restore_once<S: PlatformStore, C: Compute>(
+    platform: &Platform<'_, S, C>,
     message: &RollbackMessage,
 ) -> Result<Restored, WorkspaceError> {
     let store = platform.store;
-    let env = match store.environments().get(&message.project_id, &message.environment_id).await {
+    let env = match store.environment(&message.project_id, &message.environment_id).await {
         Ok(env) => env,
-        Err(StoreError::NotFound) => return Ok(Restored::Stale),
+        Err(PortError::NotFound) => return Ok(Restored::Stale),
         Err(err) => return Err(err.into()),
     };
     let Some(active) = env.rollback.clone().filter(|a| a.run_id == message.run_id) else {
         return Ok(Restored::Stale);
     };
     // The affected set, read strongly (the index only names them).
-    let ids = store.runs().sequence_range(&env.id, active.from_sequence, active.through_sequence).await?;
+    let ids = store.run_ids_in_order(&env.id, active.from_sequence, active.through_sequence).await?;
     let expected = usize::try_from(active.through_sequence - active.from_sequence + 1).unwrap_or(usize::MAX);
     if ids.len() < expected {
         return Err(WorkspaceError::internal("the environment's Run index lags; retried"));
     }
     let mut affected = Vec::with_capacity(ids.len());
     for id in &ids {
-        affected.push(mark_reverting(store, store.runs().get(&message.project_id, id).await?).await?);
+        affected.push(mark_reverting(store, store.run(&message.project_id, id).await?).await?);
     }
     // Active work stops first: each affected execution's turn ends (its ending is not written),
     // and the restore waits until no execution holds the workspace (its lease given back, or
@@ -361,7 +359,7 @@ async fn restore_once<C: Compute>(
         for run in affected.iter().filter(|r| r.stop_requested && r.started_at.is_some()) {
             cancel_turn(store, run).await;
         }
-        let now = store.environments().get(&message.project_id, &message.environment_id).await?;
+        let now = store.environment(&message.project_id, &message.environment_id).await?;
         if !now.executing.as_ref().is_some_and(|lease| lease.live(crate::now())) {
             break;
         }
@@ -382,10 +380,10 @@ async fn restore_once<C: Compute>(
             Ok(bytes) => serde_json::from_slice::<TranscriptBefore>(&bytes)
                 .map_err(|e| WorkspaceError::internal(format!("a saved transcript: {e}")))?,
             // The Run never reached its turn: the transcript is as it was.
-            Err(StoreError::NotFound) => continue,
+            Err(PortError::NotFound) => continue,
             Err(err) => return Err(err.into()),
         };
-        store.transcripts().restore(&run.project_id, &run.session_id, saved.body.as_deref()).await?;
+        store.restore_transcript(&run.project_id, &run.session_id, saved.body.as_deref()).await?;
     }
     let mut reverted = 0;
     for run in affected {
@@ -399,22 +397,22 @@ async fn restore_once<C: Compute>(
             run::revert(&mut next);
             next.version = expected + 1;
             let events: Vec<_> = super::end::run_event(&next).into_iter().collect();
-            match store.runs().replace_emitting(&next, expected, &events).await {
+            match store.replace_run_emitting(&next, expected, &events).await {
                 Ok(()) => {
                     reverted += 1;
-                    if let Err(err) = store.webhooks().dispatch(&events).await {
+                    if let Err(err) = store.send_events(&events).await {
                         tracing::warn!(error = %err, "could not send a Run's webhook event");
                     }
                     break;
                 }
-                Err(StoreError::Conflict) => {
-                    current = store.runs().get(&current.project_id, &current.id).await?;
+                Err(PortError::Conflict) => {
+                    current = store.run(&current.project_id, &current.id).await?;
                 }
                 Err(err) => return Err(err.into()),
             }
         }
     }
-    store.environments().end_rollback(&message.project_id, &env.id, &message.run_id).await?;
+    store.end_rollback(&message.project_id, &env.id, &message.run_id).await?;
     // Runs created meanwhile waited for it: the first of them starts now.
     super::lease::send_next(store, &message.project_id, &env.id, active.through_sequence).await;
     Ok(Restored::Reverted(reverted))

@@ -5,22 +5,23 @@ use std::time::Duration;
 
 use agentplane_domain::platform::Environment;
 use agentplane_domain::platform::run::{ExecuteRun, Run, RunError, RunStatus};
-use agentplane_store::{RunsMessage, Store, StoreError};
 use tokio::time::Instant;
 
 use super::end::{End, Executed, finish};
 use super::{Platform, checkpoint, lease, workspace};
-use crate::ports::Compute;
+use crate::ports::platform::PlatformStore;
+use crate::ports::queues::RunsMessage;
+use crate::ports::{Compute, PortError};
 
 /// Settles a Run whose executor died once its lease has expired: the workspace as it was left
 /// is checkpointed (so the diff is known) and the Run fails with [`lease::EXECUTOR_LOST`] (or
 /// ends `stopped` when a stop was asked for). It is not run again: that would repeat model
 /// spend and external side effects.
-pub(super) async fn take_over<C: Compute>(
-    platform: &Platform<'_, C>,
+pub(super) async fn take_over<S: PlatformStore, C: Compute>(
+    platform: &Platform<'_, S, C>,
     environment: &Environment,
     run: Run,
-) -> Result<Executed, StoreError> {
+) -> Result<Executed, PortError> {
     let store = platform.store;
     let Some(held) = lease::take_over(store, environment, &run, platform.lease).await? else {
         return Ok(Executed::Stale);
@@ -50,10 +51,7 @@ pub(super) async fn take_over<C: Compute>(
         .unwrap_or_default();
     let started = Instant::now().checked_sub(ran_for).unwrap_or_else(Instant::now);
     // Its turn died with it: the session's next turn need not wait for that turn's hold.
-    store
-        .sessions()
-        .settle_turn_of(&run.project_id, &run.session_id, run.turn_id().as_str(), crate::now())
-        .await?;
+    store.settle_turn_of(&run.project_id, &run.session_id, run.turn_id().as_str(), crate::now()).await?;
     let workspace = sandbox.as_ref().zip(before.as_ref());
     let executed = finish(store, run, end, started, workspace).await;
     lease::release(store, &environment.project_id, &environment.id, &held).await;
@@ -63,13 +61,13 @@ pub(super) async fn take_over<C: Compute>(
 /// Sends `run`'s message now when no live lease holds its environment for it: a Run left
 /// `running` by an executor that died is then taken over (and settled) by that delivery rather
 /// than by a redelivery that may be minutes away. A live executor is left alone.
-pub async fn nudge(store: &Store, run: &Run) -> Result<bool, StoreError> {
+pub async fn nudge<S: PlatformStore>(store: &S, run: &Run) -> Result<bool, PortError> {
     if run.status != RunStatus::Running {
         return Ok(false);
     }
-    let env = match store.environments().get(&run.project_id, &run.environment_id).await {
+    let env = match store.environment(&run.project_id, &run.environment_id).await {
         Ok(env) => env,
-        Err(StoreError::NotFound) => return Ok(false),
+        Err(PortError::NotFound) => return Ok(false),
         Err(err) => return Err(err),
     };
     let now = crate::now();
@@ -77,6 +75,6 @@ pub async fn nudge(store: &Store, run: &Run) -> Result<bool, StoreError> {
         return Ok(false);
     }
     let message = ExecuteRun { project_id: run.project_id, run_id: run.id };
-    store.runs_queue()?.send_delayed(&RunsMessage::PlatformRun(message), 0).await?;
+    store.send_run(&RunsMessage::PlatformRun(message), 0).await?;
     Ok(true)
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use agentplane_domain::platform::path::WorkspacePath;
 use agentplane_domain::sandbox::command::{Command, CommandOutcome, Stream};
 use agentplane_domain::sandbox::{ProcessConfig, ProcessId, ProcessState, Sandbox};
-use agentplane_store::{Store, StoreError};
 use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -17,6 +16,8 @@ use tokio::time::Instant;
 use super::{MAX_FILE_BYTES, workspace};
 use crate::dispatch;
 use crate::model::ToolDefinition;
+use crate::ports::PortError;
+use crate::ports::platform::{OutputPage, WorkspaceSandboxes};
 use crate::tools::{Tool, ToolOutput};
 
 /// The longest `run_command` waits for its command.
@@ -24,8 +25,8 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 /// The most text of one stream (and of a file read) the model is given.
 const MAX_TOOL_TEXT: usize = 16 * 1024;
 
-pub(super) struct ToolContext {
-    pub(super) store: Store,
+pub(super) struct ToolContext<S> {
+    pub(super) store: S,
     pub(super) sandbox: Sandbox,
     pub(super) stop: watch::Receiver<bool>,
 }
@@ -39,16 +40,16 @@ pub(super) enum Kind {
     Command,
 }
 
-pub(super) struct WorkspaceTool {
+pub(super) struct WorkspaceTool<S> {
     pub(super) kind: Kind,
-    pub(super) context: Arc<ToolContext>,
+    pub(super) context: Arc<ToolContext<S>>,
 }
 
 fn path_schema() -> Value {
     json!({"type": "string", "description": "A path under /workspace (absolute, or relative to it)."})
 }
 
-impl Tool for WorkspaceTool {
+impl<S: WorkspaceSandboxes> Tool for WorkspaceTool<S> {
     fn definition(&self) -> ToolDefinition {
         let (name, description, parameters) = match self.kind {
             Kind::Read => (
@@ -189,18 +190,20 @@ fn bounded(bytes: &[u8]) -> (String, bool) {
     (String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_TOOL_TEXT)]).into_owned(), cut)
 }
 
-async fn node(
-    c: &ToolContext,
+async fn node<S: WorkspaceSandboxes>(
+    c: &ToolContext<S>,
     command: Command,
 ) -> Result<std::collections::BTreeMap<String, String>, String> {
     workspace::run(&c.store, &c.sandbox, command).await.map_err(|e| e.to_string())
 }
 
 /// Starts `command` in the sandbox; its pid there.
-async fn start_process(c: &ToolContext, config: ProcessConfig) -> Result<(ProcessId, u32), String> {
+async fn start_process<S: WorkspaceSandboxes>(
+    c: &ToolContext<S>,
+    config: ProcessConfig,
+) -> Result<(ProcessId, u32), String> {
     let number = c
         .store
-        .sandboxes()
         .next_process_number(&c.sandbox.id, crate::now())
         .await
         .map_err(|e| format!("the sandbox cannot start processes: {e}"))?;
@@ -218,7 +221,7 @@ async fn start_process(c: &ToolContext, config: ProcessConfig) -> Result<(Proces
 
 /// `run_command`: a shell command line in `/workspace`, waited for up to [`COMMAND_TIMEOUT`];
 /// a stop of the Run kills it and every process it started.
-async fn run_command(c: &ToolContext, line: &str) -> ToolOutput {
+async fn run_command<S: WorkspaceSandboxes>(c: &ToolContext<S>, line: &str) -> ToolOutput {
     if *c.stop.borrow() {
         return Err("the Run is stopping".into());
     }
@@ -232,9 +235,9 @@ async fn run_command(c: &ToolContext, line: &str) -> ToolOutput {
     let deadline = Instant::now() + COMMAND_TIMEOUT;
     let mut stop = c.stop.clone();
     let ended = loop {
-        match c.store.observations().process(&c.sandbox.id, process).await {
+        match c.store.process_record(&c.sandbox.id, process).await {
             Ok(record) if record.state != ProcessState::Running => break Some(record),
-            Ok(_) | Err(StoreError::NotFound) => {}
+            Ok(_) | Err(PortError::NotFound) => {}
             Err(err) => return Err(format!("reading the command's state: {err}")),
         }
         if *stop.borrow() || Instant::now() >= deadline {
@@ -279,20 +282,19 @@ async fn run_command(c: &ToolContext, line: &str) -> ToolOutput {
     }))
 }
 
-async fn read_output(
-    c: &ToolContext,
+async fn read_output<S: WorkspaceSandboxes>(
+    c: &ToolContext<S>,
     process: ProcessId,
-) -> Result<agentplane_store::dynamo::observations::OutputPage, String> {
+) -> Result<OutputPage, String> {
     c.store
-        .observations()
-        .output(&c.sandbox.id, process, None, 1024, crate::now())
+        .process_output(&c.sandbox.id, process, None, 1024, crate::now())
         .await
         .map_err(|e| format!("reading the command's output: {e}"))
 }
 
 /// Kills `pid` inside the sandbox with its descendants (stopped first, so none forks away)
 /// and its process group.
-async fn kill(c: &ToolContext, pid: u32) {
+async fn kill<S: WorkspaceSandboxes>(c: &ToolContext<S>, pid: u32) {
     let script = format!(
         "tree() {{ kill -STOP $1 2>/dev/null; for c in $(cat /proc/$1/task/*/children 2>/dev/null); do tree $c; done; kill -KILL $1 2>/dev/null; }}; \
          tree {pid}; kill -KILL -- -{pid} 2>/dev/null; true"

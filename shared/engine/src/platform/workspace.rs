@@ -10,13 +10,14 @@ use agentplane_domain::platform::run;
 use agentplane_domain::sandbox::command::{Command, CommandOutcome};
 use agentplane_domain::sandbox::request::CreateSandbox;
 use agentplane_domain::sandbox::{MANAGED_COMPUTE_LIFETIME_S, Sandbox, SandboxId};
-use agentplane_store::{Store, StoreError};
 use serde_json::json;
 use std::collections::BTreeMap;
 
 use super::{Platform, WorkspaceError};
 use crate::dispatch;
-use crate::ports::Compute;
+use crate::ports::commands::NodeCommands;
+use crate::ports::platform::PlatformStore;
+use crate::ports::{Compute, PortError};
 
 /// How many Runs one read of the environment's order takes when a replacement is restored.
 const PAGE: u64 = 20;
@@ -25,8 +26,8 @@ const PAGE: u64 = 20;
 pub const ENVIRONMENT_METADATA_KEY: &str = "agentplane.environment_id";
 
 /// The environment's live sandbox, started (and bound) when it has none or its one ended.
-pub async fn sandbox<C: Compute>(
-    platform: &Platform<'_, C>,
+pub async fn sandbox<S: PlatformStore, C: Compute>(
+    platform: &Platform<'_, S, C>,
     environment: &Environment,
 ) -> Result<Sandbox, WorkspaceError> {
     let store = platform.store;
@@ -34,9 +35,9 @@ pub async fn sandbox<C: Compute>(
     for _ in 0..3 {
         let previous = environment.sandbox_id.clone();
         if let Some(id) = &previous {
-            match store.sandboxes().get_any(id).await {
+            match store.sandbox_record(id).await {
                 Ok(sandbox) if !sandbox.lifecycle.effective(crate::now()).is_final() => return Ok(sandbox),
-                Ok(_) | Err(StoreError::NotFound) => {}
+                Ok(_) | Err(PortError::NotFound) => {}
                 Err(err) => return Err(err.into()),
             }
         }
@@ -59,14 +60,13 @@ pub async fn sandbox<C: Compute>(
             }
         }
         let bound = store
-            .environments()
             .bind_sandbox(&environment.project_id, &environment.id, &sandbox.id, previous.as_ref())
             .await;
         match bound {
             Ok(()) => return Ok(sandbox),
-            Err(StoreError::Conflict) => {
+            Err(PortError::Conflict) => {
                 platform.compute.end(&sandbox).await;
-                environment = store.environments().get(&environment.project_id, &environment.id).await?;
+                environment = store.environment(&environment.project_id, &environment.id).await?;
             }
             Err(err) => {
                 platform.compute.end(&sandbox).await;
@@ -80,8 +80,8 @@ pub async fn sandbox<C: Compute>(
 /// Restores into `sandbox` the manifest `environment`'s workspace last had
 /// ([`run::latest_manifest`] over its Runs, newest first, a page at a time; else its initial
 /// checkpoint; else nothing: it never had a file).
-async fn restore_latest(
-    store: &Store,
+async fn restore_latest<S: PlatformStore>(
+    store: &S,
     environment: &Environment,
     sandbox: &Sandbox,
 ) -> Result<(), WorkspaceError> {
@@ -90,7 +90,7 @@ async fn restore_latest(
     let mut latest = None;
     while through > 0 {
         let from = through.saturating_sub(PAGE - 1).max(1);
-        let mut page = store.runs().sequence_runs(&environment.id, from, through).await?;
+        let mut page = store.runs_in_order(&environment.id, from, through).await?;
         page.reverse();
         newest_first.extend(page);
         latest = run::latest_manifest(newest_first.iter());
@@ -108,8 +108,8 @@ async fn restore_latest(
 /// Runs a workspace command on the sandbox's node: its details, or the refusal as the error it
 /// is (a symlink or non-regular file → 400, a missing file → 404, a tree past the node's caps →
 /// 409).
-pub async fn run(
-    store: &Store,
+pub async fn run<S: NodeCommands>(
+    store: &S,
     sandbox: &Sandbox,
     command: Command,
 ) -> Result<BTreeMap<String, String>, WorkspaceError> {

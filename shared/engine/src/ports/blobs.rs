@@ -18,7 +18,6 @@ pub struct Listed {
 /// How many keys one DeleteObjects takes at most.
 pub const DELETE_BATCH: usize = 1_000;
 
-
 /// One bucket.
 pub trait Blobs: Send + Sync {
     /// Writes `body` at `key` (replacing what was there).
@@ -52,6 +51,16 @@ pub trait Blobs: Send + Sync {
     fn presign_get(
         &self,
         key: &str,
+        expires: Duration,
+    ) -> impl Future<Output = Result<String, PortError>> + Send;
+
+    /// A URL that writes `key` without credentials, for `expires`: only a body of `size` bytes
+    /// and the type `content_type`.
+    fn presign_put(
+        &self,
+        key: &str,
+        content_type: &str,
+        size: u64,
         expires: Duration,
     ) -> impl Future<Output = Result<String, PortError>> + Send;
 

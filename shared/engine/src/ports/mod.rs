@@ -10,11 +10,18 @@
 //! Every port answers [`PortError`] (which the surfaces map to responses):
 //! `NotFound` when the thing is gone, `Conflict` when a write's condition did not hold.
 
+pub mod agents;
+pub mod background;
 pub mod blobs;
+pub mod commands;
 mod error;
 pub mod outbox;
+pub mod platform;
 pub mod queues;
+pub mod sessions;
+pub mod sweeps;
 pub mod turn_writes;
+pub mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;

@@ -41,7 +41,6 @@ pub enum WebhooksMessage {
     },
 }
 
-
 /// One message of the `rollbacks` queue, as its body holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

@@ -11,8 +11,8 @@ use tokio::time::{Duration, Instant};
 
 use crate::TurnEngine;
 use crate::model::ChatMessage;
-use crate::ports::{ChatModel, PortError as StoreError, Refused, TurnStart, TurnStore, TurnWriteError};
 use crate::ports::OutboxEvent;
+use crate::ports::{ChatModel, PortError as StoreError, Refused, TurnStart, TurnStore, TurnWriteError};
 
 use super::{
     CONTINUATION_CEILING, HOLD_GRACE_MS, PausedTurn, Plan, Turn, TurnContext, TurnError, TurnOutcome,

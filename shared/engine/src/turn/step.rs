@@ -8,10 +8,10 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use crate::model::{ChatMessage, ModelError, ToolDefinition, WireToolCall};
+use crate::ports::OutboxEvent;
 use crate::ports::{
     ChatModel, Refused, SessionMove, StepCommit, TranscriptWrite, TurnHold, TurnStore, TurnWriteError,
 };
-use crate::ports::OutboxEvent;
 
 use super::{BudgetHit, Ending, Interrupt, Turn, Write, arguments_of, ended_event};
 

@@ -16,10 +16,12 @@ use agentplane_domain::webhook::{
     self, Attempt, EndpointId, Message, MessageId, MessageStatus, Owner, Verdict,
 };
 use agentplane_domain::{ProjectId, Timestamp};
-use agentplane_store::{OutboxEvent, Store, StoreError, WebhooksMessage};
 use futures_util::StreamExt;
 
 use super::{SendError, WebhookConfig, disable, send_once};
+use crate::ports::PortError;
+use crate::ports::queues::WebhooksMessage;
+use crate::ports::webhooks::{ClaimedAttempts, OutboxEvent, WebhookFanOut, WebhookRetry};
 
 /// How long past the delivery timeout a claimed attempt holds its message.
 const LEASE_MARGIN: Duration = Duration::from_secs(20);
@@ -34,13 +36,13 @@ fn millis(d: Duration) -> i64 {
 
 /// Fans out the emitted event `event_id` of `project`; nothing when it was fanned out already.
 /// Answers how many messages it wrote.
-pub async fn fan_out(
-    store: &Store,
+pub async fn fan_out<S: WebhookFanOut>(
+    store: &S,
     config: &WebhookConfig,
     project: &ProjectId,
     event_id: &MessageId,
-) -> Result<usize, StoreError> {
-    match store.webhooks().outbox_event(project, event_id).await? {
+) -> Result<usize, PortError> {
+    match store.unfanned_event(project, event_id).await? {
         Some(event) => fan_out_event(store, config, &event).await,
         None => Ok(0),
     }
@@ -48,15 +50,15 @@ pub async fn fan_out(
 
 /// Writes the messages of `event` (those already there are left), sends their first attempts
 /// on the queue and takes the event out of the due index.
-pub async fn fan_out_event(
-    store: &Store,
+pub async fn fan_out_event<S: WebhookFanOut>(
+    store: &S,
     config: &WebhookConfig,
     event: &OutboxEvent,
-) -> Result<usize, StoreError> {
-    let endpoints = store.webhooks().receiving(&event.project_id).await?;
+) -> Result<usize, PortError> {
+    let endpoints = store.receiving_endpoints(&event.project_id).await?;
     let first_due = crate::now().plus_millis(millis(config.queue_grace));
-    let created = store.webhooks().create_messages(event, &endpoints, first_due).await?;
-    if let Ok(queue) = store.webhooks_queue() {
+    let created = store.create_messages(event, &endpoints, first_due).await?;
+    if store.sends_webhooks() {
         let sends = created.iter().map(|m| async move {
             let first = WebhooksMessage::Attempt {
                 owner: m.owner,
@@ -65,7 +67,7 @@ pub async fn fan_out_event(
                 created_at: m.created_at,
                 attempt: 1,
             };
-            queue.send_json(&first).await
+            store.send_webhook(&first).await
         });
         for result in futures_util::future::join_all(sends).await {
             if let Err(err) = result {
@@ -73,7 +75,7 @@ pub async fn fan_out_event(
             }
         }
     }
-    store.webhooks().fanned_out(event).await?;
+    store.mark_fanned_out(event).await?;
     Ok(created.len())
 }
 
@@ -92,8 +94,8 @@ pub enum Attempted {
 /// this caller's (see [`Attempted`]); `due_only`: only once its next attempt is due (the retry
 /// job; the queue's first attempt does not wait for it).
 #[allow(clippy::too_many_arguments)]
-pub async fn attempt_claimed(
-    store: &Store,
+pub async fn attempt_claimed<S: ClaimedAttempts>(
+    store: &S,
     config: &WebhookConfig,
     owner: &Owner,
     endpoint_id: &EndpointId,
@@ -105,22 +107,20 @@ pub async fn attempt_claimed(
     if config.key.is_none() {
         return Err(SendError::NoKey);
     }
-    let endpoint = match store.webhooks().get(owner, endpoint_id).await {
+    let endpoint = match store.endpoint(owner, endpoint_id).await {
         Ok(endpoint) => endpoint,
-        Err(StoreError::NotFound) => {
+        Err(PortError::NotFound) => {
             // The endpoint was deleted: its messages are never delivered, and leave the due
             // index so they do not crowd out the work that is.
-            store.webhooks().drop_due(endpoint_id, event_id, created_at).await?;
+            store.drop_undeliverable(endpoint_id, event_id, created_at).await?;
             return Ok(Attempted::NotOurs);
         }
         Err(err) => return Err(err.into()),
     };
     let now = crate::now();
     let lease = now.plus_millis(millis(config.timeout + LEASE_MARGIN));
-    let claimed = store
-        .webhooks()
-        .claim_attempt(&endpoint.id, event_id, created_at, number, now, lease, due_only)
-        .await?;
+    let claimed =
+        store.claim_attempt(&endpoint.id, event_id, created_at, number, now, lease, due_only).await?;
     let Some(mut message) = claimed else { return Ok(Attempted::NotOurs) };
     if !endpoint.enabled {
         message.status = MessageStatus::Failed;
@@ -138,15 +138,15 @@ pub async fn attempt_claimed(
     Ok(Attempted::Made(attempt))
 }
 
-async fn record(
-    store: &Store,
+async fn record<S: ClaimedAttempts>(
+    store: &S,
     message: &Message,
     attempt: Option<&Attempt>,
     lease: Timestamp,
-) -> Result<(), StoreError> {
-    match store.webhooks().record_claimed(message, attempt, lease).await {
+) -> Result<(), PortError> {
+    match store.record_claimed_attempt(message, attempt, lease).await {
         // The lease ran out and another attempt took the message over: this one is not kept.
-        Err(StoreError::Conflict) => {
+        Err(PortError::Conflict) => {
             tracing::warn!(message = %message.id, "an attempt outlived its lease and was not recorded");
             Ok(())
         }
@@ -169,14 +169,14 @@ pub struct RetryReport {
 
 /// The `webhook-retry` job's pass at `now`: fans out the events emitted more than the queue's
 /// grace ago and never fanned out, then makes every due attempt (a few at once).
-pub async fn retry_once(
-    store: &Store,
+pub async fn retry_once<S: WebhookRetry>(
+    store: &S,
     config: &WebhookConfig,
     now: Timestamp,
-) -> Result<RetryReport, StoreError> {
+) -> Result<RetryReport, PortError> {
     let mut report = RetryReport::default();
     let stale = now.plus_millis(-millis(config.queue_grace));
-    for event in store.webhooks().unsent_events(stale, PASS_LIMIT).await? {
+    for event in store.unsent_events(stale, PASS_LIMIT).await? {
         match fan_out_event(store, config, &event).await {
             Ok(_) => report.events += 1,
             Err(err) => {
@@ -185,7 +185,7 @@ pub async fn retry_once(
             }
         }
     }
-    let due = store.webhooks().due_messages(now, PASS_LIMIT).await?;
+    let due = store.due_messages(now, PASS_LIMIT).await?;
     report.due = due.len();
     let attempts: Vec<_> = due
         .into_iter()

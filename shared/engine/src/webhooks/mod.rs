@@ -9,6 +9,8 @@
 
 pub mod deliver;
 pub mod delivery;
+pub mod endpoints;
+pub mod reach;
 pub mod seal;
 
 use std::sync::Arc;
@@ -17,7 +19,9 @@ use std::time::Duration;
 use agentplane_domain::webhook::signature::{SigningSecret, sign};
 use agentplane_domain::webhook::targets::{AllowListError, PrivateTargets};
 use agentplane_domain::webhook::{self, Attempt, Endpoint, Message, Verdict};
-use agentplane_store::{Store, StoreError};
+
+use crate::ports::PortError;
+use crate::ports::webhooks::WebhookAttempts;
 
 pub use seal::{SealError, SealKey};
 
@@ -131,7 +135,7 @@ pub enum SendError {
     #[error(transparent)]
     Seal(#[from] SealError),
     #[error(transparent)]
-    Storage(#[from] StoreError),
+    Storage(#[from] PortError),
 }
 
 /// The secrets of `endpoint` that sign now, opened.
@@ -151,15 +155,15 @@ pub fn signing_secrets(
 
 /// Delivers `message` to `endpoint` once and records the attempt and the message's new state;
 /// a `410 Gone` disables the endpoint. Answers the attempt.
-pub async fn attempt(
-    store: &Store,
+pub async fn attempt<S: WebhookAttempts>(
+    store: &S,
     config: &WebhookConfig,
     endpoint: &Endpoint,
     message: &mut Message,
 ) -> Result<Attempt, SendError> {
     let attempt = send_once(config, endpoint, message).await?;
     let verdict = webhook::settle_scaled(message, &attempt, config.retry_scale);
-    store.webhooks().record_attempt(message, &attempt).await?;
+    store.record_attempt(message, &attempt).await?;
     if verdict == Verdict::Gone && !endpoint.callback {
         disable(store, endpoint).await?;
     }
@@ -191,23 +195,23 @@ pub(crate) async fn send_once(
 }
 
 /// Turns the endpoint off after a `410 Gone` (re-reading it if it changed meanwhile).
-pub(crate) async fn disable(store: &Store, endpoint: &Endpoint) -> Result<(), StoreError> {
+pub(crate) async fn disable<S: WebhookAttempts>(store: &S, endpoint: &Endpoint) -> Result<(), PortError> {
     for _ in 0..3 {
-        let mut current = match store.webhooks().get(&endpoint.owner, &endpoint.id).await {
+        let mut current = match store.endpoint(&endpoint.owner, &endpoint.id).await {
             Ok(current) => current,
-            Err(StoreError::NotFound) => return Ok(()),
+            Err(PortError::NotFound) => return Ok(()),
             Err(err) => return Err(err),
         };
         let previous = current.updated_at;
         current.enabled = false;
         current.disabled_reason = Some("the endpoint answered 410 Gone".to_owned());
         current.updated_at = crate::now().max(previous.plus_millis(1));
-        match store.webhooks().replace(&current, previous).await {
-            Err(StoreError::Conflict) => continue,
+        match store.replace_endpoint(&current, previous).await {
+            Err(PortError::Conflict) => continue,
             other => return other,
         }
     }
-    Err(StoreError::Conflict)
+    Err(PortError::Conflict)
 }
 
 #[cfg(test)]

@@ -19,10 +19,8 @@
 //! `{expires ms:015}#{pid}#{run}`), after which it is deleted (the item's TTL is the backstop).
 //! A run that started before leases moves under its lease at its first renewal.
 
-use agentplane_domain::agent_run::{AgentRun, RunError, RunId, RunStatus};
+use agentplane_domain::agent_run::{AgentRun, RunId, RunStatus};
 use agentplane_domain::page::{Page, PageRequest, created_sort_key};
-use agentplane_domain::pricing::Usage;
-use agentplane_domain::session::StopReason;
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem, Update};
 use serde::{Deserialize, Serialize};
@@ -78,49 +76,18 @@ fn due_sk(at: Timestamp, run: &AgentRun) -> String {
 
 pub use super::slots::Slot;
 
-/// Where a run holds its slot (a tenant key and an index).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotRef {
-    pub tenant_key: String,
-    pub index: u32,
+pub use agentplane_engine::ports::background::SlotRef;
+
+/// Where the slot `slot` is stored.
+fn place(slot: &SlotRef) -> slots::Place {
+    slots::Place { pk: slots_pk(&slot.tenant_key), index: slot.index }
 }
 
-impl SlotRef {
-    fn place(&self) -> slots::Place {
-        slots::Place { pk: slots_pk(&self.tenant_key), index: self.index }
-    }
-}
+pub use agentplane_engine::ports::background::StartRefused;
 
-/// Why a run could not start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StartRefused {
-    /// Every slot of the tenant is held: the run waits queued.
-    NoSlot,
-    /// The run is not in the status the start expected (started already, canceled, gone).
-    NotStartable,
-}
+pub use agentplane_engine::ports::background::Announce;
 
-/// What a run's move announces, written with it: the `agent_run.*` event and the callback's
-/// signed message.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Announce<'a> {
-    pub event: Option<&'a OutboxEvent>,
-    pub callback: Option<&'a agentplane_domain::webhook::Message>,
-}
-
-/// How a run ends or pauses: what the executor writes when its turn stops.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunOutcome {
-    pub status: RunStatus,
-    pub stop_reason: Option<StopReason>,
-    pub output_text: Option<String>,
-    pub error: Option<RunError>,
-    pub usage: Usage,
-    pub cost_usd: f64,
-    pub pending_action_ids: Vec<String>,
-    /// The callback the run's end owes, recorded with it.
-    pub callback: Option<agentplane_domain::agent_run::CallbackRecord>,
-}
+pub use agentplane_engine::ports::background::RunOutcome;
 
 pub struct AgentRuns<'a> {
     store: &'a Store,
@@ -272,11 +239,11 @@ impl<'a> AgentRuns<'a> {
         now: Timestamp,
         lease_until: Timestamp,
     ) -> Result<Put, StoreError> {
-        slots::take(self.store, &slot.place(), &run.to_string(), now, lease_until, None)
+        slots::take(self.store, &place(slot), &run.to_string(), now, lease_until, None)
     }
 
     fn slot_release(&self, slot: &SlotRef, run: &RunId) -> Result<TransactWriteItem, StoreError> {
-        let delete = slots::release(self.store, &slot.place(), &run.to_string())?;
+        let delete = slots::release(self.store, &place(slot), &run.to_string())?;
         Ok(TransactWriteItem::builder().delete(delete).build())
     }
 
@@ -384,7 +351,7 @@ impl<'a> AgentRuns<'a> {
         run: &AgentRun,
         lease_until: Timestamp,
     ) -> Result<(), StoreError> {
-        let slot_update = slots::renew(self.store, &slot.place(), &run.id.to_string(), lease_until, None)?;
+        let slot_update = slots::renew(self.store, &place(slot), &run.id.to_string(), lease_until, None)?;
         let run_update = Update::builder()
             .table_name(self.table())
             .key("PK", s(project_pk(&run.project_id)))

@@ -66,15 +66,7 @@ struct VersionItem {
     version: AgentVersion,
 }
 
-/// What a turn reads of its agent ([`Agents::get_for_turn`]).
-#[derive(Debug, Clone)]
-pub struct TurnAgent {
-    pub agent: Agent,
-    /// The tenant of the agent's project (`None`: the project is its own).
-    pub tenant: Option<agentplane_domain::tenant::TenantId>,
-    /// Whether the project has any webhook endpoint.
-    pub hooks: bool,
-}
+pub use agentplane_engine::ports::sessions::TurnAgent;
 
 pub struct Agents<'a> {
     store: &'a Store,

@@ -57,15 +57,7 @@ struct IndexItem {
     state: String,
 }
 
-/// One page of a process's retained output.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OutputPage {
-    /// Oldest first.
-    pub chunks: Vec<StoredChunk>,
-    pub has_more: bool,
-    /// Chunks past their retention were left out (the table had not removed them yet).
-    pub expired: bool,
-}
+pub use agentplane_engine::ports::platform::OutputPage;
 
 #[derive(Serialize, Deserialize)]
 struct ChunkItem {

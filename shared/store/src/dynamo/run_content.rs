@@ -27,9 +27,11 @@ fn due_key(at: Timestamp, project: &ProjectId, id: &RunId) -> String {
     format!("{:015}#{project}#{id}", at.unix_millis().max(0))
 }
 
-/// A Run whose content the retention step will look at.
+pub use agentplane_engine::ports::sweeps::ContentDue;
+
+/// The due index's item of a Run whose content the retention step will look at.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ContentDue {
+struct ContentDueItem {
     #[serde(rename = "PK")]
     pk: String,
     #[serde(rename = "SK")]
@@ -42,7 +44,7 @@ pub struct ContentDue {
     pub run_id: RunId,
 }
 
-impl ContentDue {
+impl ContentDueItem {
     fn at(project_id: ProjectId, run_id: RunId, at: Timestamp) -> Self {
         Self {
             pk: project_pk(&project_id),
@@ -72,7 +74,11 @@ impl<'a> RunContent<'a> {
     pub(crate) fn put_for(&self, run: &Run) -> Result<Put, StoreError> {
         Put::builder()
             .table_name(self.table())
-            .set_item(Some(serde_dynamo::to_item(ContentDue::at(run.project_id, run.id, run.created_at))?))
+            .set_item(Some(serde_dynamo::to_item(ContentDueItem::at(
+                run.project_id,
+                run.id,
+                run.created_at,
+            ))?))
             .build()
             .map_err(StoreError::unavailable)
     }
@@ -80,12 +86,14 @@ impl<'a> RunContent<'a> {
     /// Up to `limit` Runs whose reference time is at or before `until`, the oldest first.
     pub async fn due(&self, until: Timestamp, limit: usize) -> Result<Vec<ContentDue>, StoreError> {
         let until = format!("{:015}$", until.unix_millis().max(0));
-        super::due_page(self.store, self.table(), PARTITION, until, limit).await
+        let items: Vec<ContentDueItem> =
+            super::due_page(self.store, self.table(), PARTITION, until, limit).await?;
+        Ok(items.into_iter().map(|i| ContentDue { project_id: i.project_id, run_id: i.run_id }).collect())
     }
 
     /// Moves the item's reference time to `at` (the step looked too early).
     pub async fn later(&self, due: &ContentDue, at: Timestamp) -> Result<(), StoreError> {
-        let item = ContentDue::at(due.project_id, due.run_id, at);
+        let item = ContentDueItem::at(due.project_id, due.run_id, at);
         self.store
             .dynamo
             .put_item()
@@ -103,8 +111,8 @@ impl<'a> RunContent<'a> {
             .dynamo
             .delete_item()
             .table_name(self.table())
-            .key("PK", s(due.pk.as_str()))
-            .key("SK", s(due.sk.as_str()))
+            .key("PK", s(project_pk(&due.project_id)))
+            .key("SK", s(due_sk(&due.run_id)))
             .send()
             .await
             .map_err(super::backend)?;

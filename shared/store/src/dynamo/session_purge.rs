@@ -30,25 +30,16 @@ pub fn purge_sort_key(deleted_at: Timestamp, project: &ProjectId, session: &Sess
     format!("{:015}#{project}#{session}", deleted_at.unix_millis().max(0))
 }
 
-/// A deleted session waiting for its purge.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct PurgeDue {
-    #[serde(rename = "project_id")]
-    pub project: ProjectId,
-    #[serde(rename = "id")]
-    pub session: SessionId,
+pub use agentplane_engine::ports::sweeps::PurgeDue;
+
+/// The purge queue's entry of a deleted session.
+#[derive(Deserialize)]
+struct PurgeDueItem {
+    project_id: ProjectId,
+    id: SessionId,
 }
 
-/// One item of the session's in the main table (its keys, and the file it holds, if one).
-#[derive(Debug, Clone)]
-pub struct OwnedItem {
-    pub pk: String,
-    pub sk: String,
-    /// A file item's file (its bytes are deleted before the item).
-    pub file: Option<SessionFile>,
-    /// A feedback item's locator sort key (deleted with it).
-    pub locator: Option<String>,
-}
+pub use agentplane_engine::ports::sweeps::OwnedItem;
 
 #[derive(Deserialize)]
 struct RawOwned {
@@ -91,7 +82,9 @@ impl<'a> SessionPurge<'a> {
     /// Up to `limit` deleted sessions not purged yet, deleted at or before `now`, oldest first.
     pub async fn due(&self, now: Timestamp, limit: usize) -> Result<Vec<PurgeDue>, StoreError> {
         let until = format!("{:015}#~", now.unix_millis().max(0));
-        due_page(self.store, self.table(), SESSIONS_PURGE, until, limit).await
+        let items: Vec<PurgeDueItem> =
+            due_page(self.store, self.table(), SESSIONS_PURGE, until, limit).await?;
+        Ok(items.into_iter().map(|i| PurgeDue { project: i.project_id, session: i.id }).collect())
     }
 
     /// The session's items in the main table (transcript, files and their count, actions,

@@ -58,14 +58,7 @@ struct SessionLocator {
     project_id: ProjectId,
 }
 
-/// Who holds a session's turn, read in one strongly consistent read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnHolder {
-    /// The holding turn (`None`: no turn holds the session).
-    pub turn_id: Option<String>,
-    /// A cancel was recorded for the holding turn.
-    pub cancel_requested: bool,
-}
+pub use agentplane_engine::ports::platform::TurnHolder;
 
 pub struct Sessions<'a> {
     store: &'a Store,

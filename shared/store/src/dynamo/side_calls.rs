@@ -2,9 +2,8 @@
 //! the session, its cost on the tenant's monthly counter, and its `usage` event in the log, in
 //! one transaction, like a turn's step writes a call of the turn.
 
-use agentplane_domain::event::{Event, NewEvent};
+use agentplane_domain::event::Event;
 use agentplane_domain::pricing::Usage;
-use agentplane_domain::{ProjectId, SessionId, Timestamp};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
 use super::events::EventItem;
@@ -15,21 +14,7 @@ use crate::{Store, StoreError};
 /// How often the write is tried again after losing its event number to another writer.
 const ATTEMPTS: usize = 8;
 
-/// One call made for a session outside its turns.
-#[derive(Debug, Clone)]
-pub struct SideCall<'a> {
-    pub project: &'a ProjectId,
-    pub session: &'a SessionId,
-    pub usage: Usage,
-    /// `None`: the model has no price (its tokens count as unpriced).
-    pub cost_usd: Option<f64>,
-    /// The tenant key whose monthly counter the cost is added to (a project of a tenant).
-    pub spend_counter: Option<&'a str>,
-    /// The `usage` event that records the call.
-    pub event: &'a NewEvent,
-    pub now: Timestamp,
-    pub retention_days: i64,
-}
+pub use agentplane_engine::ports::sessions::SideCall;
 
 pub struct SideCalls<'a> {
     store: &'a Store,

@@ -11,7 +11,6 @@
 //! is carried on (or its session is gone or idle). A pause is noted before the turn's pausing
 //! write, so a noted pause may name a session that never paused: the reader checks the session.
 
-use agentplane_domain::{ProjectId, SessionId};
 use serde::{Deserialize, Serialize};
 
 use super::{backend, query_all, s};
@@ -19,13 +18,7 @@ use crate::{Store, StoreError};
 
 pub const TENANT_PAUSES: &str = "TENANT_PAUSES";
 
-/// A session whose turn the limit of the tenant `tenant_key` paused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TenantPause {
-    pub tenant_key: String,
-    pub project_id: ProjectId,
-    pub session_id: SessionId,
-}
+pub use agentplane_engine::ports::background::TenantPause;
 
 #[derive(Serialize, Deserialize)]
 struct TenantPauseItem {

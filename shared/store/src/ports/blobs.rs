@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use agentplane_domain::Timestamp;
 use crate::{Objects, Store};
+use agentplane_domain::Timestamp;
 
 use agentplane_engine::ports::PortError;
 use agentplane_engine::ports::blobs::{Blobs, Buckets, Listed};
@@ -44,6 +44,16 @@ impl Blobs for Objects {
 
     async fn presign_get(&self, key: &str, expires: Duration) -> Result<String, PortError> {
         Ok(Objects::presign_get(self, key, expires).await?)
+    }
+
+    async fn presign_put(
+        &self,
+        key: &str,
+        content_type: &str,
+        size: u64,
+        expires: Duration,
+    ) -> Result<String, PortError> {
+        Ok(Objects::presign_put(self, key, content_type, size, expires).await?)
     }
 
     async fn presign_put_any(&self, key: &str, expires: Duration) -> Result<String, PortError> {

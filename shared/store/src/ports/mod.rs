@@ -1,11 +1,19 @@
 //! The engine's ports over DynamoDB, S3 and SQS: each call delegates to the store's adapter of
 //! that entity (no rule lives here) and answers the port's error.
 
+mod agents;
+mod background;
 mod blobs;
+mod commands;
+mod platform;
 mod queues;
+mod sessions;
+mod sweeps;
+mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::{Store, StoreError};
 use agentplane_domain::action::{Action, ActionId, Continuation};
 use agentplane_domain::event::{Event, NewEvent};
 use agentplane_domain::pricing::Usage;
@@ -14,7 +22,6 @@ use agentplane_domain::sandbox::{Lifecycle, ProcessId, ProcessRecord, Sandbox, S
 use agentplane_domain::session::{Session, StopReason};
 use agentplane_domain::telemetry::{RuntimeSample, SandboxCounters};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
-use crate::{Store, StoreError};
 
 use agentplane_engine::ports::{
     Allocation, AllocationBinding, Committed, EventLog, LiveAllocations, PortError, ProcessObservations,

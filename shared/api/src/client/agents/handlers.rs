@@ -1,9 +1,8 @@
-use agentplane_domain::ValidationError;
-use agentplane_domain::agent::{self, Agent};
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
-use agentplane_store::StoreError;
+use agentplane_engine::agents::Authoring;
+use agentplane_store::Store;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
@@ -21,69 +20,11 @@ fn agent_id(text: &str) -> Result<AgentId, ClientError> {
 }
 
 /// Every tool an agent names must exist in the registry.
-fn check_tools(app: &App, agent: &Agent) -> Result<(), ClientError> {
-    for (i, name) in agent.draft.tools.iter().enumerate() {
-        if !app.tools.contains(name) {
-            let known: Vec<&str> = app.tools.names().collect();
-            return Err(ValidationError::new(
-                format!("tools[{i}]"),
-                format!("unknown tool `{name}`; known: {}", known.join(", ")),
-            )
-            .into());
-        }
-    }
-    Ok(())
+/// Authoring over this deployment's store, tools, webhook rules and ceilings.
+fn authoring(app: &App) -> Authoring<'_, Store> {
+    Authoring { store: &app.store, tools: &app.tools, webhooks: &app.webhooks, ceilings: app.ceilings() }
 }
 
-/// A draft that names a Document Store bucket names one registered to the project (one read,
-/// only when the bucket is set or changed).
-async fn check_bucket(app: &App, agent: &Agent) -> Result<(), ClientError> {
-    let Some(name) = agent.draft.attachments.bucket_name()? else { return Ok(()) };
-    match app.store.buckets().get(&agent.project_id, &name).await {
-        Ok(_) => Ok(()),
-        Err(StoreError::NotFound) => Err(ValidationError::new(
-            "config.attachments.bucket",
-            format!("`{name}` is not a bucket registered to this project (Core: POST /core/v1/projects/{{project_id}}/buckets)"),
-        )
-        .into()),
-        Err(err) => Err(err.into()),
-    }
-}
-
-/// A `config.execution.default_callback_url` is a URL a run's end may be delivered to: the same
-/// rules as a webhook endpoint's (scheme, and no address deliveries may not reach), checked when
-/// it is saved (one lookup, only when it is set or changed) and again at every delivery.
-async fn check_default_callback(app: &App, agent: &Agent) -> Result<(), ClientError> {
-    let Some(url) = &agent.execution.default_callback_url else { return Ok(()) };
-    crate::webhooks::service::check_reachable(app, "config.execution.default_callback_url", url).await?;
-    Ok(())
-}
-
-/// Each key `config.humanInTheLoop.answer_key_ids` names is a live key of the project (one read
-/// per key, only when the list is set or changed).
-async fn check_answer_keys(app: &App, agent: &Agent) -> Result<(), ClientError> {
-    let Some(ids) = &agent.draft.human_in_the_loop.answer_key_ids else { return Ok(()) };
-    for (i, id) in ids.iter().enumerate() {
-        let live = match app.store.api_keys().get(&agent.project_id, id).await {
-            Ok(key) => key.revoked_at.is_none(),
-            Err(StoreError::NotFound) => false,
-            Err(err) => return Err(err.into()),
-        };
-        if !live {
-            return Err(ValidationError::new(
-                format!("config.humanInTheLoop.answer_key_ids[{i}]"),
-                format!("`{id}` is not a live key of this project"),
-            )
-            .into());
-        }
-    }
-    Ok(())
-}
-
-/// Create an agent.
-///
-/// The body is read as `CreateAgent` describes it; a partial `config` section is laid over
-/// the defaults.
 #[utoipa::path(
     post,
     path = "/api/client/v1/agents",
@@ -101,12 +42,7 @@ pub async fn create(
     JsonObject(body, _): JsonObject<ClientError>,
 ) -> Result<(StatusCode, Json<AgentBody>), ClientError> {
     let id = AgentId::from_random(edge::random()?);
-    let agent = agent::new_agent_within(&body, id, auth.project_id, edge::now(), &app.ceilings())?;
-    check_tools(&app, &agent)?;
-    check_bucket(&app, &agent).await?;
-    check_default_callback(&app, &agent).await?;
-    check_answer_keys(&app, &agent).await?;
-    app.store.agents().create(&agent).await?;
+    let agent = authoring(&app).create(auth.project_id, id, &body).await?;
     Ok((StatusCode::CREATED, Json(AgentBody::from(&agent))))
 }
 
@@ -192,31 +128,8 @@ pub async fn update(
     Path(id): Path<String>,
     JsonObject(body, _): JsonObject<ClientError>,
 ) -> Result<Json<AgentBody>, ClientError> {
-    let id = agent_id(&id)?;
-    for _ in 0..5 {
-        let mut agent =
-            app.store.agents().get(&auth.project_id, &id).await.or_not_found(ClientError::AgentNotFound)?;
-        let previous = agent.updated_at;
-        let before = agent.clone();
-        let now = edge::now().max(previous.plus_millis(1));
-        agent::patch_agent_within(&mut agent, &body, now, &app.ceilings())?;
-        check_tools(&app, &agent)?;
-        if agent.draft.attachments.bucket != before.draft.attachments.bucket {
-            check_bucket(&app, &agent).await?;
-        }
-        if agent.execution.default_callback_url != before.execution.default_callback_url {
-            check_default_callback(&app, &agent).await?;
-        }
-        if agent.draft.human_in_the_loop.answer_key_ids != before.draft.human_in_the_loop.answer_key_ids {
-            check_answer_keys(&app, &agent).await?;
-        }
-        match app.store.agents().replace(&agent, previous).await {
-            Ok(()) => return Ok(Json(AgentBody::from(&agent))),
-            Err(StoreError::Conflict) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(ClientError::ConcurrentUpdate)
+    let agent = authoring(&app).update(&auth.project_id, &agent_id(&id)?, &body).await?;
+    Ok(Json(AgentBody::from(&agent)))
 }
 
 /// Publish the draft as the agent's next version.
@@ -237,18 +150,8 @@ pub async fn publish(
     auth: ProjectAuth,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<AgentVersionBody>), ClientError> {
-    let id = agent_id(&id)?;
-    for _ in 0..5 {
-        let agent =
-            app.store.agents().get(&auth.project_id, &id).await.or_not_found(ClientError::AgentNotFound)?;
-        let now = edge::now().max(agent.updated_at.plus_millis(1));
-        match app.store.agents().publish(&agent, now).await {
-            Ok(version) => return Ok((StatusCode::CREATED, Json(AgentVersionBody::from(&version)))),
-            Err(StoreError::Conflict) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(ClientError::ConcurrentUpdate)
+    let version = authoring(&app).publish(&auth.project_id, &agent_id(&id)?).await?;
+    Ok((StatusCode::CREATED, Json(AgentVersionBody::from(&version))))
 }
 
 /// List an agent's published versions.

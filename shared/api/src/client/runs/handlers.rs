@@ -87,7 +87,7 @@ pub async fn queue(
             .agent_runs()
             .transition(&project, &run.id, RunStatus::Queued, RunStatus::Failed, None, now)
             .await;
-        return Err(ClientError::Storage(err));
+        return Err(ClientError::Storage(err.into()));
     }
     Ok((StatusCode::ACCEPTED, Json(RunBody { callback_secret, ..RunBody::from(&run) })))
 }
