@@ -1,5 +1,5 @@
 //! The model port's vocabulary: messages in Chat Completions form, tool definitions, a reply and
-//! how a call fails. The turn loop speaks it ([`crate::ports::ChatModel`]); `model.rs` carries it
+//! how a call fails. The turn loop speaks it (the `ChatModel` port); `model.rs` carries it
 //! to an OpenAI-compatible endpoint.
 
 use agentplane_domain::pricing::Usage;

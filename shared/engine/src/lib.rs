@@ -20,6 +20,7 @@ pub mod random;
 pub mod retention_sweep;
 pub mod run_content_retention;
 pub mod runtime;
+pub mod sandboxes;
 pub mod session_purge;
 pub mod side_call;
 pub mod sweep_limits;

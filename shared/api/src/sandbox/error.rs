@@ -157,6 +157,22 @@ impl From<agentplane_engine::ports::PortError> for SandboxError {
     }
 }
 
+impl From<agentplane_engine::sandboxes::SandboxFailure> for SandboxError {
+    fn from(err: agentplane_engine::sandboxes::SandboxFailure) -> Self {
+        use agentplane_engine::sandboxes::SandboxFailure;
+        match err {
+            SandboxFailure::NotFound => Self::SandboxNotFound,
+            SandboxFailure::NoNodeOnline => Self::NoNodeOnline,
+            SandboxFailure::NodeRefused(message) => Self::NodeRefused(message),
+            SandboxFailure::Randomness => Self::Internal("randomness"),
+            SandboxFailure::Lifecycle(err) => err.into(),
+            SandboxFailure::Dispatch(err) => err.into(),
+            SandboxFailure::Write(err) => Self::sandbox_write(err.into()),
+            SandboxFailure::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<agentplane_engine::dispatch::DispatchError> for SandboxError {
     fn from(err: agentplane_engine::dispatch::DispatchError) -> Self {
         match err {

@@ -1,14 +1,14 @@
 //! POST/GET /sandbox/v1/sandboxes, GET/DELETE …/{id}, POST …/{id}/pause, …/resume, …/timeout.
+//! The lifecycle's use cases are the engine's ([`agentplane_engine::sandboxes`]); a handler
+//! reads the caller's sandbox, checks that its lifecycle is the client's to change, calls one.
 
-use agentplane_domain::ids::NodeId;
+use agentplane_domain::Timestamp;
 use agentplane_domain::page::PageLimit;
-use agentplane_domain::sandbox::command::{Command, CommandOutcome};
 use agentplane_domain::sandbox::request::CreateSandbox;
 use agentplane_domain::sandbox::{
-    ENVIRONMENT_METADATA_KEY, Lifecycle, LifecycleError, Sandbox, SandboxId, SandboxState, TimeoutSeconds,
+    ENVIRONMENT_METADATA_KEY, Sandbox, SandboxId, SandboxState, TimeoutSeconds,
 };
-use agentplane_domain::{ProjectId, SessionId, Timestamp};
-use agentplane_store::StoreError;
+use agentplane_engine::sandboxes;
 use axum::Json;
 use axum::extract::{Path, State};
 use http::StatusCode;
@@ -19,7 +19,8 @@ use super::error::SandboxError;
 use super::wire;
 use crate::body::Wire;
 use crate::{App, edge};
-use agentplane_engine::dispatch;
+
+pub use agentplane_engine::sandboxes::Launch;
 
 /// A malformed id is indistinguishable from a missing sandbox.
 pub fn sandbox_id(text: &str) -> Result<SandboxId, SandboxError> {
@@ -29,27 +30,6 @@ pub fn sandbox_id(text: &str) -> Result<SandboxId, SandboxError> {
 pub async fn load(app: &App, auth: &SandboxAuth, id: &str) -> Result<Sandbox, SandboxError> {
     let id = sandbox_id(id)?;
     app.store.sandboxes().get(&auth.0.project_id, &id).await.map_err(SandboxError::sandbox_lookup)
-}
-
-/// The node that takes a new sandbox: the online node heard from most recently.
-async fn pick_node(app: &App, now: Timestamp) -> Result<NodeId, SandboxError> {
-    let nodes = app.store.nodes().all().await?;
-    nodes
-        .into_iter()
-        .filter(|n| n.online(now))
-        .max_by_key(|n| n.last_seen_at)
-        .map(|n| n.id)
-        .ok_or(SandboxError::NoNodeOnline)
-}
-
-fn failed(outcome: CommandOutcome) -> Result<std::collections::BTreeMap<String, String>, SandboxError> {
-    match outcome {
-        CommandOutcome::Done { details, .. } => Ok(details),
-        CommandOutcome::Failed { message } => {
-            tracing::warn!(%message, "node refused a command");
-            Err(SandboxError::NodeRefused(message))
-        }
-    }
 }
 
 /// Create a sandbox on the online node heard from most recently, and wait until it runs.
@@ -76,61 +56,15 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(wire::Sandbox::at(&sandbox, edge::now()))))
 }
 
-/// What to start a sandbox for.
-pub struct Launch {
-    pub project_id: ProjectId,
-    pub new: CreateSandbox,
-    /// Set for a Session's managed compute.
-    pub session_id: Option<SessionId>,
-}
-
 /// Records a sandbox on the most recently heard online node and has that node create it,
-/// waiting for its answer. A sandbox the node could not make is recorded killed.
+/// waiting for its answer (see [`sandboxes::launch`]).
 pub async fn launch(app: &App, launch: Launch) -> Result<Sandbox, SandboxError> {
-    let now = edge::now();
-    let node_id = pick_node(app, now).await?;
-    let sandbox = Sandbox {
-        id: SandboxId::from_random(edge::random().map_err(|_| SandboxError::Internal("randomness"))?),
-        project_id: launch.project_id,
-        node_id,
-        started_at: now,
-        lifecycle: Lifecycle::start(now, launch.new.timeout_s),
-        metadata: launch.new.metadata,
-        env_vars: launch.new.env_vars,
-        isolation: Default::default(),
-        session_id: launch.session_id,
-    };
-    app.store.sandboxes().create(&sandbox).await?;
-    let command = Command::CreateSandbox {
-        sandbox_id: sandbox.id.clone(),
-        end_at: sandbox.lifecycle.end_at,
-        env_vars: sandbox.env_vars.clone(),
-    };
-    let outcome =
-        dispatch::run(&app.store, &node_id, command).await.map_err(SandboxError::from).and_then(failed);
-    let isolation = match outcome {
-        Ok(isolation) => isolation,
-        Err(err) => {
-            // Nothing usable was created: record it as killed so it never looks alive, and let
-            // the node remove whatever it did make.
-            end(app, &sandbox).await;
-            return Err(err);
-        }
-    };
-    app.store.sandboxes().set_isolation(&sandbox.id, &isolation).await?;
-    Ok(app.store.sandboxes().get_any(&sandbox.id).await.unwrap_or(sandbox))
+    Ok(sandboxes::launch(&app.store, launch).await?)
 }
 
-/// Records `sandbox` killed (unless it already ended) and has its node remove it. Best effort:
-/// the node also ends what Core no longer lists as alive.
+/// Ends a sandbox from inside: recorded killed unless it has ended, and its node told.
 pub async fn end(app: &App, sandbox: &Sandbox) {
-    if !sandbox.lifecycle.effective(edge::now()).is_final()
-        && let Ok(killed) = sandbox.lifecycle.kill(edge::now())
-    {
-        let _ = app.store.sandboxes().transition(sandbox, &sandbox.lifecycle, &killed).await;
-    }
-    let _ = dispatch::enqueue(&app.store, &sandbox.node_id, Command::Kill { sandbox_id: sandbox.id.clone() })
-        .await;
+    sandboxes::end(&app.store, sandbox).await
 }
 
 /// The project's sandboxes (at most 100), ended ones included.
@@ -175,23 +109,6 @@ pub async fn get(
     Ok(Json(wire::Sandbox::at(&sandbox, edge::now())))
 }
 
-/// Applies a lifecycle rule as one conditional write; a concurrent change is a 409.
-async fn change(
-    app: &App,
-    sandbox: &Sandbox,
-    rule: impl FnOnce(&Lifecycle, Timestamp) -> Result<Lifecycle, LifecycleError>,
-) -> Result<Sandbox, SandboxError> {
-    let next = rule(&sandbox.lifecycle, edge::now())?;
-    app.store
-        .sandboxes()
-        .transition(sandbox, &sandbox.lifecycle, &next)
-        .await
-        .map_err(SandboxError::sandbox_write)
-}
-
-/// How many lost races a delete re-reads after before it gives up with a 409.
-const KILL_ATTEMPTS: u32 = 5;
-
 /// Kill a sandbox and every process in it.
 #[utoipa::path(
     delete,
@@ -211,29 +128,9 @@ pub async fn kill(
     auth: SandboxAuth,
     Path(id): Path<String>,
 ) -> Result<StatusCode, SandboxError> {
-    let mut sandbox = load(&app, &auth, &id).await?;
+    let sandbox = load(&app, &auth, &id).await?;
     lifecycle_is_ours(&sandbox)?;
-    let mut lost = 0;
-    loop {
-        // An ended sandbox cannot be killed again: it is gone as far as E2B clients know.
-        if sandbox.lifecycle.effective(edge::now()).is_final() {
-            return Err(SandboxError::SandboxNotFound);
-        }
-        let killed = sandbox.lifecycle.kill(edge::now())?;
-        match app.store.sandboxes().transition(&sandbox, &sandbox.lifecycle, &killed).await {
-            Ok(_) => break,
-            // It changed since it was read (killed by a concurrent delete, paused, extended):
-            // read it again and answer as a delete made now would.
-            Err(StoreError::Conflict) if lost < KILL_ATTEMPTS => {
-                lost += 1;
-                sandbox = load(&app, &auth, &id).await?;
-            }
-            Err(other) => return Err(SandboxError::sandbox_write(other)),
-        }
-    }
-    // Recorded first; the node applies it when it gets it (the command stays queued).
-    let _ = dispatch::enqueue(&app.store, &sandbox.node_id, Command::Kill { sandbox_id: sandbox.id.clone() })
-        .await?;
+    sandboxes::kill(&app.store, sandbox).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -259,23 +156,7 @@ pub async fn pause(
 ) -> Result<StatusCode, SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
     lifecycle_is_ours(&sandbox)?;
-    let next = sandbox.lifecycle.pause(edge::now())?;
-    // Freeze first: a sandbox recorded paused must really be frozen.
-    let outcome =
-        dispatch::run(&app.store, &sandbox.node_id, Command::Pause { sandbox_id: sandbox.id.clone() })
-            .await?;
-    failed(outcome)?;
-    let stored = app.store.sandboxes().transition(&sandbox, &sandbox.lifecycle, &next).await;
-    if let Err(err) = stored {
-        // Lost a race (killed, expired or paused meanwhile): undo the freeze where it still runs.
-        let _ = dispatch::enqueue(
-            &app.store,
-            &sandbox.node_id,
-            Command::Resume { sandbox_id: sandbox.id.clone(), end_at: sandbox.lifecycle.end_at },
-        )
-        .await;
-        return Err(SandboxError::sandbox_write(err));
-    }
+    sandboxes::pause(&app.store, &sandbox).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -301,19 +182,7 @@ pub async fn resume(
 ) -> Result<(StatusCode, Json<wire::Sandbox>), SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
     lifecycle_is_ours(&sandbox)?;
-    let resumed = change(&app, &sandbox, |l, now| l.resume(now)).await?;
-    let command = Command::Resume { sandbox_id: resumed.id.clone(), end_at: resumed.lifecycle.end_at };
-    if let Err(err) = dispatch::run(&app.store, &resumed.node_id, command)
-        .await
-        .map_err(SandboxError::from)
-        .and_then(failed)
-    {
-        // Still frozen: record it as paused again, with the time it had left.
-        if let Ok(paused) = resumed.lifecycle.pause(edge::now()) {
-            let _ = app.store.sandboxes().transition(&resumed, &resumed.lifecycle, &paused).await;
-        }
-        return Err(err);
-    }
+    let resumed = sandboxes::resume(&app.store, &sandbox).await?;
     Ok((StatusCode::CREATED, Json(wire::Sandbox::at(&resumed, edge::now()))))
 }
 
@@ -343,10 +212,7 @@ pub async fn set_timeout(
     let sandbox = load(&app, &auth, &id).await?;
     lifecycle_is_ours(&sandbox)?;
     let timeout = TimeoutSeconds::try_from(body)?;
-    let extended = change(&app, &sandbox, |l, now| l.extend(timeout, now)).await?;
-    // The node re-reads Core's deadline before it enforces one, so this only speeds it up.
-    let command = Command::SetDeadline { sandbox_id: extended.id.clone(), end_at: extended.lifecycle.end_at };
-    let _ = dispatch::enqueue(&app.store, &extended.node_id, command).await?;
+    sandboxes::extend(&app.store, &sandbox, timeout).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

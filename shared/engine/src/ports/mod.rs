@@ -18,6 +18,7 @@ mod error;
 pub mod outbox;
 pub mod platform;
 pub mod queues;
+pub mod sandboxes;
 pub mod sessions;
 pub mod sweeps;
 pub mod turn_writes;

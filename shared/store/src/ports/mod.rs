@@ -7,6 +7,7 @@ mod blobs;
 mod commands;
 mod platform;
 mod queues;
+mod sandboxes;
 mod sessions;
 mod sweeps;
 mod webhooks;

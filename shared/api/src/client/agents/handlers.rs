@@ -25,6 +25,10 @@ fn authoring(app: &App) -> Authoring<'_, Store> {
     Authoring { store: &app.store, tools: &app.tools, webhooks: &app.webhooks, ceilings: app.ceilings() }
 }
 
+/// Create an agent.
+///
+/// The body is read as `CreateAgent` describes it; a partial `config` section is laid over
+/// the defaults.
 #[utoipa::path(
     post,
     path = "/api/client/v1/agents",
