@@ -290,6 +290,20 @@ impl From<agentplane_engine::ports::PortError> for PlatformError {
     }
 }
 
+impl From<agentplane_engine::platform::submit::RunsError> for PlatformError {
+    fn from(err: agentplane_engine::platform::submit::RunsError) -> Self {
+        use agentplane_engine::platform::submit::RunsError;
+        match err {
+            RunsError::EnvironmentNotFound => Self::EnvironmentNotFound,
+            RunsError::RunNotFound => Self::RunNotFound,
+            RunsError::Reverted => Self::RunReverted,
+            RunsError::ConcurrentUpdate => Self::ConcurrentUpdate,
+            RunsError::Randomness => Self::internal("randomness unavailable".to_owned()),
+            RunsError::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<getrandom::Error> for PlatformError {
     fn from(err: getrandom::Error) -> Self {
         Self::internal(format!("randomness unavailable: {err}"))

@@ -9,11 +9,8 @@ mod wire;
 pub use wire::*;
 
 use agentplane_domain::page::PageRequest;
-use agentplane_domain::platform::run::ExecuteRun;
-use agentplane_domain::platform::run::{
-    self, CheckpointStatus, DiffStatus, NewRun, Run, RunId, RunStatus, StopEffect,
-};
-use agentplane_store::{RunsMessage, StoreError};
+use agentplane_domain::platform::run::{NewRun, Run, RunId};
+use agentplane_engine::platform::submit::{self, Submission};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
@@ -21,8 +18,8 @@ use http::StatusCode;
 use super::auth::PlatformAuth;
 use super::error::{Found, PlatformError, PlatformErrorEnvelope};
 use super::wire::{Data, ListPage, PAGE_PARAMS, Strict, only_query};
+use crate::App;
 use crate::list::PageParams;
-use crate::{App, edge};
 
 fn run_id(text: &str) -> Result<RunId, PlatformError> {
     text.parse().map_err(|_| PlatformError::RunNotFound)
@@ -81,50 +78,16 @@ pub async fn create(
     }
     let files = body.files.unwrap_or_default().into_iter().map(|f| (f.path, f.sha256)).collect();
     let new = NewRun::new(&body.model, &body.input, files, false)?;
-    let environment_id = session.environment_id.ok_or(PlatformError::SessionNotFound)?;
-    let id = RunId::from_random(edge::random()?);
-    for attempt in 0..16u64 {
-        let environment = app
-            .store
-            .environments()
-            .get(&auth.0.project_id, &environment_id)
-            .await
-            .or_not_found(PlatformError::EnvironmentNotFound)?;
-        let previous = environment.run_count;
-        let mut run = new.clone().into_run(
-            id,
-            auth.0.project_id,
-            environment_id,
-            session.id,
-            previous + 1,
-            edge::now(),
-        );
-        // The price its sandbox time is charged at, whatever the price is later.
-        run.sandbox_usd_per_second = Some(app.sandbox_price);
-        match app.store.runs().create(&run, previous).await {
-            Ok(()) => {
-                // Executed by the `run-execution` job. The create put the environment in the
-                // outbox: a message that cannot be sent now is sent by the sweep, so the Run
-                // exists (202) and still runs.
-                let message = ExecuteRun { project_id: run.project_id, run_id: run.id };
-                let sent = match app.store.runs_queue() {
-                    Ok(queue) => queue.send_message(&RunsMessage::PlatformRun(message)).await,
-                    Err(err) => Err(err),
-                };
-                if let Err(err) = sent {
-                    tracing::error!(error = %err, run = %run.id, "could not queue a Run's execution; the outbox sweep sends it");
-                }
-                return Ok((StatusCode::ACCEPTED, Data::of(state(&run))));
-            }
-            Err(StoreError::Conflict) => {
-                // Another Run took the number (or the session is gone): read again.
-                let jitter = u64::from(edge::random::<1>()?[0]) % 10;
-                tokio::time::sleep(std::time::Duration::from_millis(5 * attempt + jitter)).await;
-            }
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(PlatformError::ConcurrentUpdate)
+    let environment = session.environment_id.ok_or(PlatformError::SessionNotFound)?;
+    let submission = Submission {
+        project: auth.0.project_id,
+        environment,
+        session: session.id,
+        new,
+        sandbox_price: app.sandbox_price,
+    };
+    let run = submit::submit(&app.store, submission).await?;
+    Ok((StatusCode::ACCEPTED, Data::of(state(&run))))
 }
 
 /// List a session's Runs, newest first (the GET shape).
@@ -222,55 +185,7 @@ pub async fn stop(
     RawQuery(raw): RawQuery,
 ) -> Result<(StatusCode, Json<Data<RunState>>), PlatformError> {
     only_query(raw.as_deref(), &[])?;
-    let mut run = load(&app, &auth, &environment, &session, &id).await?;
-    for _ in 0..8 {
-        let expected = run.version;
-        let now = edge::now();
-        match run::stop_effect(&run) {
-            StopEffect::Nothing => return Ok((StatusCode::ACCEPTED, Data::of(state(&run)))),
-            StopEffect::Refused => return Err(PlatformError::RunReverted),
-            StopEffect::StopNow => {
-                run.status = RunStatus::Stopped;
-                run.stop_requested = true;
-                run.finished_at = Some(now);
-                // It never ran: nothing changed and nothing is checkpointed.
-                run.file_diff_status = DiffStatus::Ready;
-                run.checkpoint.status = CheckpointStatus::Skipped;
-            }
-            StopEffect::Request => run.stop_requested = true,
-        }
-        run.version = expected + 1;
-        let events: Vec<_> = agentplane_engine::platform::execute::run_event(&run).into_iter().collect();
-        match app.store.runs().replace_emitting(&run, expected, &events).await {
-            Ok(()) => {
-                if let Err(err) = app.store.webhooks().dispatch(&events).await {
-                    tracing::warn!(error = %err, "could not send a Run's webhook event");
-                }
-                if run.status == RunStatus::Running {
-                    // The execution ends the turn at its next step (its watcher records the
-                    // same cancel, should the turn not hold the session yet).
-                    let holder = app.store.sessions().turn_holder(&run.project_id, &run.session_id).await;
-                    if holder.is_ok_and(|h| h.turn_id.as_deref() == Some(run.turn_id().as_str())) {
-                        let _ = app.store.sessions().cancel_turn(&run.project_id, &run.session_id, now).await;
-                    }
-                    // An executor that died holds no live lease: a delivery now takes the Run
-                    // over and settles it `stopped`.
-                    if let Err(err) = agentplane_engine::platform::execute::nudge(&app.store, &run).await {
-                        tracing::warn!(error = %err, run = %run.id, "could not send a stopped Run's message");
-                    }
-                }
-                return Ok((StatusCode::ACCEPTED, Data::of(state(&run))));
-            }
-            Err(StoreError::Conflict) => {
-                run = app
-                    .store
-                    .runs()
-                    .get(&auth.0.project_id, &run.id)
-                    .await
-                    .or_not_found(PlatformError::RunNotFound)?;
-            }
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(PlatformError::ConcurrentUpdate)
+    let run = load(&app, &auth, &environment, &session, &id).await?;
+    let run = submit::stop(&app.store, run).await?;
+    Ok((StatusCode::ACCEPTED, Data::of(state(&run))))
 }

@@ -22,6 +22,7 @@ pub mod lease;
 pub mod outbox;
 pub mod rollback;
 mod running;
+pub mod submit;
 pub mod takeover;
 mod tools;
 pub mod workspace;

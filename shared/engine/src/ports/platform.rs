@@ -27,6 +27,12 @@ use super::{OutboxEvent, PortError, StoredTranscript};
 /// is refused `Conflict`: read it again), and listed in an environment's order
 /// (`environmentSequence`, from 1).
 pub trait PlatformRuns: Send + Sync {
+    /// Creates `run` with `environment_sequence` = `previous + 1`, together with the
+    /// environment's `run_count` going from `previous` to it (and the environment put in the
+    /// outbox); `Conflict` when the count moved meanwhile, or the session is not the
+    /// environment's.
+    fn create_run(&self, run: &Run, previous: u64) -> impl Future<Output = Result<(), PortError>> + Send;
+
     /// The Run `id` of `project`; `NotFound` when there is none.
     fn run(&self, project: &ProjectId, id: &RunId) -> impl Future<Output = Result<Run, PortError>> + Send;
 

@@ -51,6 +51,10 @@ impl PlatformRuns for Store {
         Ok(self.runs().sequence_range(environment, from, through).await?)
     }
 
+    async fn create_run(&self, run: &Run, previous: u64) -> Result<(), PortError> {
+        Ok(self.runs().create(run, previous).await?)
+    }
+
     async fn send_events(&self, events: &[OutboxEvent]) -> Result<(), PortError> {
         Ok(self.webhooks().dispatch(events).await?)
     }
