@@ -213,3 +213,24 @@ pub async fn extend<S: SandboxLifecycle>(
     let _ = dispatch::enqueue(store, &extended.node_id, command).await?;
     Ok(extended)
 }
+
+/// The compute sandboxes run on, for the use cases that start and end sandboxes of their own (a
+/// Session's managed compute, an environment's workspace): Core's nodes, over `store`.
+pub struct OnNodes<'a, S>(pub &'a S);
+
+impl<S: SandboxLifecycle> crate::ports::Compute for OnNodes<'_, S> {
+    type Error = SandboxFailure;
+
+    async fn launch(
+        &self,
+        project_id: ProjectId,
+        new: CreateSandbox,
+        session_id: Option<SessionId>,
+    ) -> Result<Sandbox, SandboxFailure> {
+        launch(self.0, Launch { project_id, new, session_id }).await
+    }
+
+    async fn end(&self, sandbox: &Sandbox) {
+        end(self.0, sandbox).await
+    }
+}

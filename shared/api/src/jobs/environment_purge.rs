@@ -9,9 +9,9 @@ use agentplane_store::StoreError;
 pub use agentplane_engine::environment_purge::PurgeReport;
 
 use crate::App;
-use crate::sandbox::managed::Nodes;
+use crate::sandbox::managed::nodes;
 
 /// One purge pass at `now` (see [`environment_purge::purge_deleted_environments`]).
 pub async fn purge_environments_once(app: &App, now: Timestamp) -> Result<PurgeReport, StoreError> {
-    environment_purge::purge_deleted_environments(&app.store, &Nodes(app), now).await.map_err(Into::into)
+    environment_purge::purge_deleted_environments(&app.store, &nodes(app), now).await.map_err(Into::into)
 }

@@ -22,14 +22,14 @@ use agentplane_engine::platform::Platform;
 use agentplane_store::Store;
 
 use crate::App;
-use crate::sandbox::managed::Nodes;
+use crate::sandbox::managed::{Nodes, nodes};
 
 /// The engine's Platform Runs over this deployment: its store, turn engine and nodes.
 pub fn platform(app: &App) -> Platform<'_, Store, Nodes<'_>> {
     Platform {
         store: &app.store,
         engine: app.engine(),
-        compute: Nodes(app),
+        compute: nodes(app),
         turn_budget: app.background.invocation_budget,
         lease: agentplane_engine::platform::lease::LEASE,
         rollback_give_up: app.platform_limits.rollback_give_up,
