@@ -397,6 +397,40 @@ impl From<agentplane_engine::agents::AuthoringError> for ClientError {
     }
 }
 
+/// A session's create, change, delete or cancel.
+impl From<agentplane_engine::sessions::SessionsError> for ClientError {
+    fn from(err: agentplane_engine::sessions::SessionsError) -> Self {
+        use agentplane_engine::sessions::SessionsError;
+        match err {
+            SessionsError::NotFound => Self::SessionNotFound,
+            SessionsError::AgentNotFound => Self::AgentNotFound,
+            SessionsError::NothingToCancel { runtime_status } => Self::NothingToCancel { runtime_status },
+            SessionsError::Turn(err) => err.into(),
+            SessionsError::Randomness => Self::internal("randomness"),
+            SessionsError::Port(err) => err.into(),
+        }
+    }
+}
+
+/// A session file's create or delete.
+impl From<agentplane_engine::files::FilesError> for ClientError {
+    fn from(err: agentplane_engine::files::FilesError) -> Self {
+        use agentplane_engine::files::FilesError;
+        match err {
+            FilesError::SessionNotFound => Self::SessionNotFound,
+            FilesError::FileNotFound => Self::FileNotFound,
+            FilesError::AgentNotFound => Self::AgentNotFound,
+            FilesError::AgentNotPublished => Self::AgentNotPublished,
+            FilesError::AttachmentsNotEnabled(message) => Self::AttachmentsNotEnabled(message),
+            FilesError::Invalid(err) => Self::Validation(err),
+            FilesError::BucketNotRegistered(name) => Self::BucketNotRegistered(name),
+            FilesError::FileLimitReached { max_files } => Self::FileLimitReached { max_files },
+            FilesError::Randomness => Self::internal("randomness"),
+            FilesError::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<TurnError> for ClientError {
     fn from(err: TurnError) -> Self {
         match err {

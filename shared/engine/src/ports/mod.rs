@@ -15,6 +15,7 @@ pub mod background;
 pub mod blobs;
 pub mod commands;
 mod error;
+pub mod files;
 pub mod outbox;
 pub mod platform;
 pub mod queues;

@@ -5,6 +5,7 @@ mod agents;
 mod background;
 mod blobs;
 mod commands;
+mod files;
 mod platform;
 mod queues;
 mod sandboxes;

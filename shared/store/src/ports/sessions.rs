@@ -1,4 +1,4 @@
-//! [`Admission`], [`Continuations`] and [`SessionCalls`] over DynamoDB.
+//! [`Admission`], [`Continuations`], [`SessionCalls`] and [`SessionStore`] over DynamoDB.
 
 use crate::Store;
 use agentplane_domain::action::Action;
@@ -6,12 +6,15 @@ use agentplane_domain::agent::{Agent, Channel, VersionedConfig};
 use agentplane_domain::event::Event;
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::project::Project;
-use agentplane_domain::session::{Session, Title};
+use agentplane_domain::session::{Session, SessionPatch, Title};
 use agentplane_domain::tenant::{Tenant, TenantId};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 
-use agentplane_engine::ports::sessions::{Admission, Continuations, SessionCalls, SideCall, TurnAgent};
-use agentplane_engine::ports::{PortError, StoredTranscript};
+use agentplane_engine::ports::background::TenantPause;
+use agentplane_engine::ports::sessions::{
+    Admission, Continuations, SessionCalls, SessionStore, SideCall, TurnAgent,
+};
+use agentplane_engine::ports::{Allocation, PortError, StoredTranscript};
 
 impl Admission for Store {
     async fn project(&self, id: &ProjectId) -> Result<Project, PortError> {
@@ -75,5 +78,65 @@ impl SessionCalls for Store {
         now: Timestamp,
     ) -> Result<bool, PortError> {
         Ok(self.sessions().set_title_if_unset(project, id, title, now).await?)
+    }
+}
+
+impl SessionStore for Store {
+    async fn create_session(&self, session: &Session) -> Result<(), PortError> {
+        Ok(self.sessions().create(session).await?)
+    }
+
+    async fn update_session(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+        patch: SessionPatch,
+        now: Timestamp,
+    ) -> Result<Session, PortError> {
+        Ok(self.sessions().update(project, id, patch, now).await?)
+    }
+
+    async fn delete_session(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+        now: Timestamp,
+    ) -> Result<(), PortError> {
+        Ok(self.sessions().delete(project, id, now).await?)
+    }
+
+    async fn settle_dead_turn(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+        now: Timestamp,
+    ) -> Result<bool, PortError> {
+        Ok(self.sessions().settle_dead_turn(project, id, now).await?)
+    }
+
+    async fn note_pause(&self, pause: &TenantPause) -> Result<(), PortError> {
+        Ok(self.tenant_pauses().note(pause).await?)
+    }
+
+    async fn cancel_all_pending(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        now: Timestamp,
+    ) -> Result<Vec<Action>, PortError> {
+        Ok(self.actions().cancel_all_pending(project, session, now).await?)
+    }
+
+    async fn create_allocation(&self, allocation: &Allocation) -> Result<(), PortError> {
+        Ok(self.allocations().create(allocation).await?)
+    }
+
+    async fn release_allocation(
+        &self,
+        project: &ProjectId,
+        session: &SessionId,
+        now: Timestamp,
+    ) -> Result<Allocation, PortError> {
+        Ok(self.allocations().release(project, session, now).await?)
     }
 }

@@ -1,81 +1,38 @@
 use std::time::Duration;
 
-use agentplane_domain::agent::Channel;
-use agentplane_domain::bucket::BucketName;
-use agentplane_domain::file::{DOWNLOAD_URL_SECONDS, FileId, FileStatus, UPLOAD_URL_SECONDS};
+use agentplane_domain::file::{DOWNLOAD_URL_SECONDS, FileId, FileStatus};
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
 use agentplane_domain::session::Session;
 use agentplane_domain::{ProjectId, SessionId};
-use agentplane_store::StoreError;
+use agentplane_engine::files;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
 
 use super::wire::{CreateFile, FileBody, FileDeleted};
+use crate::App;
 use crate::body::Wire;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 use crate::envelope::ErrorEnvelope;
 use crate::list::{List, PageParams};
-use crate::{App, edge};
 
 /// The live session of the caller's project named by the path; a malformed id, another
 /// project's or a deleted session is `session_not_found`.
 async fn session(app: &App, project: &ProjectId, text: &str) -> Result<Session, ClientError> {
-    let id: SessionId = text.parse().map_err(|_| ClientError::SessionNotFound)?;
+    let id = session_id_of(text)?;
     app.store.sessions().get(project, &id).await.or_not_found(ClientError::SessionNotFound)
+}
+
+/// A malformed session id is indistinguishable from a missing session.
+fn session_id_of(text: &str) -> Result<SessionId, ClientError> {
+    text.parse().map_err(|_| ClientError::SessionNotFound)
 }
 
 /// A malformed file id is indistinguishable from a missing file.
 fn file_id(text: &str) -> Result<FileId, ClientError> {
     text.parse().map_err(|_| ClientError::FileNotFound)
-}
-
-/// The attachment settings of the version the session runs (its agent's draft, or the
-/// published version once it ran that), or why it takes no files.
-async fn attachments(
-    app: &App,
-    project: &ProjectId,
-    session: &Session,
-) -> Result<agentplane_domain::agent::Attachments, ClientError> {
-    let Some(agent_id) = session.agent_id else {
-        return Err(ClientError::AttachmentsNotEnabled(
-            "the session has no agent yet, so it takes no files: create it with `agent_id` (an agent whose \
-             `config.attachments.enabled` is true), or run a turn first"
-                .into(),
-        ));
-    };
-    let agent = app.store.agents().get(project, &agent_id).await.or_not_found(ClientError::AgentNotFound)?;
-    let channel = session.agent_channel.unwrap_or(Channel::Draft);
-    let (config, _) =
-        app.store.agents().config_of(&agent, channel, None).await?.ok_or(ClientError::AgentNotPublished)?;
-    if !config.attachments.enabled {
-        let which = match channel {
-            Channel::Draft => "draft",
-            Channel::Published => "published version",
-        };
-        return Err(ClientError::AttachmentsNotEnabled(format!(
-            "this session's agent takes no files: its {which}'s `config.attachments.enabled` is false"
-        )));
-    }
-    Ok(config.attachments)
-}
-
-/// The Document Store bucket the agent's config names, if the project still has it registered;
-/// `None`: the deployment's files bucket.
-pub(crate) async fn registered_bucket(
-    app: &App,
-    project: &ProjectId,
-    limits: &agentplane_domain::agent::Attachments,
-) -> Result<Option<BucketName>, ClientError> {
-    let Some(name) = limits.bucket_name()? else { return Ok(None) };
-    app.store
-        .buckets()
-        .get(project, &name)
-        .await
-        .or_not_found(ClientError::BucketNotRegistered(name.to_string()))?;
-    Ok(Some(name))
 }
 
 /// Create a session file: the answer's `upload_url` takes the bytes.
@@ -105,31 +62,11 @@ pub async fn create(
     Path(session_id): Path<String>,
     Wire(body, _): Wire<CreateFile, ClientError>,
 ) -> Result<(StatusCode, Json<FileBody>), ClientError> {
-    let session = session(&app, &auth.project_id, &session_id).await?;
-    let limits = attachments(&app, &auth.project_id, &session).await?;
-    let new = body.validate(&limits)?;
-    let bucket = registered_bucket(&app, &auth.project_id, &limits).await?;
-    let mut file =
-        new.into_file(FileId::from_random(edge::random()?), auth.project_id, session.id, edge::now());
-    file.bucket = bucket;
-    let objects = app.store.file_objects(file.bucket.as_ref())?;
-    let upload_url = objects
-        .presign_put(
-            &file.object_key(),
-            &file.content_type,
-            file.size,
-            Duration::from_secs(UPLOAD_URL_SECONDS),
-        )
-        .await?;
-    match app.store.files().create(&file, limits.max_files).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict) => {
-            return Err(ClientError::FileLimitReached { max_files: limits.max_files });
-        }
-        Err(err) => return Err(err.into()),
-    }
-    let mut answer = FileBody::from(&file);
-    answer.upload_url = Some(upload_url);
+    let session_id = session_id_of(&session_id)?;
+    let created =
+        files::create(&app.store, auth.project_id, &session_id, |limits| body.validate(limits)).await?;
+    let mut answer = FileBody::from(&created.file);
+    answer.upload_url = Some(created.upload_url);
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
@@ -234,12 +171,8 @@ pub async fn delete(
     auth: ProjectAuth,
     Path((session_id, id)): Path<(String, String)>,
 ) -> Result<Json<FileDeleted>, ClientError> {
-    let session = session(&app, &auth.project_id, &session_id).await?;
-    let id = file_id(&id)?;
-    let files = app.store.files();
-    let file = files.get(&auth.project_id, &session.id, &id).await.or_not_found(ClientError::FileNotFound)?;
-    // The bytes first: a failure here leaves the file in place to delete again.
-    app.store.file_objects(file.bucket.as_ref())?.delete(&file.object_key()).await?;
-    files.delete(&auth.project_id, &session.id, &id).await.or_not_found(ClientError::FileNotFound)?;
+    let session_id = session_id_of(&session_id)?;
+    // A malformed file id names no file: `file_not_found` once the session is known.
+    let id = files::delete(&app.store, auth.project_id, &session_id, file_id(&id).ok()).await?;
     Ok(Json(FileDeleted { id: id.to_string(), object: "session_file.deleted", deleted: true }))
 }

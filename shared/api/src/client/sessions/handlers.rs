@@ -2,17 +2,18 @@ use agentplane_domain::SessionId;
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
 use agentplane_domain::session::{NewSession, SessionPatch};
+use agentplane_engine::sessions;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
 
-use super::runtime;
 use super::wire::{CreateSession, SessionBody, SessionDeleted, UpdateSession};
 use crate::body::Wire;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 use crate::envelope::ErrorEnvelope;
 use crate::list::{List, PageParams};
+use crate::sandbox::managed;
 use crate::{App, edge};
 
 /// A malformed id is indistinguishable from a missing session.
@@ -39,15 +40,7 @@ pub async fn create(
     Wire(body, _): Wire<CreateSession, ClientError>,
 ) -> Result<(StatusCode, Json<SessionBody>), ClientError> {
     let new = NewSession::try_from(body)?;
-    // The agent must be one of the caller's project: another project's is as missing (404).
-    if let Some(agent_id) = &new.agent_id {
-        app.store.agents().get(&auth.project_id, agent_id).await.or_not_found(ClientError::AgentNotFound)?;
-    }
-    let id = SessionId::from_random(edge::random()?);
-    let mut session = new.into_session(id, auth.project_id, edge::now());
-    runtime::prepare(&mut session)?;
-    app.store.sessions().create(&session).await?;
-    runtime::allocate(&app, &session).await?;
+    let session = sessions::create(&app.store, &managed::nodes(&app), auth.project_id, new).await?;
     Ok((StatusCode::CREATED, Json(SessionBody::from(&session))))
 }
 
@@ -131,36 +124,8 @@ pub async fn update(
 ) -> Result<Json<SessionBody>, ClientError> {
     let id = session_id(&id)?;
     let patch = SessionPatch::try_from(body)?;
-    let budget_changed = patch.budget.is_some();
-    let now = edge::now();
-    if budget_changed {
-        // The outbox of a budget raise, written before it: should the continuation below not be
-        // sent, the retention sweep finds the note and carries a paused turn on (the note of a
-        // session that did not pause, or is running, is dropped or kept harmlessly).
-        let note = agentplane_store::dynamo::tenant_pauses::TenantPause {
-            tenant_key: agentplane_domain::tenant::TenantKey::Project(auth.project_id).key(),
-            project_id: auth.project_id,
-            session_id: id,
-        };
-        app.store.tenant_pauses().note(&note).await?;
-    }
-    let session = app
-        .store
-        .sessions()
-        .update(&auth.project_id, &id, patch, now)
-        .await
-        .or_not_found(ClientError::SessionNotFound)?;
-    record_dead_turn(&app, &auth.project_id, &session, now).await?;
-    if budget_changed && session.runtime_status == agentplane_domain::session::RuntimeStatus::BudgetPaused {
-        // The agent's budget applies when the session's own was removed.
-        let agent_budget = agentplane_engine::tenant_resume::agent_budget_of(&app.store, &session).await?;
-        if let Err(err) =
-            agentplane_engine::continuation::carry_on_after_budget(&app.store, &session, agent_budget).await
-        {
-            tracing::warn!(error = %err, session = %id, "a budget raise's continuation was not sent; the sweep sends it");
-        }
-    }
-    Ok(Json(SessionBody::from(&session.settled(now))))
+    let session = sessions::update(&app.store, auth.project_id, id, patch).await?;
+    Ok(Json(SessionBody::from(&session)))
 }
 
 /// Delete a session (and stop its managed compute, if any). Its pending actions end as
@@ -182,16 +147,7 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<Json<SessionDeleted>, ClientError> {
     let id = session_id(&id)?;
-    runtime::release(&app, &auth.project_id, &id).await?;
-    // Its pending actions end first (`cancelled`): a retried DELETE after a failure here
-    // cancels the rest, and none is left for the sweep to expire and carry on.
-    let now = edge::now();
-    app.store.actions().cancel_all_pending(&auth.project_id, &id, now).await?;
-    app.store
-        .sessions()
-        .delete(&auth.project_id, &id, now)
-        .await
-        .or_not_found(ClientError::SessionNotFound)?;
+    sessions::delete(&app.store, &managed::nodes(&app), auth.project_id, id).await?;
     Ok(Json(SessionDeleted { id, object: "session.deleted", deleted: true }))
 }
 
@@ -222,49 +178,6 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Json<SessionBody>, ClientError> {
     let id = session_id(&id)?;
-    let now = edge::now();
-    let sessions = app.store.sessions();
-    match sessions.cancel_turn(&auth.project_id, &id, now).await {
-        Ok(session) => Ok(Json(SessionBody::from(&session.settled(now)))),
-        Err(agentplane_store::StoreError::Conflict) => {
-            // No live turn to cancel, or no session at all: the session tells which.
-            let session =
-                sessions.get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
-            let paused = matches!(
-                session.runtime_status,
-                agentplane_domain::session::RuntimeStatus::RequiresAction
-                    | agentplane_domain::session::RuntimeStatus::BudgetPaused
-            );
-            if paused
-                && let Some(turn_id) = &session.current_turn_id
-                && app
-                    .engine()
-                    .cancel_paused(&auth.project_id, &id, turn_id, session.last_event_seq)
-                    .await?
-                    .is_some()
-            {
-                let session =
-                    sessions.get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
-                return Ok(Json(SessionBody::from(&session)));
-            }
-            record_dead_turn(&app, &auth.project_id, &session, now).await?;
-            Err(ClientError::NothingToCancel { runtime_status: session.settled(now).runtime_status })
-        }
-        Err(agentplane_store::StoreError::NotFound) => Err(ClientError::SessionNotFound),
-        Err(err) => Err(ClientError::Storage(err)),
-    }
-}
-
-/// A write records what reads already show: a turn whose holder died past its hold ended in
-/// error.
-async fn record_dead_turn(
-    app: &App,
-    project: &agentplane_domain::ProjectId,
-    session: &agentplane_domain::session::Session,
-    now: agentplane_domain::Timestamp,
-) -> Result<(), ClientError> {
-    if session.holder_died(now) {
-        app.store.sessions().settle_dead_turn(project, &session.id, now).await?;
-    }
-    Ok(())
+    let session = sessions::cancel(app.engine(), auth.project_id, id).await?;
+    Ok(Json(SessionBody::from(&session)))
 }
