@@ -4,12 +4,16 @@
 mod agents;
 mod background;
 mod blobs;
+mod buckets;
 mod commands;
+mod environments;
+mod nodes;
 mod platform;
 mod queues;
 mod sandboxes;
 mod sessions;
 mod sweeps;
+mod tenants;
 mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};
