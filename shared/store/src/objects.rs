@@ -26,13 +26,8 @@ fn written(at: Option<&aws_sdk_s3::primitives::DateTime>) -> Timestamp {
         .map_or(Timestamp::from_unix_millis(i64::MAX), Timestamp::from_unix_millis)
 }
 
-/// What a HeadBucket found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reach {
-    Reachable,
-    Missing,
-    Forbidden,
-}
+/// Whether the deployment's role reaches a bucket (the engine's port type).
+pub use agentplane_engine::ports::buckets::Reach;
 
 /// An S3 client bound to the bucket it may use.
 #[derive(Clone, Debug)]

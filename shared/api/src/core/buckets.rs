@@ -6,10 +6,9 @@
 //! the deployment's own buckets, the deployment's role reaches it (HeadBucket), and no other
 //! project holds it.
 
-use agentplane_domain::bucket::{BucketName, DocumentBucket, MAX_BUCKETS_PER_PROJECT};
+use agentplane_domain::bucket::{BucketName, DocumentBucket};
 use agentplane_domain::page::Page;
-use agentplane_store::Reach;
-use agentplane_store::dynamo::buckets::Refused;
+use agentplane_engine::buckets::{self, BucketRules};
 use axum::Json;
 use axum::extract::{Path, State};
 use http::StatusCode;
@@ -19,10 +18,10 @@ use utoipa::ToSchema;
 use super::auth::CoreAdmin;
 use super::error::{CoreError, Found};
 use super::project_id;
+use crate::App;
 use crate::body::Wire;
 use crate::envelope::ErrorEnvelope;
 use crate::list::List;
-use crate::{App, edge};
 
 /// `POST /core/v1/projects/{project_id}/buckets`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -88,53 +87,12 @@ pub async fn register(
     let project_id = project_id(&project)?;
     let name = BucketName::parse("name", &body.name)?;
     let own = &app.store.names;
-    if [&own.files_bucket, &own.workspaces_bucket].iter().any(|b| b.as_str() == name.as_str()) {
-        return Err(CoreError::BucketNotAllowed(format!(
-            "`{name}` is one of this deployment's own buckets; register a bucket of the project's own"
-        )));
-    }
-    if !app.document_buckets.matches(&name) {
-        return Err(CoreError::BucketNotAllowed(format!(
-            "`{name}` does not match this deployment's DocumentBuckets pattern `{}` (the buckets its \
-             functions are granted)",
-            app.document_buckets.as_str()
-        )));
-    }
-    // The project first: an unknown project is 404 whatever the bucket.
-    app.store.projects().get(&project_id).await.or_not_found(CoreError::NotFound("project"))?;
-    match app.store.file_objects(Some(&name))?.reach().await? {
-        Reach::Reachable => {}
-        Reach::Missing => {
-            return Err(CoreError::BucketUnreachable(format!("no bucket `{name}` exists in this region")));
-        }
-        Reach::Forbidden => {
-            return Err(CoreError::BucketUnreachable(format!(
-                "this deployment may not use `{name}` (access denied, or the bucket is in another region)"
-            )));
-        }
-    }
-    let bucket = DocumentBucket { name, project_id, created_at: edge::now() };
-    match app
-        .store
-        .buckets()
-        .create(&bucket, MAX_BUCKETS_PER_PROJECT)
-        .await
-        .or_not_found(CoreError::NotFound("project"))?
-    {
-        Ok(()) => Ok((StatusCode::CREATED, Json(BucketBody::from(&bucket)))),
-        Err(Refused::Registered) => Err(CoreError::BucketConflict(
-            "bucket_already_registered",
-            format!("the project has `{}` registered already", bucket.name),
-        )),
-        Err(Refused::Taken) => Err(CoreError::BucketConflict(
-            "bucket_taken",
-            format!("`{}` is registered to another project", bucket.name),
-        )),
-        Err(Refused::Full) => Err(CoreError::BucketConflict(
-            "bucket_limit_reached",
-            format!("a project may register at most {MAX_BUCKETS_PER_PROJECT} buckets"),
-        )),
-    }
+    let rules = BucketRules {
+        own: [own.files_bucket.as_str(), own.workspaces_bucket.as_str()],
+        pattern: &app.document_buckets,
+    };
+    let bucket = buckets::register(&app.store, &rules, project_id, name).await?;
+    Ok((StatusCode::CREATED, Json(BucketBody::from(&bucket))))
 }
 
 /// List a project's Document Store buckets, by name (all of them: at most 10).
@@ -155,8 +113,7 @@ pub async fn list(
     Path(project): Path<String>,
 ) -> Result<Json<List<BucketBody>>, CoreError> {
     let project_id = project_id(&project)?;
-    app.store.projects().get(&project_id).await.or_not_found(CoreError::NotFound("project"))?;
-    let items = app.store.buckets().list(&project_id).await?;
+    let items = buckets::list(&app.store, &project_id).await?;
     let page = Page { items, has_more: false };
     Ok(Json(List::of(&page, |b| BucketBody::from(b), |b| b.name.to_string())))
 }

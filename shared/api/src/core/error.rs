@@ -228,6 +228,63 @@ impl From<agentplane_engine::ports::PortError> for CoreError {
     }
 }
 
+impl From<agentplane_engine::tenants::TenantError> for CoreError {
+    fn from(err: agentplane_engine::tenants::TenantError) -> Self {
+        use agentplane_engine::tenants::TenantError;
+        match err {
+            TenantError::NotFound => Self::NotFound("tenant"),
+            TenantError::Randomness => Self::internal("randomness"),
+            TenantError::Port(err) => err.into(),
+        }
+    }
+}
+
+impl From<agentplane_engine::tenants::AttachError> for CoreError {
+    fn from(err: agentplane_engine::tenants::AttachError) -> Self {
+        use agentplane_engine::tenants::AttachError;
+        match err {
+            AttachError::NotFound => Self::NotFound("tenant or project"),
+            AttachError::EndpointLimit => crate::webhooks::WebhookError::LimitReached.into(),
+            AttachError::Port(err) => err.into(),
+        }
+    }
+}
+
+impl From<agentplane_engine::buckets::BucketError> for CoreError {
+    fn from(err: agentplane_engine::buckets::BucketError) -> Self {
+        use agentplane_domain::bucket::MAX_BUCKETS_PER_PROJECT;
+        use agentplane_engine::buckets::BucketError;
+        match err {
+            BucketError::OwnBucket(name) => Self::BucketNotAllowed(format!(
+                "`{name}` is one of this deployment's own buckets; register a bucket of the project's own"
+            )),
+            BucketError::NotAllowed { name, pattern } => Self::BucketNotAllowed(format!(
+                "`{name}` does not match this deployment's DocumentBuckets pattern `{pattern}` (the buckets its \
+                 functions are granted)"
+            )),
+            BucketError::ProjectNotFound => Self::NotFound("project"),
+            BucketError::Missing(name) => {
+                Self::BucketUnreachable(format!("no bucket `{name}` exists in this region"))
+            }
+            BucketError::Forbidden(name) => Self::BucketUnreachable(format!(
+                "this deployment may not use `{name}` (access denied, or the bucket is in another region)"
+            )),
+            BucketError::Registered(name) => Self::BucketConflict(
+                "bucket_already_registered",
+                format!("the project has `{name}` registered already"),
+            ),
+            BucketError::Taken(name) => {
+                Self::BucketConflict("bucket_taken", format!("`{name}` is registered to another project"))
+            }
+            BucketError::Full => Self::BucketConflict(
+                "bucket_limit_reached",
+                format!("a project may register at most {MAX_BUCKETS_PER_PROJECT} buckets"),
+            ),
+            BucketError::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<getrandom::Error> for CoreError {
     fn from(_: getrandom::Error) -> Self {
         Self::internal("randomness")

@@ -4,8 +4,8 @@
 
 use agentplane_domain::ProjectId;
 use agentplane_domain::project::Name;
-use agentplane_domain::tenant::{Tenant, TenantId, TenantKey, month_of};
-use agentplane_store::dynamo::tenants::AttachError;
+use agentplane_domain::tenant::TenantId;
+use agentplane_engine::tenants::{self, TenantStanding};
 use axum::Json;
 use axum::extract::{Path, State};
 use http::StatusCode;
@@ -13,12 +13,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::auth::CoreAdmin;
-use super::error::{CoreError, Found};
+use super::error::CoreError;
 use super::projects::ProjectBody;
+use crate::App;
 use crate::body::Wire;
 use crate::envelope::ErrorEnvelope;
-use crate::webhooks::WebhookError;
-use crate::{App, edge};
 
 /// `POST /core/v1/tenants`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -65,20 +64,21 @@ pub struct TenantBody {
     pub created_at: i64,
 }
 
-async fn body_of(app: &App, tenant: &Tenant) -> Result<TenantBody, CoreError> {
-    let month = month_of(edge::now());
-    let spent = app.store.tenants().spent(&TenantKey::Tenant(tenant.id).key(), &month).await?;
-    Ok(TenantBody {
-        id: tenant.id,
-        object: "tenant",
-        name: tenant.name.as_str().to_owned(),
-        monthly_spend_limit_usd: tenant.monthly_spend_limit_usd,
-        month,
-        month_spent_usd: spent,
-        webhook_endpoint_count: tenant.endpoint_count,
-        tenant_webhook_endpoint_count: tenant.tenant_endpoint_count,
-        created_at: tenant.created_at.unix_seconds(),
-    })
+impl From<TenantStanding> for TenantBody {
+    fn from(standing: TenantStanding) -> Self {
+        let tenant = standing.tenant;
+        Self {
+            id: tenant.id,
+            object: "tenant",
+            name: tenant.name.as_str().to_owned(),
+            monthly_spend_limit_usd: tenant.monthly_spend_limit_usd,
+            month: standing.month,
+            month_spent_usd: standing.month_spent_usd,
+            webhook_endpoint_count: tenant.endpoint_count,
+            tenant_webhook_endpoint_count: tenant.tenant_endpoint_count,
+            created_at: tenant.created_at.unix_seconds(),
+        }
+    }
 }
 
 fn limit(value: Option<f64>) -> Result<Option<f64>, CoreError> {
@@ -117,16 +117,9 @@ pub async fn create(
     Wire(body, _): Wire<CreateTenant, CoreError>,
 ) -> Result<(StatusCode, Json<TenantBody>), CoreError> {
     let name = Name::new("name", &body.name)?;
-    let tenant = Tenant {
-        id: TenantId::from_random(edge::random()?),
-        name,
-        monthly_spend_limit_usd: limit(body.monthly_spend_limit_usd)?,
-        created_at: edge::now(),
-        endpoint_count: 0,
-        tenant_endpoint_count: 0,
-    };
-    app.store.tenants().create(&tenant).await?;
-    Ok((StatusCode::CREATED, Json(body_of(&app, &tenant).await?)))
+    let limit = limit(body.monthly_spend_limit_usd)?;
+    let standing = tenants::create(&app.store, name, limit).await?;
+    Ok((StatusCode::CREATED, Json(TenantBody::from(standing))))
 }
 
 /// Retrieve a tenant and its spend this month.
@@ -146,9 +139,8 @@ pub async fn get(
     _admin: CoreAdmin,
     Path(id): Path<String>,
 ) -> Result<Json<TenantBody>, CoreError> {
-    let tenant =
-        app.store.tenants().get(&tenant_id(&id)?).await.or_not_found(CoreError::NotFound("tenant"))?;
-    Ok(Json(body_of(&app, &tenant).await?))
+    let standing = tenants::get(&app.store, &tenant_id(&id)?).await?;
+    Ok(Json(TenantBody::from(standing)))
 }
 
 /// Set or remove a tenant's monthly spend limit.
@@ -172,22 +164,12 @@ pub async fn update(
     Wire(body, _): Wire<UpdateTenant, CoreError>,
 ) -> Result<Json<TenantBody>, CoreError> {
     let id = tenant_id(&id)?;
-    let tenant = match body.monthly_spend_limit_usd {
-        Some(value) => {
-            let tenant = app
-                .store
-                .tenants()
-                .set_limit(&id, limit(value)?)
-                .await
-                .or_not_found(CoreError::NotFound("tenant"))?;
-            // The turns the old limit paused carry on when the new one has room.
-            agentplane_engine::tenant_resume::carry_on_after_tenant_limit(&app.store, &tenant, edge::now())
-                .await?;
-            tenant
-        }
-        None => app.store.tenants().get(&id).await.or_not_found(CoreError::NotFound("tenant"))?,
+    let standing = match body.monthly_spend_limit_usd {
+        // The turns the old limit paused carry on when the new one has room.
+        Some(value) => tenants::set_limit(&app.store, &id, limit(value)?).await?,
+        None => tenants::get(&app.store, &id).await?,
     };
-    Ok(Json(body_of(&app, &tenant).await?))
+    Ok(Json(TenantBody::from(standing)))
 }
 
 /// Attach a project to a tenant: its spend and its background runs count against the tenant
@@ -214,12 +196,6 @@ pub async fn attach(
 ) -> Result<Json<ProjectBody>, CoreError> {
     let id = tenant_id(&id)?;
     let project: ProjectId = project.parse().map_err(|_| CoreError::NotFound("tenant or project"))?;
-    let project = match app.store.tenants().attach(&id, &project).await {
-        Ok(project) => project,
-        Err(AttachError::EndpointLimit) => return Err(WebhookError::LimitReached.into()),
-        Err(AttachError::Store(err)) => {
-            return Err(err).or_not_found(CoreError::NotFound("tenant or project"));
-        }
-    };
+    let project = tenants::attach(&app.store, &id, &project).await?;
     Ok(Json(ProjectBody::from(&project)))
 }

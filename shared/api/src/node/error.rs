@@ -92,6 +92,16 @@ impl From<agentplane_engine::ports::PortError> for NodeError {
     }
 }
 
+impl From<agentplane_engine::nodes::HeartbeatError> for NodeError {
+    fn from(err: agentplane_engine::nodes::HeartbeatError) -> Self {
+        use agentplane_engine::nodes::HeartbeatError;
+        match err {
+            HeartbeatError::NodeNotFound => Self::NotFound("node"),
+            HeartbeatError::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<BodyError> for NodeError {
     fn from(err: BodyError) -> Self {
         Self::Body(err)

@@ -6,7 +6,7 @@ use std::time::Duration;
 use agentplane_domain::ids::CommandId;
 use agentplane_domain::query::Query;
 use agentplane_domain::sandbox::command::{CommandOutcome, Report};
-use agentplane_domain::sandbox::host::{Heartbeat, HostObservation};
+use agentplane_domain::sandbox::host::Heartbeat;
 use agentplane_store::StoreError;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -14,18 +14,17 @@ use http::StatusCode;
 
 use super::auth::NodeAuth;
 use super::error::NodeError;
+use super::report;
 use super::wire::{
     CommandEnvelopeBody, CommandsBody, CompleteCommand, HeartbeatRequest, NodeSandboxBody, NodeSandboxesBody,
     PollParams, ReportRequest,
 };
-use super::{report, usage};
 use crate::body::Wire;
 use crate::envelope::ErrorEnvelope;
 use crate::{App, edge};
 
 /// Longest long poll (the Lambda timeout is 29 s).
 const MAX_WAIT_S: u64 = 20;
-const POLL_EVERY: Duration = Duration::from_millis(50);
 
 /// GET /node/v1/commands?connection=…&wait=…: pending commands, waiting up to `wait` seconds
 /// for one to arrive.
@@ -55,15 +54,11 @@ pub async fn poll(
         None => MAX_WAIT_S,
         Some(text) => text.parse::<u64>().ok().filter(|w| *w <= MAX_WAIT_S).ok_or(NodeError::InvalidWait)?,
     };
-    let until = tokio::time::Instant::now() + Duration::from_secs(wait);
-    loop {
-        let commands = app.store.nodes().claim_pending(&node, &connection).await?;
-        if !commands.is_empty() || tokio::time::Instant::now() >= until {
-            let commands = commands.iter().map(CommandEnvelopeBody::from).collect();
-            return Ok(Json(CommandsBody { commands }));
-        }
-        tokio::time::sleep(POLL_EVERY).await;
-    }
+    let commands =
+        agentplane_engine::nodes::poll_commands(&app.store, &node, &connection, Duration::from_secs(wait))
+            .await?;
+    let commands = commands.iter().map(CommandEnvelopeBody::from).collect();
+    Ok(Json(CommandsBody { commands }))
 }
 
 /// POST /node/v1/commands/{command_id}: the command's outcome.
@@ -119,10 +114,7 @@ pub async fn heartbeat(
     if heartbeat.connection_id.is_empty() || heartbeat.connection_id.len() > 64 {
         return Err(NodeError::InvalidConnectionId);
     }
-    let previous = app.store.nodes().get(&node).await.map_err(NodeError::lookup("node"))?;
-    usage::record(&app, &node, &heartbeat, edge::now()).await?;
-    let observation = HostObservation::from_heartbeat(heartbeat, previous.host.as_ref());
-    app.store.nodes().record_heartbeat(&node, &observation).await.map_err(NodeError::lookup("node"))?;
+    agentplane_engine::nodes::heartbeat(&app.store, &node, heartbeat).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -5,5 +5,4 @@ pub mod auth;
 pub mod error;
 pub mod handlers;
 pub mod report;
-pub mod usage;
 pub mod wire;

@@ -304,6 +304,28 @@ impl From<agentplane_engine::platform::submit::RunsError> for PlatformError {
     }
 }
 
+impl From<agentplane_engine::platform::fork::ForkError> for PlatformError {
+    fn from(err: agentplane_engine::platform::fork::ForkError) -> Self {
+        use agentplane_engine::platform::fork::ForkError;
+        match err {
+            ForkError::SnapshotNotFound => Self::SnapshotNotFound,
+            ForkError::Randomness(err) => err.into(),
+            ForkError::Workspace(err) => err.into(),
+            ForkError::Port(err) => err.into(),
+        }
+    }
+}
+
+impl From<agentplane_engine::platform::files::FilesError> for PlatformError {
+    fn from(err: agentplane_engine::platform::files::FilesError) -> Self {
+        use agentplane_engine::platform::files::FilesError;
+        match err {
+            FilesError::RollbackInProgress => Self::RollbackInProgress,
+            FilesError::Workspace(err) => err.into(),
+        }
+    }
+}
+
 impl From<getrandom::Error> for PlatformError {
     fn from(err: getrandom::Error) -> Self {
         Self::internal(format!("randomness unavailable: {err}"))

@@ -3,16 +3,13 @@
 //! mixes with route segments). The path rules are the domain's (`platform::path`); symlinks are
 //! refused by the node, which never follows one.
 
-use agentplane_domain::platform::Environment;
-use agentplane_domain::platform::manifest::ScanEntry;
 use agentplane_domain::platform::path::{PathError, WorkspacePath};
 use agentplane_domain::query::Query;
-use agentplane_domain::sandbox::command::Command;
+use agentplane_engine::platform::files;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
 use http::{HeaderValue, StatusCode, header};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -23,7 +20,6 @@ use super::error::{PlatformError, PlatformErrorEnvelope};
 use super::platform;
 use super::wire::Data;
 use crate::App;
-use agentplane_engine::platform::workspace;
 
 /// The largest file this route reads or writes (the node's command queue carries it).
 pub use agentplane_engine::platform::MAX_FILE_BYTES;
@@ -112,25 +108,9 @@ pub async fn put(
     if body.len() > MAX_FILE_BYTES {
         return Err(PlatformError::FileTooLarge);
     }
-    let environment = after_rollback(&app, environment).await?;
-    let sandbox = workspace::sandbox(&platform(&app), &environment).await?;
-    let content = base64::engine::general_purpose::STANDARD.encode(&body);
-    let command = Command::WorkspaceWrite { sandbox_id: sandbox.id.clone(), path: path.relative(), content };
-    workspace::run(&app.store, &sandbox, command).await?;
+    files::write(&platform(&app), app.platform_limits.file_wait, environment, &path, &body).await?;
     let sha256 = hex_sha256(&body);
     Ok(Data::of(FileBody { path: path.absolute(), size: body.len() as u64, sha256 }))
-}
-
-/// `environment` once no rollback holds it: file operations wait for a rollback under way (up
-/// to the deployment's bound), then answer 409 `rollback_in_progress`.
-async fn after_rollback(app: &App, environment: Environment) -> Result<Environment, PlatformError> {
-    agentplane_engine::platform::rollback::after_rollback(
-        &app.store,
-        environment,
-        app.platform_limits.file_wait,
-    )
-    .await?
-    .ok_or(PlatformError::RollbackInProgress)
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {
@@ -164,30 +144,22 @@ pub async fn get(
 ) -> Result<Response, PlatformError> {
     let environment = super::environments::load(&app, &auth, &environment).await?;
     let path = path_param(raw.as_deref(), false)?;
-    let environment = after_rollback(&app, environment).await?;
-    let sandbox = workspace::sandbox(&platform(&app), &environment).await?;
+    let platform = platform(&app);
+    let wait = app.platform_limits.file_wait;
     match path {
         Some(path) => {
-            let command = Command::WorkspaceRead { sandbox_id: sandbox.id.clone(), path: path.relative() };
-            let details = workspace::run(&app.store, &sandbox, command).await?;
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(details.get("content").map_or("", String::as_str))
-                .map_err(|e| PlatformError::internal(format!("the node's file content: {e}")))?;
+            let bytes = files::read(&platform, wait, environment, &path).await?;
             let content_type = HeaderValue::from_static("application/octet-stream");
             Ok(([(header::CONTENT_TYPE, content_type)], bytes).into_response())
         }
         None => {
-            let command = Command::WorkspaceList { sandbox_id: sandbox.id.clone(), path: String::new() };
-            let details = workspace::run(&app.store, &sandbox, command).await?;
-            let entries: Vec<ScanEntry> =
-                serde_json::from_str(details.get("entries").map_or("[]", String::as_str))
-                    .map_err(|e| PlatformError::internal(format!("the node's listing: {e}")))?;
-            let data = entries
+            let listing = files::list(&platform, wait, environment).await?;
+            let data = listing
+                .entries
                 .into_iter()
                 .map(|e| FileBody { path: format!("/workspace/{}", e.path), size: e.size, sha256: e.sha256 })
                 .collect();
-            let has_more = details.get("has_more").is_some_and(|m| m == "true");
-            Ok(Json(FileList { data, has_more }).into_response())
+            Ok(Json(FileList { data, has_more: listing.has_more }).into_response())
         }
     }
 }
@@ -217,10 +189,7 @@ pub async fn delete(
     let environment = super::environments::load(&app, &auth, &environment).await?;
     let path = path_param(raw.as_deref(), true)?
         .ok_or_else(|| PlatformError::invalid("path", "`path` is required"))?;
-    let environment = after_rollback(&app, environment).await?;
-    let sandbox = workspace::sandbox(&platform(&app), &environment).await?;
-    let command = Command::WorkspaceDelete { sandbox_id: sandbox.id.clone(), path: path.relative() };
-    workspace::run(&app.store, &sandbox, command).await?;
+    files::delete(&platform(&app), app.platform_limits.file_wait, environment, &path).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -173,6 +173,20 @@ impl From<agentplane_engine::sandboxes::SandboxFailure> for SandboxError {
     }
 }
 
+impl From<agentplane_engine::processes::ProcessError> for SandboxError {
+    fn from(err: agentplane_engine::processes::ProcessError) -> Self {
+        use agentplane_engine::processes::ProcessError;
+        match err {
+            ProcessError::Stopped(state) => Self::Stopped(state),
+            ProcessError::NotRunning => Self::NotRunning,
+            ProcessError::NotStarted(message) => Self::ProcessNotStarted(message),
+            ProcessError::ProcessNotFound => Self::ProcessNotFound,
+            ProcessError::Dispatch(err) => err.into(),
+            ProcessError::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<agentplane_engine::dispatch::DispatchError> for SandboxError {
     fn from(err: agentplane_engine::dispatch::DispatchError) -> Self {
         match err {

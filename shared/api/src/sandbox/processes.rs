@@ -4,23 +4,19 @@
 //! window) nobody watches its processes: running ones read `unknown` with `observationGap`, and
 //! output the table no longer holds (past its retention) reads `truncated`.
 
-use agentplane_domain::Timestamp;
 use agentplane_domain::query::Query;
-use agentplane_domain::sandbox::command::{Command, CommandOutcome};
-use agentplane_domain::sandbox::process::{StateFilter, newest_first};
-use agentplane_domain::sandbox::{ProcessId, as_seen, request};
-use agentplane_store::StoreError;
+use agentplane_domain::sandbox::process::StateFilter;
+use agentplane_domain::sandbox::{ProcessId, request};
+use agentplane_engine::processes;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 
 use super::auth::SandboxAuth;
 use super::error::{E2bError, SandboxError};
-use super::sandboxes::{load, require_running};
+use super::sandboxes::load;
 use super::wire;
+use crate::App;
 use crate::body::Wire;
-use crate::{App, edge};
-use agentplane_domain::sandbox::Sandbox;
-use agentplane_engine::dispatch;
 
 /// Start a process in a running sandbox, and wait until it runs.
 #[utoipa::path(
@@ -47,20 +43,8 @@ pub async fn start(
 ) -> Result<Json<wire::ProcessStarted>, SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
     let new = request::StartProcess::try_from(body)?;
-    require_running(&sandbox, edge::now())?;
-    let number =
-        app.store.sandboxes().next_process_number(&sandbox.id, edge::now()).await.map_err(|e| match e {
-            StoreError::Conflict => SandboxError::NotRunning,
-            other => other.into(),
-        })?;
-    let command =
-        Command::StartProcess { sandbox_id: sandbox.id.clone(), number, config: new.config, tag: new.tag };
-    match dispatch::run(&app.store, &sandbox.node_id, command).await? {
-        CommandOutcome::Done { pid, .. } => {
-            Ok(Json(wire::ProcessStarted { process_id: ProcessId::Observed(number).to_string(), pid }))
-        }
-        CommandOutcome::Failed { message } => Err(SandboxError::ProcessNotStarted(message)),
-    }
+    let started = processes::start(&app.store, &sandbox, new).await?;
+    Ok(Json(wire::ProcessStarted { process_id: started.process_id.to_string(), pid: started.pid }))
 }
 
 /// Live processes and retained observations, newest first. Never touches the node.
@@ -88,19 +72,7 @@ pub async fn list(
     }
     let filter = StateFilter::parse(query.single("state")?).ok_or(SandboxError::InvalidStateFilter)?;
     let sandbox = load(&app, &auth, &id).await?;
-    let now = edge::now();
-    let state = sandbox.lifecycle.effective(now);
-    let online = node_online(&app, &sandbox, now).await?;
-    let mut records: Vec<_> = app
-        .store
-        .observations()
-        .processes(&sandbox.id)
-        .await?
-        .into_iter()
-        .map(|r| as_seen(r, state, online))
-        .filter(|r| filter.admits(r.state))
-        .collect();
-    newest_first(&mut records);
+    let records = processes::list(&app.store, &sandbox, filter).await?;
     Ok(Json(wire::ProcessList { processes: records.iter().map(wire::Process::from).collect() }))
 }
 
@@ -150,24 +122,12 @@ pub async fn output(
     };
     let sandbox = load(&app, &auth, &id).await?;
     let process: ProcessId = process.parse().map_err(|_| SandboxError::ProcessNotFound)?;
-    let record =
-        app.store.observations().process(&sandbox.id, process).await.map_err(SandboxError::process_lookup)?;
-    let now = edge::now();
-    let online = node_online(&app, &sandbox, now).await?;
-    let record = as_seen(record, sandbox.lifecycle.effective(now), online);
-    let observations = app.store.observations();
-    let page = observations.output(&sandbox.id, process, after, limit, now).await?;
-    // Chunks the retention index still lists but the table no longer holds outlived their
-    // retention: that output is lost, and the read says so.
-    let (retained, _) = observations.load_index(&sandbox.id).await?;
-    let seqs: Vec<u64> = page.chunks.iter().map(|c| c.seq).collect();
-    let lost = page.expired || retained.index.output_lost(process, after, &seqs, !page.has_more);
-    let (chunks, has_more) = (page.chunks, page.has_more);
-    let cursor = chunks.last().map(|c| c.seq).or(after);
+    let read = processes::output(&app.store, &sandbox, process, after, limit).await?;
     Ok(Json(wire::ProcessOutput {
         process_id: process.to_string(),
-        state: record.state.into(),
-        chunks: chunks
+        state: read.state.into(),
+        chunks: read
+            .chunks
             .into_iter()
             .map(|c| wire::OutputChunk {
                 stream: c.stream.into(),
@@ -175,19 +135,9 @@ pub async fn output(
                 timestamp: c.at.unix_millis(),
             })
             .collect(),
-        cursor: cursor.map(|c| c.to_string()),
-        has_more,
-        truncated: record.output_truncated || lost,
-        observation_gap: record.observation_gap,
+        cursor: read.cursor.map(|c| c.to_string()),
+        has_more: read.has_more,
+        truncated: read.truncated,
+        observation_gap: read.observation_gap,
     }))
-}
-
-/// Whether the sandbox's node has been heard from within the heartbeat window. A node that no
-/// longer exists watches nothing.
-async fn node_online(app: &App, sandbox: &Sandbox, now: Timestamp) -> Result<bool, SandboxError> {
-    match app.store.nodes().get(&sandbox.node_id).await {
-        Ok(node) => Ok(node.online(now)),
-        Err(StoreError::NotFound) => Ok(false),
-        Err(other) => Err(other.into()),
-    }
 }

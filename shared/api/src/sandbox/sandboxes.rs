@@ -2,12 +2,9 @@
 //! The lifecycle's use cases are the engine's ([`agentplane_engine::sandboxes`]); a handler
 //! reads the caller's sandbox, checks that its lifecycle is the client's to change, calls one.
 
-use agentplane_domain::Timestamp;
 use agentplane_domain::page::PageLimit;
 use agentplane_domain::sandbox::request::CreateSandbox;
-use agentplane_domain::sandbox::{
-    ENVIRONMENT_METADATA_KEY, Sandbox, SandboxId, SandboxState, TimeoutSeconds,
-};
+use agentplane_domain::sandbox::{ENVIRONMENT_METADATA_KEY, Sandbox, SandboxId, TimeoutSeconds};
 use agentplane_engine::sandboxes;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -226,13 +223,5 @@ fn lifecycle_is_ours(sandbox: &Sandbox) -> Result<(), SandboxError> {
     match sandbox.metadata.as_map().get(ENVIRONMENT_METADATA_KEY) {
         Some(environment) => Err(SandboxError::EnvironmentWorkspace(environment.clone())),
         None => Ok(()),
-    }
-}
-
-/// Whether processes may start: only in a running sandbox.
-pub fn require_running(sandbox: &Sandbox, now: Timestamp) -> Result<(), SandboxError> {
-    match sandbox.lifecycle.effective(now) {
-        SandboxState::Running => Ok(()),
-        stopped => Err(SandboxError::Stopped(stopped)),
     }
 }

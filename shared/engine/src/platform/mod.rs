@@ -18,6 +18,8 @@ pub mod checkpoint;
 mod end;
 pub mod error;
 pub mod execute;
+pub mod files;
+pub mod fork;
 pub mod lease;
 pub mod outbox;
 pub mod rollback;

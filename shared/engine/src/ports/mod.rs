@@ -13,15 +13,20 @@
 pub mod agents;
 pub mod background;
 pub mod blobs;
+pub mod buckets;
 pub mod commands;
+pub mod environments;
 mod error;
 pub mod files;
+pub mod nodes;
 pub mod outbox;
 pub mod platform;
+pub mod processes;
 pub mod queues;
 pub mod sandboxes;
 pub mod sessions;
 pub mod sweeps;
+pub mod tenants;
 pub mod turn_writes;
 pub mod webhooks;
 

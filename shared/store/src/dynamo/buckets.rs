@@ -50,16 +50,8 @@ struct ClaimItem {
     project_id: ProjectId,
 }
 
-/// Why a registration was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
-    /// The project has this bucket registered already.
-    Registered,
-    /// Another project holds the bucket.
-    Taken,
-    /// The project has its `max` buckets.
-    Full,
-}
+/// Why a registration was refused (the engine's port type).
+pub use agentplane_engine::ports::buckets::Refused;
 
 pub struct Buckets<'a> {
     store: &'a Store,

@@ -9,7 +9,6 @@
 //! counter of whole nano-dollars, added to in the same transaction as the usage of each model
 //! call of the tenant's projects.
 
-use agentplane_domain::ProjectId;
 use agentplane_domain::page::{Page, PageRequest, created_sort_key};
 use agentplane_domain::project::Project;
 use agentplane_domain::tenant::{Tenant, TenantId};
@@ -49,16 +48,6 @@ struct TenantItem {
 struct SpendItem {
     #[serde(default)]
     spent_nanos: i64,
-}
-
-/// Why a project could not be attached to a tenant.
-#[derive(Debug, thiserror::Error)]
-pub enum AttachError {
-    /// The project's webhook endpoints do not fit under the tenant's cap.
-    #[error("the tenant's webhook endpoints and the project's would pass {MAX_ENDPOINTS}")]
-    EndpointLimit,
-    #[error(transparent)]
-    Store(#[from] StoreError),
 }
 
 pub struct Tenants<'a> {
@@ -137,35 +126,16 @@ impl<'a> Tenants<'a> {
         Ok(item.tenant)
     }
 
-    /// Attaches a project to the tenant (both must exist), in one transaction; the project's
-    /// later spend and runs count against the tenant. `NotFound` when either is missing.
+    /// Attaches `project` (as read) to the tenant `id` (both must exist), in one transaction;
+    /// the project's later spend and runs count against the tenant. `NotFound` when either is
+    /// missing.
     ///
-    /// The project's webhook endpoints move into the tenant's count in the same transaction
-    /// (out of a tenant it leaves): `EndpointLimit` when they do not fit under the tenant's
-    /// 50. The project's count is checked unchanged, so a concurrent create is never lost.
-    pub async fn attach(&self, id: &TenantId, project: &ProjectId) -> Result<Project, AttachError> {
-        for _ in 0..5 {
-            let current = self.store.projects().get(project).await?;
-            if current.tenant_id == Some(*id) {
-                self.get(id).await?;
-                return Ok(current);
-            }
-            let endpoints = self.store.webhooks().count(project).await?;
-            match self.attach_once(id, &current, endpoints).await {
-                Err(StoreError::Conflict) => {
-                    let tenant = self.get(id).await?;
-                    if tenant.endpoint_count + endpoints > MAX_ENDPOINTS {
-                        return Err(AttachError::EndpointLimit);
-                    }
-                }
-                Ok(()) => return Ok(self.store.projects().get(project).await?),
-                Err(err) => return Err(err.into()),
-            }
-        }
-        Err(StoreError::Conflict.into())
-    }
-
-    async fn attach_once(&self, id: &TenantId, project: &Project, endpoints: u32) -> Result<(), StoreError> {
+    /// The project's `endpoints` webhook endpoints move into the tenant's count in the same
+    /// transaction (out of a tenant it leaves); the project's count is checked unchanged, so a
+    /// concurrent create is never lost. `Conflict` when a condition did not hold (the project's
+    /// tenant or count moved, or the endpoints do not fit under the tenant's 50): the caller
+    /// reads again to tell which.
+    pub async fn attach(&self, id: &TenantId, project: &Project, endpoints: u32) -> Result<(), StoreError> {
         let n = |v: u32| AttributeValue::N(v.to_string());
         let mut update = Update::builder()
             .table_name(self.table())

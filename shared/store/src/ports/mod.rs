@@ -4,13 +4,17 @@
 mod agents;
 mod background;
 mod blobs;
+mod buckets;
 mod commands;
+mod environments;
 mod files;
+mod nodes;
 mod platform;
 mod queues;
 mod sandboxes;
 mod sessions;
 mod sweeps;
+mod tenants;
 mod webhooks;
 
 use std::collections::{BTreeMap, HashMap};
