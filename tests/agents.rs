@@ -36,11 +36,11 @@ async fn creating_an_agent_fills_the_spec_defaults_and_validates() -> R {
         ),
         (
             json!({"name": "a", "model": "m", "config": {"execution": {"sync_timeout_ms": "fast"}}}),
-            "config.execution",
+            "config.execution.sync_timeout_ms",
         ),
         (
             json!({"name": "a", "model": "m", "config": {"attachments": {"max_files": -1}}}),
-            "config.attachments",
+            "config.attachments.max_files",
         ),
         (json!({"name": "a", "model": "m", "config": {"humanInTheLoop": 3}}), "config.humanInTheLoop"),
     ];

@@ -281,8 +281,11 @@ async fn a_background_run_cannot_call_back_the_emulator() -> R {
     // when a run would use it.
     let project: ProjectId = tenant.project_id.parse().map_err(|_| anyhow::anyhow!("project id"))?;
     let id = agentplane_domain::ids::AgentId::from_random(agentplane_api::edge::random()?);
+    let request: agentplane_api::client::agents::wire::CreateAgent = agentplane_api::body::from_object(
+        defaulted.as_object().cloned().ok_or_else(|| anyhow::anyhow!("an object"))?,
+    )?;
     let stored = agentplane_domain::agent::new_agent(
-        defaulted.as_object().ok_or_else(|| anyhow::anyhow!("an object"))?,
+        agentplane_domain::agent::AgentFields::try_from(request)?,
         id,
         project,
         agentplane_api::edge::now(),

@@ -100,8 +100,8 @@ async fn the_list_is_checked_when_the_agent_is_saved() -> R {
         (json!([]), param.to_owned()),
         (json!(many), param.to_owned()),
         (json!([tenant.key_id, tenant.key_id]), format!("{param}[1]")),
-        (json!(["cpeer_not_an_id"]), "config.humanInTheLoop".to_owned()),
-        (json!(["NOT-A-UUID"]), "config.humanInTheLoop".to_owned()),
+        (json!(["cpeer_not_an_id"]), format!("{param}[0]")),
+        (json!(["NOT-A-UUID"]), format!("{param}[0]")),
         // Well-formed, but another project's key, or no key at all.
         (json!([tenant.key_id, stranger.key_id]), format!("{param}[1]")),
         (json!([uuid::Uuid::new_v4().to_string()]), format!("{param}[0]")),

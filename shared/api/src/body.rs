@@ -87,6 +87,9 @@ pub fn from_object<T: serde::de::DeserializeOwned>(
             let param = if path == "." { field.to_owned() } else { format!("{path}.{field}") };
             return agentplane_domain::ValidationError::new(&param, format!("`{param}` is required"));
         }
+        if inner.starts_with("unknown field `") {
+            return agentplane_domain::ValidationError::new(&path, format!("unknown field `{path}`"));
+        }
         // serde's message quotes the submitted value; keep only what was expected.
         let expected = inner.split_once(", expected ").map_or(inner.as_str(), |(_, e)| e);
         let expected = expected.split(" at line ").next().unwrap_or(expected);
@@ -119,6 +122,16 @@ pub fn parse_object(body: &Bytes) -> Result<Map<String, Value>, BodyError> {
         Ok(_) => Err(BodyError::NotAnObject),
         Err(err) => Err(BodyError::InvalidJson(err.to_string())),
     }
+}
+
+/// For `Option<T>` fields that may be left out but not sent as `null` (a `null` is refused as
+/// the wrong type): `#[serde(default, deserialize_with = "crate::body::present")]`.
+pub fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
 }
 
 /// For `Option<Option<T>>` fields of PATCH bodies, where `null` (clear it) differs from absent

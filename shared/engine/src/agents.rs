@@ -3,11 +3,10 @@
 //! the project, a callback URL deliveries may reach, live answer keys — and a change or a
 //! publish is written only over the agent as it was read (read again up to five times).
 
-use agentplane_domain::agent::{self, Agent, AgentVersion};
+use agentplane_domain::agent::{self, Agent, AgentFields, AgentVersion};
 use agentplane_domain::ceilings::Ceilings;
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::{ProjectId, ValidationError};
-use serde_json::{Map, Value};
 
 use crate::ToolRegistry;
 use crate::ports::PortError;
@@ -61,9 +60,9 @@ impl<S: AgentAuthoring> Authoring<'_, S> {
         &self,
         project: ProjectId,
         id: AgentId,
-        body: &Map<String, Value>,
+        fields: AgentFields,
     ) -> Result<Agent, AuthoringError> {
-        let agent = agent::new_agent_within(body, id, project, crate::now(), &self.ceilings)?;
+        let agent = agent::new_agent_within(fields, id, project, crate::now(), &self.ceilings)?;
         self.check_tools(&agent)?;
         self.check_bucket(&agent).await?;
         self.check_default_callback(&agent).await?;
@@ -77,14 +76,14 @@ impl<S: AgentAuthoring> Authoring<'_, S> {
         &self,
         project: &ProjectId,
         id: &AgentId,
-        body: &Map<String, Value>,
+        fields: AgentFields,
     ) -> Result<Agent, AuthoringError> {
         for _ in 0..ATTEMPTS {
             let mut agent = self.store.agent(project, id).await?;
             let previous = agent.updated_at;
             let before = agent.clone();
             let now = crate::now().max(previous.plus_millis(1));
-            agent::patch_agent_within(&mut agent, body, now, &self.ceilings)?;
+            agent::patch_agent_within(&mut agent, fields.clone(), now, &self.ceilings)?;
             self.check_tools(&agent)?;
             if agent.draft.attachments.bucket != before.draft.attachments.bucket {
                 self.check_bucket(&agent).await?;

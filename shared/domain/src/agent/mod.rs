@@ -12,10 +12,11 @@ use crate::{ApiKeyId, ProjectId, Timestamp, ValidationError};
 
 mod checks;
 mod request;
-#[cfg(test)]
-mod tests;
 
-pub use request::{new_agent, new_agent_within, patch_agent, patch_agent_within};
+pub use request::{
+    AgentFields, AttachmentsPatch, ConfigPatch, ExecutionPatch, ExperiencePatch, HumanInTheLoopPatch,
+    new_agent, new_agent_within, patch_agent, patch_agent_within,
+};
 
 pub const MAX_MODEL_CHARS: usize = 128;
 pub const MAX_INSTRUCTIONS_CHARS: usize = 32_768;
@@ -153,7 +154,8 @@ pub struct ClientTool {
     pub parameters: Value,
 }
 
-fn empty_schema() -> Value {
+/// The parameters of a client tool that declares none: an object schema with no properties.
+pub fn empty_schema() -> Value {
     serde_json::json!({"type": "object", "properties": {}})
 }
 

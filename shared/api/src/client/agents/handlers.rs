@@ -1,3 +1,4 @@
+use agentplane_domain::agent::AgentFields;
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
@@ -8,7 +9,7 @@ use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
 
 use super::wire::{AgentBody, AgentVersionBody, CreateAgent, UpdateAgent, VersionPageParams};
-use crate::body::JsonObject;
+use crate::body::Wire;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 use crate::envelope::ErrorEnvelope;
@@ -19,7 +20,6 @@ fn agent_id(text: &str) -> Result<AgentId, ClientError> {
     text.parse().map_err(|_| ClientError::AgentNotFound)
 }
 
-/// Every tool an agent names must exist in the registry.
 /// Authoring over this deployment's store, tools, webhook rules and ceilings.
 fn authoring(app: &App) -> Authoring<'_, Store> {
     Authoring { store: &app.store, tools: &app.tools, webhooks: &app.webhooks, ceilings: app.ceilings() }
@@ -43,10 +43,11 @@ fn authoring(app: &App) -> Authoring<'_, Store> {
 pub async fn create(
     State(app): State<App>,
     auth: ProjectAuth,
-    JsonObject(body, _): JsonObject<ClientError>,
+    Wire(body, _): Wire<CreateAgent, ClientError>,
 ) -> Result<(StatusCode, Json<AgentBody>), ClientError> {
+    let fields = AgentFields::try_from(body)?;
     let id = AgentId::from_random(edge::random()?);
-    let agent = authoring(&app).create(auth.project_id, id, &body).await?;
+    let agent = authoring(&app).create(auth.project_id, id, fields).await?;
     Ok((StatusCode::CREATED, Json(AgentBody::from(&agent))))
 }
 
@@ -130,9 +131,11 @@ pub async fn update(
     State(app): State<App>,
     auth: ProjectAuth,
     Path(id): Path<String>,
-    JsonObject(body, _): JsonObject<ClientError>,
+    Wire(body, _): Wire<UpdateAgent, ClientError>,
 ) -> Result<Json<AgentBody>, ClientError> {
-    let agent = authoring(&app).update(&auth.project_id, &agent_id(&id)?, &body).await?;
+    let id = agent_id(&id)?;
+    let fields = AgentFields::try_from(body)?;
+    let agent = authoring(&app).update(&auth.project_id, &id, fields).await?;
     Ok(Json(AgentBody::from(&agent)))
 }
 

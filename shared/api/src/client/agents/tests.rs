@@ -1,21 +1,57 @@
-use super::*;
-use serde_json::Map;
-use serde_json::json;
+//! The agent rules of the domain, as a request reaches them: the JSON body read as the wire's
+//! `CreateAgent` / `UpdateAgent` (type errors named by path), then `AgentFields` into
+//! `new_agent` / `patch_agent`.
 
-fn body(v: Value) -> Map<String, Value> {
+use agentplane_domain::agent::*;
+use agentplane_domain::ceilings::Ceilings;
+use agentplane_domain::ids::AgentId;
+use agentplane_domain::{ApiKeyId, ProjectId, Timestamp, ValidationError};
+use serde_json::{Value, json};
+
+use super::wire::{CreateAgent, UpdateAgent};
+use crate::body::from_object;
+
+fn object(v: Value) -> serde_json::Map<String, Value> {
     match v {
         Value::Object(m) => m,
-        _ => Map::new(),
+        _ => serde_json::Map::new(),
     }
+}
+
+/// A create body as the route reads it.
+fn create_fields(v: Value) -> Result<AgentFields, ValidationError> {
+    AgentFields::try_from(from_object::<CreateAgent>(object(v))?)
+}
+
+/// A PATCH body as the route reads it.
+fn body(v: Value) -> Result<AgentFields, ValidationError> {
+    AgentFields::try_from(from_object::<UpdateAgent>(object(v))?)
 }
 
 fn make(v: Value) -> Result<Agent, ValidationError> {
     new_agent(
-        &body(v),
+        create_fields(v)?,
         AgentId::from_random([1; 16]),
         ProjectId::from_random([2; 16]),
         Timestamp::from_unix_millis(0),
     )
+}
+
+fn patch_agent(
+    agent: &mut Agent,
+    fields: Result<AgentFields, ValidationError>,
+    now: Timestamp,
+) -> Result<(), ValidationError> {
+    agentplane_domain::agent::patch_agent(agent, fields?, now)
+}
+
+fn patch_agent_within(
+    agent: &mut Agent,
+    fields: Result<AgentFields, ValidationError>,
+    now: Timestamp,
+    ceilings: &Ceilings,
+) -> Result<(), ValidationError> {
+    agentplane_domain::agent::patch_agent_within(agent, fields?, now, ceilings)
 }
 
 #[test]
@@ -39,10 +75,10 @@ fn a_bucket_is_an_s3_bucket_name_or_refused() {
     assert_eq!(err.as_deref(), Some("config.attachments.bucket"));
     let mut agent = make(json!({"name": "a", "model": "m"})).expect("valid");
     let patch = body(json!({"config": {"attachments": {"bucket": "a..b"}}}));
-    assert!(patch_agent(&mut agent, &patch, Timestamp::from_unix_millis(1)).is_err());
+    assert!(patch_agent(&mut agent, patch.clone(), Timestamp::from_unix_millis(1)).is_err());
     assert_eq!(agent.draft.attachments.bucket, None);
     let patch = body(json!({"config": {"attachments": {"bucket": "team-docs"}}}));
-    assert!(patch_agent(&mut agent, &patch, Timestamp::from_unix_millis(1)).is_ok());
+    assert!(patch_agent(&mut agent, patch.clone(), Timestamp::from_unix_millis(1)).is_ok());
     let name = agent.draft.attachments.bucket_name().expect("valid").expect("named");
     assert_eq!(name.as_str(), "team-docs");
     assert!(make(json!({"name": "a", "model": "m", "config": {"attachments": {"bucket": null}}})).is_ok());
@@ -73,7 +109,7 @@ fn a_default_callback_url_follows_the_webhook_url_rules() {
     assert_eq!(param(Value::Null), None);
     let mut agent = make(json!({"name": "a", "model": "m"})).expect("valid");
     let patch = body(json!({"config": {"execution": {"default_callback_url": "gopher://x"}}}));
-    assert!(patch_agent(&mut agent, &patch, Timestamp::from_unix_millis(1)).is_err());
+    assert!(patch_agent(&mut agent, patch.clone(), Timestamp::from_unix_millis(1)).is_err());
     assert_eq!(agent.execution.default_callback_url, None);
 }
 
@@ -99,9 +135,12 @@ fn who_may_answer_is_any_key_or_a_short_list_of_distinct_key_ids() {
     let many: Vec<String> = (0..=MAX_ANSWER_KEYS as u8).map(key).collect();
     assert_eq!(param(json!(many)).as_deref(), Some(p));
     assert_eq!(param(json!([key(1), key(1)])).as_deref(), Some("config.humanInTheLoop.answer_key_ids[1]"));
-    // Malformed ids are refused as they are read.
-    assert_eq!(param(json!(["cpeer_abc"])).as_deref(), Some("config.humanInTheLoop"));
-    assert_eq!(param(json!([key(0xab).to_uppercase()])).as_deref(), Some("config.humanInTheLoop"));
+    // Malformed ids are refused as they are read, named.
+    assert_eq!(param(json!(["cpeer_abc"])).as_deref(), Some("config.humanInTheLoop.answer_key_ids[0]"));
+    assert_eq!(
+        param(json!([key(1), key(0xab).to_uppercase()])).as_deref(),
+        Some("config.humanInTheLoop.answer_key_ids[1]")
+    );
     // Versions stored before the setting read as any key.
     let old: HumanInTheLoop =
         serde_json::from_value(json!({"tool_approvals": ["add"], "approval_timeout_minutes": 5}))
@@ -114,7 +153,7 @@ fn execution_settings_are_bounded_by_the_deployments_ceilings() {
     let raised = Ceilings { sync_ms: 840_000, background_ms: 7_200_000 };
     let create = |execution: Value, ceilings: &Ceilings| {
         new_agent_within(
-            &body(json!({"name": "a", "model": "m", "config": {"execution": execution}})),
+            create_fields(json!({"name": "a", "model": "m", "config": {"execution": execution}}))?,
             AgentId::from_random([1; 16]),
             ProjectId::from_random([2; 16]),
             Timestamp::from_unix_millis(0),
@@ -138,9 +177,9 @@ fn execution_settings_are_bounded_by_the_deployments_ceilings() {
     let mut agent = create(json!({}), &raised).expect("valid");
     // A value saved under a higher ceiling does not block changing other settings.
     let patch = body(json!({"config": {"execution": {"budget_action": "stop"}}}));
-    assert!(patch_agent_within(&mut agent, &patch, Timestamp::from_unix_millis(1), &lowered).is_ok());
+    assert!(patch_agent_within(&mut agent, patch.clone(), Timestamp::from_unix_millis(1), &lowered).is_ok());
     let patch = body(json!({"config": {"execution": {"sync_timeout_ms": 840_001}}}));
-    assert!(patch_agent_within(&mut agent, &patch, Timestamp::from_unix_millis(2), &lowered).is_err());
+    assert!(patch_agent_within(&mut agent, patch.clone(), Timestamp::from_unix_millis(2), &lowered).is_err());
 }
 
 #[test]
@@ -153,7 +192,7 @@ fn bad_fields_name_themselves() {
     assert_eq!(param(json!({"name": "a", "model": "m", "max_steps": 0})).as_deref(), Some("max_steps"));
     assert_eq!(
         param(json!({"name": "a", "model": "m", "config": {"execution": {"nope": 1}}})).as_deref(),
-        Some("config.execution")
+        Some("config.execution.nope")
     );
     assert_eq!(
         param(json!({"name": "a", "model": "m", "config": {"humanInTheLoop": []}})).as_deref(),
@@ -174,11 +213,11 @@ fn bad_fields_name_themselves() {
 #[test]
 fn a_patch_replaces_only_what_it_names() {
     let mut agent = make(json!({"name": "a", "model": "m", "instructions": "be brief"})).expect("valid");
-    patch_agent(&mut agent, &body(json!({"model": "m2"})), Timestamp::from_unix_millis(5)).expect("valid");
+    patch_agent(&mut agent, body(json!({"model": "m2"})), Timestamp::from_unix_millis(5)).expect("valid");
     assert_eq!(agent.draft.model, "m2");
     assert_eq!(agent.draft.instructions, "be brief");
-    assert!(patch_agent(&mut agent, &body(json!({})), Timestamp::from_unix_millis(6)).is_err());
-    assert!(patch_agent(&mut agent, &body(json!({"model": null})), Timestamp::from_unix_millis(6)).is_err());
+    assert!(patch_agent(&mut agent, body(json!({})), Timestamp::from_unix_millis(6)).is_err());
+    assert!(patch_agent(&mut agent, body(json!({"model": null})), Timestamp::from_unix_millis(6)).is_err());
 }
 
 #[test]
@@ -189,19 +228,19 @@ fn a_config_patch_changes_only_the_settings_it_names() {
     }}))
     .expect("valid");
     let patch = json!({"config": {"execution": {"budget_action": "stop"}}});
-    patch_agent(&mut agent, &body(patch), Timestamp::from_unix_millis(5)).expect("valid");
+    patch_agent(&mut agent, body(patch), Timestamp::from_unix_millis(5)).expect("valid");
     assert_eq!(agent.execution.budget_action, BudgetAction::Stop);
     assert_eq!(agent.execution.sync_timeout_ms, 5000);
     assert_eq!(agent.execution.max_cost_usd, Some(2.5));
     assert_eq!(agent.draft.human_in_the_loop.tool_approvals, ["add"]);
 
     let patch = json!({"config": {"execution": {"max_cost_usd": null}}});
-    patch_agent(&mut agent, &body(patch), Timestamp::from_unix_millis(6)).expect("valid");
+    patch_agent(&mut agent, body(patch), Timestamp::from_unix_millis(6)).expect("valid");
     assert_eq!(agent.execution.max_cost_usd, None);
     assert_eq!(agent.execution.sync_timeout_ms, 5000);
 
     let bad = json!({"config": {"execution": {"sync_timeout_ms": 0}}});
-    assert!(patch_agent(&mut agent, &body(bad), Timestamp::from_unix_millis(7)).is_err());
+    assert!(patch_agent(&mut agent, body(bad), Timestamp::from_unix_millis(7)).is_err());
 }
 
 mod experience {
@@ -211,10 +250,8 @@ mod experience {
 
     #[allow(clippy::needless_pass_by_value)]
     fn create(config: Value) -> Result<Agent, ValidationError> {
-        let body = json!({"name": "a", "model": "m", "config": config});
-        let body = body.as_object().cloned().unwrap_or_default();
         new_agent(
-            &body,
+            create_fields(json!({"name": "a", "model": "m", "config": config}))?,
             AgentId::from_random([1; 16]),
             ProjectId::from_random([2; 16]),
             Timestamp::from_unix_seconds(1),
@@ -250,10 +287,13 @@ mod experience {
             bad(json!({"experience": {"suggested_prompts": [""]}})).as_deref(),
             Some("config.experience.suggested_prompts[0]")
         );
-        assert_eq!(bad(json!({"experience": {"colour": "red"}})).as_deref(), Some("config.experience"));
+        assert_eq!(
+            bad(json!({"experience": {"colour": "red"}})).as_deref(),
+            Some("config.experience.colour")
+        );
         // A PATCH changes only what it names.
         let patch = json!({"config": {"experience": {"greeting": "Hello"}}});
-        patch_agent(&mut agent, patch.as_object().unwrap_or(&Map::new()), Timestamp::from_unix_seconds(2))
+        patch_agent(&mut agent, body(patch), Timestamp::from_unix_seconds(2))
             .unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(agent.draft.experience.greeting.as_deref(), Some("Hello"));
         assert_eq!(agent.draft.experience.display_name.as_deref(), Some("Ada"));
@@ -265,4 +305,51 @@ mod experience {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(old.experience, Experience::default());
     }
+}
+
+#[test]
+fn the_wire_names_the_setting_a_request_got_wrong() {
+    let param = |v| make(v).err().and_then(|e| e.param);
+    let config = |c: Value| json!({"name": "a", "model": "m", "config": c});
+    // A wrong type names the setting itself, not its section.
+    for (c, expected) in [
+        (json!({"execution": {"sync_timeout_ms": "fast"}}), "config.execution.sync_timeout_ms"),
+        (json!({"attachments": {"max_files": -1}}), "config.attachments.max_files"),
+        (
+            json!({"humanInTheLoop": {"client_tools": [{"name": 5}]}}),
+            "config.humanInTheLoop.client_tools[0].name",
+        ),
+        // `null` clears only what may be null.
+        (json!({"execution": {"sync_timeout_ms": null}}), "config.execution.sync_timeout_ms"),
+        (json!({"attachments": {"enabled": null}}), "config.attachments.enabled"),
+        // A section is an object, never an array read field by field.
+        (json!({"execution": [5000]}), "config.execution"),
+        (json!([{"sync_timeout_ms": 5000}]), "config"),
+        (json!({"appearance": {}}), "config.appearance"),
+    ] {
+        assert_eq!(param(config(c.clone())).as_deref(), Some(expected), "{c}");
+    }
+    assert_eq!(
+        param(json!({"name": "a", "model": "m", "tools": [{"type": "function"}]})).as_deref(),
+        Some("tools[0]")
+    );
+    assert_eq!(param(json!({"name": null, "model": "m"})).as_deref(), Some("name"));
+    // What may be null is cleared; an unknown top-level field is left unread, as before.
+    let agent = make(config(json!({"execution": {"max_cost_usd": null, "default_callback_url": null},
+        "experience": {"display_name": null}})))
+    .expect("valid");
+    assert_eq!(agent.execution.max_cost_usd, None);
+    assert!(make(json!({"name": "a", "model": "m", "temperature": 0.2})).is_ok());
+
+    let mut agent = make(json!({"name": "a", "model": "m", "instructions": "be brief"})).expect("valid");
+    // `config: null` is a change of nothing, not an empty PATCH; `name: null` is refused.
+    assert!(patch_agent(&mut agent, body(json!({"config": null})), Timestamp::from_unix_millis(1)).is_ok());
+    let array = patch_agent(&mut agent, body(json!({"config": [{}]})), Timestamp::from_unix_millis(1));
+    assert_eq!(array.err().and_then(|e| e.param).as_deref(), Some("config"));
+    let refused = patch_agent(&mut agent, body(json!({"name": null})), Timestamp::from_unix_millis(2));
+    assert_eq!(refused.err().and_then(|e| e.param).as_deref(), Some("name"));
+    // A refused PATCH changes nothing, not even the fields before the bad one.
+    let refused = body(json!({"model": "m2", "max_steps": 99}));
+    assert!(patch_agent(&mut agent, refused, Timestamp::from_unix_millis(3)).is_err());
+    assert_eq!((agent.draft.model.as_str(), agent.draft.max_steps), ("m", 8));
 }
