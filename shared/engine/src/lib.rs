@@ -12,6 +12,7 @@ pub mod compute;
 pub mod continuation;
 pub mod dispatch;
 pub mod environment_purge;
+pub mod feedback;
 pub mod files;
 pub mod images;
 pub mod model;

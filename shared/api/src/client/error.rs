@@ -431,6 +431,21 @@ impl From<agentplane_engine::files::FilesError> for ClientError {
     }
 }
 
+/// Rating a message.
+impl From<agentplane_engine::feedback::FeedbackError> for ClientError {
+    fn from(err: agentplane_engine::feedback::FeedbackError) -> Self {
+        use agentplane_engine::feedback::FeedbackError;
+        match err {
+            FeedbackError::SessionNotFound => Self::SessionNotFound,
+            FeedbackError::MessageNotFound => Self::MessageNotFound,
+            FeedbackError::Invalid(err) => Self::Validation(err),
+            FeedbackError::ConcurrentUpdate => Self::ConcurrentUpdate,
+            FeedbackError::Randomness => Self::internal("randomness"),
+            FeedbackError::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<TurnError> for ClientError {
     fn from(err: TurnError) -> Self {
         match err {

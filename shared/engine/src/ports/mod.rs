@@ -17,6 +17,7 @@ pub mod buckets;
 pub mod commands;
 pub mod environments;
 mod error;
+pub mod feedback;
 pub mod files;
 pub mod nodes;
 pub mod outbox;

@@ -7,6 +7,7 @@ mod blobs;
 mod buckets;
 mod commands;
 mod environments;
+mod feedback;
 mod files;
 mod nodes;
 mod platform;
