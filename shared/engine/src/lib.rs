@@ -1,6 +1,7 @@
 //! The agent engine: the model client, the tool registry, the event bus and the turn loop. The
 //! synchronous Responses route and (later) the background runner share it.
 
+pub mod actions;
 pub mod admission;
 pub mod agents;
 pub mod background;

@@ -431,6 +431,21 @@ impl From<agentplane_engine::files::FilesError> for ClientError {
     }
 }
 
+/// Answering an action.
+impl From<agentplane_engine::actions::ActionsError> for ClientError {
+    fn from(err: agentplane_engine::actions::ActionsError) -> Self {
+        use agentplane_engine::actions::ActionsError;
+        match err {
+            ActionsError::SessionNotFound => Self::SessionNotFound,
+            ActionsError::ActionNotFound => Self::ActionNotFound,
+            ActionsError::NotPermitted => Self::AnswerNotPermitted,
+            ActionsError::NotPending { action_status } => Self::ActionNotPending { action_status },
+            ActionsError::Invalid(err) => Self::Validation(err),
+            ActionsError::Port(err) => err.into(),
+        }
+    }
+}
+
 /// Rating a message.
 impl From<agentplane_engine::feedback::FeedbackError> for ClientError {
     fn from(err: agentplane_engine::feedback::FeedbackError) -> Self {

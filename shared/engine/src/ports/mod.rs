@@ -10,6 +10,7 @@
 //! Every port answers [`PortError`] (which the surfaces map to responses):
 //! `NotFound` when the thing is gone, `Conflict` when a write's condition did not hold.
 
+pub mod actions;
 pub mod agents;
 pub mod background;
 pub mod blobs;

@@ -1,6 +1,7 @@
 //! The engine's ports over DynamoDB, S3 and SQS: each call delegates to the store's adapter of
 //! that entity (no rule lives here) and answers the port's error.
 
+mod actions;
 mod agents;
 mod background;
 mod blobs;
