@@ -25,6 +25,7 @@ pub mod processes;
 pub mod random;
 pub mod retention_sweep;
 pub mod run_content_retention;
+pub mod runs;
 pub mod runtime;
 pub mod sandboxes;
 pub mod session_purge;

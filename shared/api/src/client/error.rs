@@ -446,6 +446,25 @@ impl From<agentplane_engine::actions::ActionsError> for ClientError {
     }
 }
 
+/// Queueing or cancelling a background run: a refused callback is reported as the webhook
+/// routes report it.
+impl From<agentplane_engine::runs::RunsError> for ClientError {
+    fn from(err: agentplane_engine::runs::RunsError) -> Self {
+        use agentplane_engine::runs::RunsError;
+        match err {
+            RunsError::BackgroundNotEnabled => Self::BackgroundNotEnabled,
+            RunsError::Callback(err) => Self::Webhook(err.into()),
+            RunsError::RunNotFound => Self::RunNotFound,
+            RunsError::NotActive { run_status } => Self::RunNotActive { run_status },
+            RunsError::Turn(err) => err.into(),
+            RunsError::KeptChanging => Self::Storage(StoreError::unavailable("the run kept changing")),
+            RunsError::Internal(what) => Self::internal(what),
+            RunsError::Randomness => Self::internal("randomness"),
+            RunsError::Port(err) => err.into(),
+        }
+    }
+}
+
 /// Rating a message.
 impl From<agentplane_engine::feedback::FeedbackError> for ClientError {
     fn from(err: agentplane_engine::feedback::FeedbackError) -> Self {

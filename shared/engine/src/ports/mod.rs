@@ -25,6 +25,7 @@ pub mod outbox;
 pub mod platform;
 pub mod processes;
 pub mod queues;
+pub mod runs;
 pub mod sandboxes;
 pub mod sessions;
 pub mod sweeps;

@@ -13,6 +13,7 @@ mod files;
 mod nodes;
 mod platform;
 mod queues;
+mod runs;
 mod sandboxes;
 mod sessions;
 mod sweeps;
