@@ -1,6 +1,7 @@
 //! The agent engine: the model client, the tool registry, the event bus and the turn loop. The
 //! synchronous Responses route and (later) the background runner share it.
 
+pub mod actions;
 pub mod admission;
 pub mod agents;
 pub mod background;
@@ -12,6 +13,7 @@ pub mod compute;
 pub mod continuation;
 pub mod dispatch;
 pub mod environment_purge;
+pub mod feedback;
 pub mod files;
 pub mod images;
 pub mod model;
@@ -23,6 +25,7 @@ pub mod processes;
 pub mod random;
 pub mod retention_sweep;
 pub mod run_content_retention;
+pub mod runs;
 pub mod runtime;
 pub mod sandboxes;
 pub mod session_purge;

@@ -431,6 +431,55 @@ impl From<agentplane_engine::files::FilesError> for ClientError {
     }
 }
 
+/// Answering an action.
+impl From<agentplane_engine::actions::ActionsError> for ClientError {
+    fn from(err: agentplane_engine::actions::ActionsError) -> Self {
+        use agentplane_engine::actions::ActionsError;
+        match err {
+            ActionsError::SessionNotFound => Self::SessionNotFound,
+            ActionsError::ActionNotFound => Self::ActionNotFound,
+            ActionsError::NotPermitted => Self::AnswerNotPermitted,
+            ActionsError::NotPending { action_status } => Self::ActionNotPending { action_status },
+            ActionsError::Invalid(err) => Self::Validation(err),
+            ActionsError::Port(err) => err.into(),
+        }
+    }
+}
+
+/// Queueing or cancelling a background run: a refused callback is reported as the webhook
+/// routes report it.
+impl From<agentplane_engine::runs::RunsError> for ClientError {
+    fn from(err: agentplane_engine::runs::RunsError) -> Self {
+        use agentplane_engine::runs::RunsError;
+        match err {
+            RunsError::BackgroundNotEnabled => Self::BackgroundNotEnabled,
+            RunsError::Callback(err) => Self::Webhook(err.into()),
+            RunsError::RunNotFound => Self::RunNotFound,
+            RunsError::NotActive { run_status } => Self::RunNotActive { run_status },
+            RunsError::Turn(err) => err.into(),
+            RunsError::KeptChanging => Self::Storage(StoreError::unavailable("the run kept changing")),
+            RunsError::Internal(what) => Self::internal(what),
+            RunsError::Randomness => Self::internal("randomness"),
+            RunsError::Port(err) => err.into(),
+        }
+    }
+}
+
+/// Rating a message.
+impl From<agentplane_engine::feedback::FeedbackError> for ClientError {
+    fn from(err: agentplane_engine::feedback::FeedbackError) -> Self {
+        use agentplane_engine::feedback::FeedbackError;
+        match err {
+            FeedbackError::SessionNotFound => Self::SessionNotFound,
+            FeedbackError::MessageNotFound => Self::MessageNotFound,
+            FeedbackError::Invalid(err) => Self::Validation(err),
+            FeedbackError::ConcurrentUpdate => Self::ConcurrentUpdate,
+            FeedbackError::Randomness => Self::internal("randomness"),
+            FeedbackError::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<TurnError> for ClientError {
     fn from(err: TurnError) -> Self {
         match err {

@@ -3,15 +3,17 @@
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::platform::{Environment, environment_name};
 use agentplane_domain::telemetry::EnvironmentId;
+use agentplane_engine::platform::environments;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
 
 use super::auth::PlatformAuth;
 use super::error::{Found, PlatformError, PlatformErrorEnvelope};
+use super::platform;
 use super::wire::{CreateEnvironment, Data, EnvironmentBody, ListPage, PAGE_PARAMS, Strict, only_query};
+use crate::App;
 use crate::list::PageParams;
-use crate::{App, edge};
 
 /// A malformed id names nothing: 404, like a missing environment.
 pub fn environment_id(text: &str) -> Result<EnvironmentId, PlatformError> {
@@ -49,15 +51,8 @@ pub async fn create(
     Strict(body): Strict<CreateEnvironment>,
 ) -> Result<(StatusCode, Json<Data<EnvironmentBody>>), PlatformError> {
     let name = environment_name("name", body.name.as_deref())?;
-    let environment = match &body.snapshot_id {
-        Some(snapshot) => super::fork::fork(&app, auth.0.project_id, name, snapshot).await?,
-        None => {
-            let id = EnvironmentId::from_random(edge::random()?);
-            let environment = Environment::new(id, auth.0.project_id, name, edge::now());
-            app.store.environments().create(&environment).await?;
-            environment
-        }
-    };
+    let snapshot = body.snapshot_id.as_deref().map(super::fork::snapshot_id).transpose()?;
+    let environment = environments::create(&platform(&app), auth.0.project_id, name, snapshot).await?;
     Ok((StatusCode::CREATED, Data::of(EnvironmentBody::from(&environment))))
 }
 
@@ -141,14 +136,6 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Data<EnvironmentBody>>), PlatformError> {
     let id = environment_id(&id)?;
-    let environments = app.store.environments();
-    environments
-        .mark_deleted(&auth.0.project_id, &id, edge::now())
-        .await
-        .or_not_found(PlatformError::EnvironmentNotFound)?;
-    let environment = environments
-        .get_any(&auth.0.project_id, &id)
-        .await
-        .or_not_found(PlatformError::EnvironmentNotFound)?;
+    let environment = environments::delete(&app.store, auth.0.project_id, &id).await?;
     Ok((StatusCode::ACCEPTED, Data::of(EnvironmentBody::from(&environment))))
 }

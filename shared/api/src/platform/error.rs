@@ -316,6 +316,18 @@ impl From<agentplane_engine::platform::fork::ForkError> for PlatformError {
     }
 }
 
+impl From<agentplane_engine::platform::environments::EnvironmentsError> for PlatformError {
+    fn from(err: agentplane_engine::platform::environments::EnvironmentsError) -> Self {
+        use agentplane_engine::platform::environments::EnvironmentsError;
+        match err {
+            EnvironmentsError::NotFound => Self::EnvironmentNotFound,
+            EnvironmentsError::Fork(err) => err.into(),
+            EnvironmentsError::Randomness(err) => err.into(),
+            EnvironmentsError::Port(err) => err.into(),
+        }
+    }
+}
+
 impl From<agentplane_engine::platform::files::FilesError> for PlatformError {
     fn from(err: agentplane_engine::platform::files::FilesError) -> Self {
         use agentplane_engine::platform::files::FilesError;

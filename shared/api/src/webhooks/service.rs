@@ -30,7 +30,8 @@ fn not_found(err: StoreError, what: WebhookError) -> WebhookError {
     }
 }
 
-fn endpoints(app: &App) -> Endpoints<'_, Store> {
+/// The endpoints of the deployment's store, under its webhook settings.
+pub(crate) fn endpoints(app: &App) -> Endpoints<'_, Store> {
     Endpoints { store: &app.store, config: &app.webhooks }
 }
 
@@ -134,17 +135,6 @@ pub async fn messages(
     let endpoint = load(app, owner, id).await?;
     let found = app.store.webhooks().messages(&endpoint.id, page.limit).await?;
     Ok(MessageList { object: "list", data: found.iter().map(MessageBody::from).collect() })
-}
-
-/// Before a background run with a callback is queued: its URL may be reached, and the project
-/// has a callback signer; the signer's first secret when this call made it (see
-/// [`Endpoints::prepare_callback`]).
-pub async fn prepare_callback(
-    app: &App,
-    project: ProjectId,
-    url: &str,
-) -> Result<Option<String>, WebhookError> {
-    Ok(endpoints(app).prepare_callback(project, url).await?)
 }
 
 /// Gives the project's callback signer a new secret (making the signer if it has none) and

@@ -16,6 +16,7 @@ use crate::{ModelClient, TurnEngine};
 
 pub mod checkpoint;
 mod end;
+pub mod environments;
 pub mod error;
 pub mod execute;
 pub mod files;

@@ -1,6 +1,6 @@
-//! What forking an environment reads and writes besides a workspace's ports
-//! ([`PlatformStore`]): where a checkpoint came from, and the environment's record made and,
-//! when its restore fails, deleted again.
+//! What making and deleting an environment reads and writes besides a workspace's ports
+//! ([`PlatformStore`]): where a fork's checkpoint came from, and the environment's record made
+//! and marked deleted (a fork whose restore fails, too).
 
 use std::future::Future;
 
@@ -27,6 +27,14 @@ pub trait EnvironmentForks: PlatformStore + Send + Sync {
         &self,
         environment: &Environment,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// The environment `id` of `project`, deleted or not; `NotFound` when there is none (a
+    /// purged one included).
+    fn environment_any(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+    ) -> impl Future<Output = Result<Environment, PortError>> + Send;
 
     /// Marks the environment deleted at `now` (the retention sweep purges it); `false` when it
     /// already was, `NotFound` when there is no such environment.

@@ -7,24 +7,17 @@ use std::future::Future;
 
 use agentplane_domain::bucket::BucketName;
 use agentplane_domain::file::{FileId, SessionFile};
-use agentplane_domain::session::Session;
 use agentplane_domain::{ProjectId, SessionId};
 
 use super::PortError;
 use super::agents::AgentAuthoring;
 use super::blobs::Buckets;
-use super::sessions::Admission;
+use super::sessions::{Admission, LiveSessions};
 
-/// Session files: their records and their bytes. The session's agent and a registered bucket
-/// are [`AgentAuthoring`]'s, the config an agent runs is [`Admission`]'s.
-pub trait SessionFiles: AgentAuthoring + Admission + Buckets + Send + Sync {
-    /// The live session `id` of `project`; `NotFound` when it is missing or deleted.
-    fn live_session(
-        &self,
-        project: &ProjectId,
-        id: &SessionId,
-    ) -> impl Future<Output = Result<Session, PortError>> + Send;
-
+/// Session files: their records and their bytes. The session they belong to is
+/// [`LiveSessions`]', the session's agent and a registered bucket are [`AgentAuthoring`]'s, the
+/// config an agent runs is [`Admission`]'s.
+pub trait SessionFiles: LiveSessions + AgentAuthoring + Admission + Buckets + Send + Sync {
     /// The bucket a session file's bytes are kept in: `bucket` (a Document Store bucket the
     /// project registered), or the deployment's files bucket. An error in a function not
     /// granted object storage.

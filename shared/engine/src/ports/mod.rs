@@ -10,6 +10,7 @@
 //! Every port answers [`PortError`] (which the surfaces map to responses):
 //! `NotFound` when the thing is gone, `Conflict` when a write's condition did not hold.
 
+pub mod actions;
 pub mod agents;
 pub mod background;
 pub mod blobs;
@@ -17,12 +18,14 @@ pub mod buckets;
 pub mod commands;
 pub mod environments;
 mod error;
+pub mod feedback;
 pub mod files;
 pub mod nodes;
 pub mod outbox;
 pub mod platform;
 pub mod processes;
 pub mod queues;
+pub mod runs;
 pub mod sandboxes;
 pub mod sessions;
 pub mod sweeps;

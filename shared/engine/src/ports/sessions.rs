@@ -96,6 +96,16 @@ pub trait SessionCalls: Admission + Send + Sync {
     ) -> impl Future<Output = Result<bool, PortError>> + Send;
 }
 
+/// The live sessions a client's routes name (a session's files, its actions, its feedback).
+pub trait LiveSessions: Send + Sync {
+    /// The live session `id` of `project`; `NotFound` when it is missing or deleted.
+    fn live_session(
+        &self,
+        project: &ProjectId,
+        id: &SessionId,
+    ) -> impl Future<Output = Result<Session, PortError>> + Send;
+}
+
 /// What a turn reads of its agent ([`Agents::get_for_turn`]).
 #[derive(Debug, Clone)]
 pub struct TurnAgent {

@@ -21,6 +21,14 @@ impl EnvironmentForks for Store {
         Ok(self.environments().create(environment).await?)
     }
 
+    async fn environment_any(
+        &self,
+        project: &ProjectId,
+        id: &EnvironmentId,
+    ) -> Result<Environment, PortError> {
+        Ok(self.environments().get_any(project, id).await?)
+    }
+
     async fn mark_environment_deleted(
         &self,
         project: &ProjectId,

@@ -3,17 +3,12 @@
 use crate::{Objects, Store};
 use agentplane_domain::bucket::BucketName;
 use agentplane_domain::file::{FileId, SessionFile};
-use agentplane_domain::session::Session;
 use agentplane_domain::{ProjectId, SessionId};
 
 use agentplane_engine::ports::PortError;
 use agentplane_engine::ports::files::SessionFiles;
 
 impl SessionFiles for Store {
-    async fn live_session(&self, project: &ProjectId, id: &SessionId) -> Result<Session, PortError> {
-        Ok(self.sessions().get(project, id).await?)
-    }
-
     fn file_objects(&self, bucket: Option<&BucketName>) -> Result<Objects, PortError> {
         Ok(Store::file_objects(self, bucket)?)
     }

@@ -1,16 +1,19 @@
 //! The engine's ports over DynamoDB, S3 and SQS: each call delegates to the store's adapter of
 //! that entity (no rule lives here) and answers the port's error.
 
+mod actions;
 mod agents;
 mod background;
 mod blobs;
 mod buckets;
 mod commands;
 mod environments;
+mod feedback;
 mod files;
 mod nodes;
 mod platform;
 mod queues;
+mod runs;
 mod sandboxes;
 mod sessions;
 mod sweeps;

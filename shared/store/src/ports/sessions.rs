@@ -1,4 +1,5 @@
-//! [`Admission`], [`Continuations`], [`SessionCalls`] and [`SessionStore`] over DynamoDB.
+//! [`Admission`], [`Continuations`], [`LiveSessions`], [`SessionCalls`] and [`SessionStore`] over
+//! DynamoDB.
 
 use crate::Store;
 use agentplane_domain::action::Action;
@@ -12,7 +13,7 @@ use agentplane_domain::{ProjectId, SessionId, Timestamp};
 
 use agentplane_engine::ports::background::TenantPause;
 use agentplane_engine::ports::sessions::{
-    Admission, Continuations, SessionCalls, SessionStore, SideCall, TurnAgent,
+    Admission, Continuations, LiveSessions, SessionCalls, SessionStore, SideCall, TurnAgent,
 };
 use agentplane_engine::ports::{Allocation, PortError, StoredTranscript};
 
@@ -62,6 +63,12 @@ impl Continuations for Store {
 
     async fn mark_carried_on(&self, action: &Action) -> Result<(), PortError> {
         Ok(self.actions().mark_carried_on(action).await?)
+    }
+}
+
+impl LiveSessions for Store {
+    async fn live_session(&self, project: &ProjectId, id: &SessionId) -> Result<Session, PortError> {
+        Ok(self.sessions().get(project, id).await?)
     }
 }
 

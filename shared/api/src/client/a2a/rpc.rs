@@ -93,6 +93,18 @@ impl From<agentplane_engine::ports::PortError> for RpcError {
     }
 }
 
+/// Answering a task's actions. An action that vanished while it was settled is a storage
+/// failure here (the actions answered were read pending just before).
+impl From<agentplane_engine::actions::ActionsError> for RpcError {
+    fn from(err: agentplane_engine::actions::ActionsError) -> Self {
+        use agentplane_engine::actions::ActionsError;
+        match err {
+            ActionsError::ActionNotFound => agentplane_store::StoreError::NotFound.into(),
+            other => ClientError::from(other).into(),
+        }
+    }
+}
+
 /// A request: its id (a string, a number or null), its method and its params (`{}` if absent).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcRequest {

@@ -4,11 +4,10 @@ use std::time::Duration;
 
 use agentplane_domain::ValidationError;
 use agentplane_domain::a2a::{TaskId, TaskState};
-use agentplane_domain::action::{Action, ActionStatus, Answer, Continuation};
+use agentplane_engine::actions;
 use agentplane_engine::continuation::Continued;
+use agentplane_engine::sessions::{self, SessionsError};
 use agentplane_engine::titles::FirstTurn;
-use agentplane_store::StoreError;
-use axum::extract::{Path, State};
 use serde_json::{Map, Value, json};
 
 use super::ctx::Ctx;
@@ -16,7 +15,6 @@ use super::message::{Prepared, history_length, task_param};
 use super::rpc::{self, RpcError};
 use super::task::{self, Task};
 use crate::client::error::ClientError;
-use crate::edge;
 
 /// Runs what the message comes to and answers the task as it is then.
 pub(super) async fn execute(ctx: &Ctx, prepared: Prepared) -> Result<Task, RpcError> {
@@ -39,62 +37,21 @@ pub(super) async fn execute(ctx: &Ctx, prepared: Prepared) -> Result<Task, RpcEr
             task::render(&ctx.app, &session, &id, &events, None).await
         }
         Prepared::Answer { id, answers } => {
-            let settled = settle(ctx, answers).await?;
-            let pending = ctx.app.store.actions().pending(&ctx.auth.project_id, &id.session).await?;
-            if let Some(first) = settled.first()
-                && !pending.iter().any(|a| a.turn_id == id.turn_id)
-            {
-                let continuation = Continuation {
-                    project_id: ctx.auth.project_id,
-                    session_id: id.session,
-                    turn_id: id.turn_id.clone(),
-                    version: first.pause_version,
-                };
-                // The turn carries on in this call; the claim is conditional, so a
-                // continuation the retention sweep sends meanwhile does nothing more.
-                let continued = ctx.app.engine().continue_turn(&continuation).await?;
-                for action in &settled {
-                    if let Err(err) = ctx.app.store.actions().mark_carried_on(action).await {
-                        tracing::warn!(action = %action.id, error = %err, "carried-on mark not written");
-                    }
-                }
-                if matches!(continued, Continued::Stale) {
-                    return until_settled(ctx, &id).await;
-                }
+            let continued = actions::answer_turn(
+                ctx.app.engine(),
+                ctx.auth.project_id,
+                &ctx.auth.key_id,
+                id.session,
+                &id.turn_id,
+                answers,
+            )
+            .await?;
+            if matches!(continued, Some(Continued::Stale)) {
+                return until_settled(ctx, &id).await;
             }
             task::load(&ctx.app, &ctx.auth.project_id, &ctx.admitted.agent.id, &id, None).await
         }
     }
-}
-
-/// Settles each answered action (one conditional update each), as the actions route does: an
-/// action past its expiry is recorded expired and refused.
-pub(super) async fn settle(ctx: &Ctx, answers: Vec<(Action, Answer)>) -> Result<Vec<Action>, RpcError> {
-    // Who may answer is checked for every action before any is settled.
-    if answers.iter().any(|(action, _)| !action.may_answer(&ctx.auth.key_id)) {
-        return Err(ClientError::AnswerNotPermitted.into());
-    }
-    let store = ctx.app.store.actions();
-    let mut settled = Vec::with_capacity(answers.len());
-    for (action, answer) in answers {
-        let now = edge::now();
-        let overdue = action.expires_at.is_some_and(|at| at <= now);
-        let (status, answer) =
-            if overdue { (ActionStatus::Expired, None) } else { (ActionStatus::Resolved, Some(answer)) };
-        match store.settle(&action, status, answer, now).await {
-            Ok(done) if overdue => {
-                let _ = agentplane_engine::continuation::carry_on_if_settled(&ctx.app.store, &done).await;
-                return Err(ClientError::ActionNotPending { action_status: done.status }.into());
-            }
-            Ok(done) => settled.push(done),
-            Err(StoreError::Conflict) => {
-                let current = store.get(&ctx.auth.project_id, &action.session_id, &action.id).await?;
-                return Err(ClientError::ActionNotPending { action_status: current.status }.into());
-            }
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Ok(settled)
 }
 
 /// Another delivery carries the turn on: the task once it stops working (or at the call's
@@ -132,21 +89,15 @@ pub(super) async fn cancel(ctx: &Ctx, params: &Map<String, Value>) -> Result<Tas
     if found.state.is_terminal() || found.state == TaskState::Unknown {
         return Err(not_cancelable(found.state));
     }
-    let cancelled = crate::client::sessions::handlers::cancel(
-        State(ctx.app.clone()),
-        ctx.auth,
-        Path(id.session.to_string()),
-    )
-    .await;
-    match cancelled {
+    match sessions::cancel(ctx.app.engine(), ctx.auth.project_id, id.session).await {
         Ok(_) => {}
         // It ended meanwhile.
-        Err(ClientError::NothingToCancel { .. }) => {
+        Err(SessionsError::NothingToCancel { .. }) => {
             let now =
                 task::load(&ctx.app, &ctx.auth.project_id, &ctx.admitted.agent.id, &id, Some(0)).await?;
             return Err(not_cancelable(now.state));
         }
-        Err(err) => return Err(err.into()),
+        Err(err) => return Err(ClientError::from(err).into()),
     }
     task::load(&ctx.app, &ctx.auth.project_id, &ctx.admitted.agent.id, &id, None).await
 }

@@ -1,18 +1,18 @@
-use agentplane_domain::action::{ActionId, ActionStatus, Answer, AnswerFields};
+use agentplane_domain::action::{ActionId, ActionStatus, AnswerFields};
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
 use agentplane_domain::{ProjectId, SessionId};
-use agentplane_store::StoreError;
+use agentplane_engine::actions;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 
 use super::wire::{ActionAnswer, ActionBody, ActionsParams};
+use crate::App;
 use crate::body::Wire;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 use crate::envelope::ErrorEnvelope;
 use crate::list::{List, PageParams};
-use crate::{App, edge};
 
 /// The live session of the caller's project named by the path; a malformed id, another
 /// project's or a deleted session is `session_not_found`.
@@ -129,45 +129,9 @@ pub async fn answer(
     Path((session_id, id)): Path<(String, String)>,
     Wire(fields, _): Wire<AnswerFields, ClientError>,
 ) -> Result<Json<ActionBody>, ClientError> {
-    let session = session(&app, &auth.project_id, &session_id).await?;
-    let id = action_id(&id)?;
-    let actions = app.store.actions();
-    let action =
-        actions.get(&auth.project_id, &session, &id).await.or_not_found(ClientError::ActionNotFound)?;
-    if !action.may_answer(&auth.key_id) {
-        return Err(ClientError::AnswerNotPermitted);
-    }
-    if action.status != ActionStatus::Pending {
-        return Err(ClientError::ActionNotPending { action_status: action.status });
-    }
-    let answer = Answer::from_fields(action.kind, fields)?;
-    let now = edge::now();
-    // Past its expiry, an action is expired whether or not the retention sweep has recorded it
-    // yet: the answer records it as the sweep would, and is refused.
-    let overdue = action.expires_at.is_some_and(|at| at <= now);
-    let (status, answer) =
-        if overdue { (ActionStatus::Expired, None) } else { (ActionStatus::Resolved, Some(answer)) };
-    let settled = match actions.settle(&action, status, answer, now).await {
-        Ok(settled) => settled,
-        // Another answer, the expiry or a cancel came first: the action tells which.
-        Err(StoreError::Conflict) => {
-            let current = actions
-                .get(&auth.project_id, &session, &id)
-                .await
-                .or_not_found(ClientError::ActionNotFound)?;
-            return Err(ClientError::ActionNotPending { action_status: current.status });
-        }
-        Err(StoreError::NotFound) => return Err(ClientError::ActionNotFound),
-        Err(err) => return Err(ClientError::Storage(err)),
-    };
-    // The action is settled, so this call has done its part whatever happens next. Should the
-    // continuation not be enqueued here, the turn waits, nothing pending, for the retention
-    // sweep to re-drive it.
-    if let Err(err) = agentplane_engine::continuation::carry_on_if_settled(&app.store, &settled).await {
-        tracing::warn!(action = %settled.id, error = %err, "the turn's continuation was not enqueued");
-    }
-    if overdue {
-        return Err(ClientError::ActionNotPending { action_status: settled.status });
-    }
+    let session: SessionId = session_id.parse().map_err(|_| ClientError::SessionNotFound)?;
+    // A malformed action id is only told once the session is known.
+    let id = action_id(&id).ok();
+    let settled = actions::answer(&app.store, auth.project_id, &session, id, &auth.key_id, fields).await?;
     Ok(Json(ActionBody::from(&settled)))
 }

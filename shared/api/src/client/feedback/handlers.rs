@@ -1,21 +1,20 @@
-use agentplane_domain::event::EventType;
-use agentplane_domain::feedback::{Feedback, FeedbackId, NewFeedback, Rating};
+use agentplane_domain::SessionId;
+use agentplane_domain::feedback::{FeedbackId, NewFeedback, Rating};
 use agentplane_domain::ids::AgentId;
-use agentplane_domain::page::{PageLimit, PageRequest};
+use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
-use agentplane_domain::{SessionId, ValidationError};
-use agentplane_store::StoreError;
+use agentplane_engine::feedback;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
 
 use super::wire::{CreateFeedback, FeedbackBody, FeedbackParams};
+use crate::App;
 use crate::body::Wire;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 use crate::envelope::ErrorEnvelope;
 use crate::list::{List, PageParams};
-use crate::{App, edge};
 
 /// Rate an assistant message of a session.
 ///
@@ -46,51 +45,10 @@ pub async fn create(
     Wire(body, _): Wire<CreateFeedback, ClientError>,
 ) -> Result<(StatusCode, Json<FeedbackBody>), ClientError> {
     let id: SessionId = session_id.parse().map_err(|_| ClientError::SessionNotFound)?;
-    let session =
-        app.store.sessions().get(&auth.project_id, &id).await.or_not_found(ClientError::SessionNotFound)?;
-    let seq: u64 = event_id.parse().ok().filter(|n| *n > 0).ok_or(ClientError::MessageNotFound)?;
-    let page = app.store.events().list_after(&session.id, seq - 1, PageLimit::DEFAULT).await?;
-    let event = page.items.into_iter().find(|e| e.seq == seq).ok_or(ClientError::MessageNotFound)?;
-    if event.kind != EventType::AssistantMessage {
-        return Err(ValidationError::new(
-            "event_id",
-            format!("event {seq} is a `{}`, not an assistant message", event.kind.as_str()),
-        )
-        .into());
-    }
-    let agent_id = session.agent_id.ok_or(ClientError::MessageNotFound)?;
-    let NewFeedback { rating, comment } = NewFeedback::try_from(body)?;
-    let store = app.store.feedback();
-    for _ in 0..5 {
-        let now = edge::now();
-        let previous = store.on_message(&auth.project_id, &session.id, seq).await?;
-        let (feedback, status) = match &previous {
-            Some(old) => (
-                Feedback { rating, comment: comment.clone(), updated_at: now, ..old.clone() },
-                StatusCode::OK,
-            ),
-            None => (
-                Feedback {
-                    id: FeedbackId::from_random(edge::random()?),
-                    project_id: auth.project_id,
-                    agent_id,
-                    session_id: session.id,
-                    event_id: seq,
-                    rating,
-                    comment: comment.clone(),
-                    created_at: now,
-                    updated_at: now,
-                },
-                StatusCode::CREATED,
-            ),
-        };
-        match store.put(&feedback, previous.is_some()).await {
-            Ok(()) => return Ok((status, Json(FeedbackBody::from(&feedback)))),
-            Err(StoreError::Conflict) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(ClientError::ConcurrentUpdate)
+    let seq = event_id.parse().ok();
+    let rated = feedback::rate(&app.store, auth.project_id, &id, seq, NewFeedback::try_from(body)).await?;
+    let status = if rated.replaced { StatusCode::OK } else { StatusCode::CREATED };
+    Ok((status, Json(FeedbackBody::from(&rated.feedback))))
 }
 
 /// List an agent's feedback, newest first.

@@ -1,32 +1,20 @@
-use agentplane_domain::agent::{Agent, Channel};
-use agentplane_domain::agent_run::{AgentRun, RunId, RunStatus, StartRun};
+use agentplane_domain::agent_run::{RunId, RunStatus};
 use agentplane_domain::page::PageRequest;
 use agentplane_domain::query::Query;
-use agentplane_domain::session::Session;
 use agentplane_domain::{ProjectId, SessionId};
-use agentplane_store::StoreError;
+use agentplane_engine::runs;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use http::StatusCode;
 
 use super::wire::{RunBody, RunsParams};
+use crate::App;
 use crate::client::auth::ProjectAuth;
 use crate::client::error::{ClientError, Found};
 use crate::envelope::ErrorEnvelope;
 use crate::list::{List, PageParams};
-use crate::{App, edge};
 
-/// What a turn route hands over to run in the background.
-pub struct Queued<'a> {
-    pub agent: &'a Agent,
-    pub channel: Channel,
-    pub version: Option<u32>,
-    pub session: &'a Session,
-    pub input: String,
-    /// The input's image files (URLs are presigned when the run starts).
-    pub image_files: Vec<agentplane_domain::file::FileId>,
-    pub callback_url: Option<String>,
-}
+pub use agentplane_engine::runs::Queued;
 
 /// Queues a turn as a background run: the run is stored `queued` and its start message sent;
 /// the `run-execution` job starts it once a slot of the tenant is free. A run whose message
@@ -36,78 +24,12 @@ pub async fn queue(
     project: ProjectId,
     queued: Queued<'_>,
 ) -> Result<(StatusCode, Json<RunBody>), ClientError> {
-    let agent = queued.agent;
-    if !agent.execution.background_enabled {
-        return Err(ClientError::BackgroundNotEnabled);
-    }
-    let now = edge::now();
-    let ceiling = app.background.max_duration_ms.min(agent.execution.background_max_duration_ms).max(1000);
-    let run = AgentRun {
-        id: RunId::from_random(edge::random()?),
-        project_id: project,
-        session_id: queued.session.id,
-        agent_id: agent.id,
-        channel: queued.channel,
-        version: queued.version,
-        status: RunStatus::Queued,
-        input: queued.input,
-        image_files: queued.image_files,
-        max_duration_ms: ceiling,
-        // The request's callback, else the agent's default (read live, at queue time).
-        callback_url: queued.callback_url.or_else(|| agent.execution.default_callback_url.clone()),
-        created_at: now,
-        started_at: None,
-        ended_at: None,
-        stop_reason: None,
-        output_text: None,
-        error: None,
-        usage: Default::default(),
-        cost_usd: 0.0,
-        cancel_requested: false,
-        pending_action_ids: Vec::new(),
-        callback: None,
-        lease_until: None,
-        expires_at: now.plus_seconds(app.background.retention_days * 86_400),
-    };
-    // Its end is a signed delivery to the callback: the URL is checked and the project's
-    // signer made before anything is queued.
-    let callback_secret = match &run.callback_url {
-        Some(url) => crate::webhooks::service::prepare_callback(app, project, url).await?,
-        None => None,
-    };
-    let queued = agentplane_engine::background::run_event(&run)
-        .ok_or_else(|| ClientError::internal("a queued run has an event type"))?;
-    app.store.agent_runs().create(&run, &queued).await?;
-    app.engine().dispatch(Some(queued)).await;
-    let start = StartRun { project_id: project, run_id: run.id.clone() };
-    if let Err(err) = app.engine().enqueue_run(&start, 0).await {
-        tracing::error!(error = %err, run = %run.id, "could not queue a background run");
-        let _ = app
-            .store
-            .agent_runs()
-            .transition(&project, &run.id, RunStatus::Queued, RunStatus::Failed, None, now)
-            .await;
-        return Err(ClientError::Storage(err.into()));
-    }
-    Ok((StatusCode::ACCEPTED, Json(RunBody { callback_secret, ..RunBody::from(&run) })))
-}
-
-/// Cancels a run that is not running (`from`), with its `agent_run.canceled` event.
-async fn cancel_event(
-    app: &App,
-    run: &AgentRun,
-    from: RunStatus,
-    now: agentplane_domain::Timestamp,
-) -> Result<AgentRun, StoreError> {
-    let event =
-        agentplane_engine::background::run_event(&AgentRun { status: RunStatus::Canceled, ..run.clone() });
-    let canceled = app
-        .store
-        .agent_runs()
-        .transition(&run.project_id, &run.id, from, RunStatus::Canceled, event.as_ref(), now)
-        .await?;
-    app.engine().dispatch(event).await;
-    Ok(canceled)
+    let endpoints = crate::webhooks::service::endpoints(app);
+    let done = runs::queue(app.engine(), &endpoints, &app.background, project, queued).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RunBody { callback_secret: done.callback_secret, ..RunBody::from(&done.run) }),
+    ))
 }
 
 /// A malformed run id is indistinguishable from a missing run.
@@ -209,45 +131,6 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Json<RunBody>, ClientError> {
     let id = run_id(&id)?;
-    let project = auth.project_id;
-    let runs = app.store.agent_runs();
-    // Each step is conditional on the status it read; a run that moved meanwhile is read again.
-    for _ in 0..5 {
-        let run = runs.get(&project, &id).await.or_not_found(ClientError::RunNotFound)?;
-        let now = edge::now();
-        let moved = match run.status {
-            status if status.is_terminal() => return Err(ClientError::RunNotActive { run_status: status }),
-            RunStatus::Queued => cancel_event(&app, &run, RunStatus::Queued, now).await,
-            RunStatus::Running => {
-                let run = match runs.request_cancel(&project, &id).await {
-                    Ok(run) => run,
-                    Err(StoreError::Conflict) => continue,
-                    Err(err) => return Err(err.into()),
-                };
-                // The turn sees the cancel at its next step (no turn holds the session yet: the
-                // executor's start checks `cancel_requested`).
-                match app.store.sessions().cancel_turn(&project, &run.session_id, now).await {
-                    Ok(_) | Err(StoreError::Conflict) | Err(StoreError::NotFound) => {}
-                    Err(err) => return Err(err.into()),
-                }
-                return Ok(Json(RunBody::from(&run)));
-            }
-            RunStatus::RequiresAction => {
-                let session = app.store.sessions().get(&project, &run.session_id).await;
-                if let Ok(session) = session {
-                    app.engine()
-                        .cancel_paused(&project, &run.session_id, &run.id.turn_id(), session.last_event_seq)
-                        .await?;
-                }
-                cancel_event(&app, &run, RunStatus::RequiresAction, now).await
-            }
-            _ => continue,
-        };
-        match moved {
-            Ok(run) => return Ok(Json(RunBody::from(&run))),
-            Err(StoreError::Conflict) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(ClientError::Storage(StoreError::unavailable("the run kept changing")))
+    let run = runs::cancel(app.engine(), auth.project_id, &id).await?;
+    Ok(Json(RunBody::from(&run)))
 }
