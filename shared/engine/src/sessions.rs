@@ -13,7 +13,7 @@ use agentplane_domain::tenant::TenantKey;
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 
 use crate::ports::background::TenantPause;
-use crate::ports::sessions::SessionStore;
+use crate::ports::client_sessions::SessionStore;
 use crate::ports::{ChatModel, Compute, PortError, TurnStore};
 use crate::runtime::LOCAL_PROVIDER;
 use crate::{TurnEngine, TurnError, compute};

@@ -15,6 +15,7 @@ pub mod agents;
 pub mod background;
 pub mod blobs;
 pub mod buckets;
+pub mod client_sessions;
 pub mod commands;
 pub mod environments;
 mod error;

@@ -12,8 +12,9 @@ use agentplane_domain::tenant::{Tenant, TenantId};
 use agentplane_domain::{ProjectId, SessionId, Timestamp};
 
 use agentplane_engine::ports::background::TenantPause;
+use agentplane_engine::ports::client_sessions::SessionStore;
 use agentplane_engine::ports::sessions::{
-    Admission, Continuations, LiveSessions, SessionCalls, SessionStore, SideCall, TurnAgent,
+    Admission, Continuations, LiveSessions, SessionCalls, SideCall, TurnAgent,
 };
 use agentplane_engine::ports::{Allocation, PortError, StoredTranscript};
 
