@@ -100,7 +100,7 @@ async fn agent_settings_live_under_config_and_a_patch_changes_only_what_it_names
         (json!({"execution": {"sync_timeout_ms": 1000}}), "execution"),
         (json!({"config": {"executions": {}}}), "config.executions"),
         (json!({"config": {"execution": {"sync_timeout_ms": 0}}}), "config.execution.sync_timeout_ms"),
-        (json!({"config": {"attachments": {"max_files": "many"}}}), "config.attachments"),
+        (json!({"config": {"attachments": {"max_files": "many"}}}), "config.attachments.max_files"),
     ] {
         let (status, answer) =
             send(app.client(&tenant.key, Method::PATCH, &format!("/agents/{id}")).json(&body)).await?;

@@ -351,12 +351,17 @@ async fn platform_run_rolled_back(s: &Stack, t: &Tenant, env: &str, session: &st
         (got.pointer("/data/status").and_then(Value::as_str)? == "reverted").then_some(())
     })
     .await?;
-    anyhow::ensure!(
-        s.records(0.0).iter().any(|r| r["kind"] == "invoke"
-            && r["function"].as_str().is_some_and(|f| f.contains("RollbackRestore"))),
-        "rollback-restore ran"
-    );
-    Ok(())
+    // The job's invocation is reported once it has returned, which is after the write the
+    // wait above saw.
+    wait_for("rollback-restore ran", Duration::from_secs(30), async || {
+        s.records(0.0)
+            .iter()
+            .any(|r| {
+                r["kind"] == "invoke" && r["function"].as_str().is_some_and(|f| f.contains("RollbackRestore"))
+            })
+            .then_some(())
+    })
+    .await
 }
 
 /// A path of `route` with every `{param}` filled with a well-formed id of nothing.
@@ -590,15 +595,26 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
             s.invoke(job.function_name(), &json!({"Records": []})).await?;
         }
     }
-    let invoked: BTreeSet<String> = s
-        .records(since)
-        .iter()
-        .filter(|r| r["kind"] == "invoke")
-        .filter_map(|r| r["function"].as_str().map(str::to_owned))
-        .collect();
-    let missing: Vec<&str> =
-        s.functions.iter().filter(|f| !invoked.contains(&f.name)).map(|f| f.served.as_str()).collect();
-    assert!(missing.is_empty(), "functions never invoked: {missing:?}");
+    // An invocation is reported once its function has returned, a moment after its answer.
+    let missing = || {
+        let invoked: BTreeSet<String> = s
+            .records(since)
+            .iter()
+            .filter(|r| r["kind"] == "invoke")
+            .filter_map(|r| r["function"].as_str().map(str::to_owned))
+            .collect();
+        s.functions
+            .iter()
+            .filter(|f| !invoked.contains(&f.name))
+            .map(|f| f.served.clone())
+            .collect::<Vec<_>>()
+    };
+    let all_reported =
+        wait_for("every function's invocation reported", Duration::from_secs(15), async || {
+            missing().is_empty().then_some(())
+        })
+        .await;
+    assert!(all_reported.is_ok(), "functions never invoked: {:?}", missing());
     let functional = suite_started.elapsed();
 
     // Numbers: a plain turn through the REST API, and SSE delivery from the commit to the frame

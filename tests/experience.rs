@@ -46,7 +46,7 @@ async fn experience_travels_with_the_published_version() -> R {
         (json!({"suggested_prompts": ["a", "a"]}), "config.experience.suggested_prompts[1]"),
         (json!({"suggested_prompts": vec!["p"; 9]}), "config.experience.suggested_prompts"),
         (json!({"greeting": "x".repeat(2001)}), "config.experience.greeting"),
-        (json!({"theme": "dark"}), "config.experience"),
+        (json!({"theme": "dark"}), "config.experience.theme"),
     ] {
         let body = json!({"config": {"experience": bad}});
         let answer = send(app.client(key, Method::PATCH, &format!("/agents/{agent}")).json(&body)).await?;

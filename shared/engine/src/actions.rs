@@ -109,7 +109,9 @@ where
     for (action, answer) in answers {
         let (done, overdue) = settle(store, &action, answer, crate::now()).await?;
         if overdue {
-            let _ = carry_on_if_settled(store, &done).await;
+            if let Err(err) = carry_on_if_settled(store, &done).await {
+                tracing::warn!(action = %done.id, error = %err, "the turn's continuation was not enqueued");
+            }
             return Err(ActionsError::NotPending { action_status: done.status });
         }
         settled.push(done);
