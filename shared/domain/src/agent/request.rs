@@ -206,7 +206,7 @@ pub fn new_agent_within(
     check_max_steps(max_steps)?;
     let config = fields.config.unwrap_or_default();
     let defaults = Execution::within(ceilings);
-    let execution = config.execution.map_or_else(|| defaults.clone(), |patch| patch.over(&defaults));
+    let execution = config.execution.unwrap_or_default().over(&defaults);
     check_execution(&execution, ceilings)?;
     let draft = VersionedConfig {
         model,
