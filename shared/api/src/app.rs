@@ -318,6 +318,7 @@ impl App {
                 prices: self.prices.clone(),
                 bus: self.bus.clone(),
                 images,
+                watch: None,
             }
         })
     }

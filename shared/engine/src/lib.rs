@@ -64,7 +64,14 @@ pub struct TurnEngine<S, M> {
     pub bus: EventBus,
     /// Session images for `view_image` (none: the tool is not offered).
     pub images: Option<Arc<dyn images::ImageSource>>,
+    /// Where the turns this engine runs report each event they commit, as they commit it (a
+    /// route that streams the turn in its own dialect); `None`: nobody watches.
+    pub watch: Option<TurnWatch>,
 }
+
+/// The events a watched turn commits, in the log's order, as each step commits them. The log
+/// stays the durable record: a watcher that goes away loses nothing but its view.
+pub type TurnWatch = tokio::sync::mpsc::UnboundedSender<agentplane_domain::event::Event>;
 
 impl<S> TurnEngine<S, ModelClient> {
     pub fn new(store: S, model: ModelConfig, prices: PriceTable, bus: EventBus) -> Self {
@@ -82,7 +89,17 @@ impl<S, M> TurnEngine<S, M> {
             prices: Arc::new(prices),
             bus,
             images: None,
+            watch: None,
         }
+    }
+
+    /// This engine, with every event its turns commit sent to `watch` as well.
+    pub fn watched(&self, watch: TurnWatch) -> Self
+    where
+        S: Clone,
+        M: Clone,
+    {
+        Self { watch: Some(watch), ..self.clone() }
     }
 
     fn now(&self) -> Timestamp {

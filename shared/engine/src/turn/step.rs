@@ -63,6 +63,12 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
                 if !committed.events.is_empty() {
                     self.engine.bus.notify(&self.plan.session_id);
                 }
+                if let Some(watch) = &self.engine.watch {
+                    // A watcher that went away is no reason to stop the turn.
+                    for event in committed.events {
+                        let _ = watch.send(event);
+                    }
+                }
                 Ok(())
             }
             Err(TurnWriteError::Refused(Refused::NotHeld)) => Err(self.why_not_held().await),

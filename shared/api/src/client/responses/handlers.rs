@@ -12,6 +12,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
+use super::output::Items;
 use super::validation::{background, callback_url, input_with_files};
 use super::wire::{CreateResponse, CreateSessionMessage, Rendered, ResponseBody, ResponsesError};
 use crate::body::JsonObject;
@@ -179,24 +180,33 @@ pub(crate) async fn run(
     let input = given.input.clone();
     let request = admitted.request(session, context, given, tokio::time::Instant::now() + timeout);
     let created_at = edge::now().unix_seconds();
-    let engine = app.engine();
+    let (watch, mut committed) = tokio::sync::mpsc::unbounded_channel();
+    let engine = app.engine().watched(watch);
     let outcome = engine
         .run_held(request)
         .await
         .ok_or_else(|| ClientError::internal("the turn task failed"))?
         .map_err(|err| ClientError::turn(err, session.id.to_string()))?;
+    drop(engine);
+    let mut items = Items::new(session.id);
+    while let Ok(event) = committed.try_recv() {
+        items.push(&event);
+    }
     let answer = outcome.output_text.as_deref();
     let turn = FirstTurn { model: app.title_model.as_deref(), first, input: &input, answer };
-    engine.title_after(session, turn).await;
+    app.engine().title_after(session, turn).await;
     let rendered = Rendered {
         session_id: session.id,
+        output: items.into_items(),
+        instructions: None,
+        tools: &[],
         agent_id: admitted.agent.id.to_string(),
         version: admitted.version,
         model: &admitted.config.model,
         metadata,
         created_at,
     };
-    Ok(Json(ResponseBody::new(&rendered, &outcome)))
+    Ok(Json(ResponseBody::new(rendered, &outcome)))
 }
 
 async fn respond(

@@ -3,6 +3,7 @@
 //! `agentplane_engine::TurnEngine::run_turn`.
 
 pub(crate) mod handlers;
+pub(crate) mod output;
 pub mod rewind;
 pub(crate) mod validation;
 mod wire;

@@ -13,6 +13,7 @@ use agentplane_engine::TurnOutcome;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::output::OutputItem;
 use crate::envelope::{ErrorEnvelope, LegacyError};
 
 /// A part of a user message. `input_image` and `input_file` parts name a ready file of the
@@ -183,32 +184,6 @@ impl From<StopReason> for ResponseStopReason {
     }
 }
 
-/// Text the agent answered.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct OutputText {
-    /// Always `output_text`.
-    #[serde(rename = "type")]
-    #[schema(value_type = String, pattern = "^output_text$")]
-    pub kind: &'static str,
-    pub text: String,
-}
-
-/// The agent's answer as an assistant message.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct OutputMessage {
-    /// Always `message`.
-    #[serde(rename = "type")]
-    #[schema(value_type = String, pattern = "^message$")]
-    pub kind: &'static str,
-    /// Always `assistant`.
-    #[schema(value_type = String, pattern = "^assistant$")]
-    pub role: &'static str,
-    /// Always `completed`.
-    #[schema(value_type = String, pattern = "^completed$")]
-    pub status: &'static str,
-    pub content: Vec<OutputText>,
-}
-
 /// The turn's measured usage.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ResponseUsage {
@@ -220,6 +195,27 @@ pub struct ResponseUsage {
     /// Tokens of a model with no price: in the counts above, not in `cost_usd`.
     pub unpriced_input_tokens: u64,
     pub unpriced_output_tokens: u64,
+    /// Always `{"cached_tokens": 0}` (what the OpenAI SDKs read).
+    #[schema(value_type = Object)]
+    pub input_tokens_details: serde_json::Value,
+    /// Always `{"reasoning_tokens": 0}`.
+    #[schema(value_type = Object)]
+    pub output_tokens_details: serde_json::Value,
+}
+
+impl ResponseUsage {
+    pub fn of(outcome: &TurnOutcome) -> Self {
+        Self {
+            input_tokens: outcome.usage.input_tokens,
+            output_tokens: outcome.usage.output_tokens,
+            total_tokens: outcome.usage.total_tokens(),
+            cost_usd: outcome.cost_usd,
+            unpriced_input_tokens: outcome.unpriced.input_tokens,
+            unpriced_output_tokens: outcome.unpriced.output_tokens,
+            input_tokens_details: serde_json::json!({"cached_tokens": 0}),
+            output_tokens_details: serde_json::json!({"reasoning_tokens": 0}),
+        }
+    }
 }
 
 /// The agent that answered, and its version (`null` for the draft).
@@ -249,7 +245,10 @@ pub struct ResponseBody {
     pub created_at: i64,
     pub status: ResponseStatusName,
     pub stop_reason: ResponseStopReason,
-    pub output: Vec<OutputMessage>,
+    /// What the turn produced in this call: the agent's messages, the calls its own tools ran
+    /// (`mcp_call`), the calls for the caller to run (`function_call`) and the approvals and
+    /// questions it waits for (`mcp_approval_request`).
+    pub output: Vec<OutputItem>,
     /// The answer's text (empty when there is none).
     pub output_text: String,
     pub usage: ResponseUsage,
@@ -259,9 +258,7 @@ pub struct ResponseBody {
     pub agent: ResponseAgent,
     pub model: String,
     pub metadata: BTreeMap<String, String>,
-    /// Present when the turn ended in `error`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
+    /// Set when the turn ended in `error`.
     pub error: Option<ResponseError>,
     /// Present when the turn paused (`status: requires_action`): what it waits for. Answer each
     /// action with `POST /api/client/v1/sessions/{session_id}/actions/{id}`; the turn carries
@@ -269,11 +266,25 @@ pub struct ResponseBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub required_action: Option<RequiredAction>,
-    /// Present when the session budget stopped the turn before a model call (`status:
+    /// Set when the session budget stopped the turn before a model call (`status:
     /// incomplete`, `stop_reason: budget_reached`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
     pub incomplete_details: Option<IncompleteDetails>,
+    /// The instructions the request added for this turn (`null`: none).
+    pub instructions: Option<String>,
+    /// Always `true` (the model may call several tools in a step).
+    pub parallel_tool_calls: bool,
+    /// Always `auto`.
+    #[schema(value_type = String, pattern = "^auto$")]
+    pub tool_choice: &'static str,
+    /// The function tools the request gave for this turn, as given.
+    #[schema(value_type = Vec<Object>)]
+    pub tools: Vec<serde_json::Value>,
+    /// Always `null`: the agent fixes its sampling.
+    #[schema(value_type = Option<f64>)]
+    pub temperature: Option<f64>,
+    /// Always `null`.
+    #[schema(value_type = Option<f64>)]
+    pub top_p: Option<f64>,
 }
 
 /// Why a turn is incomplete, when its budget says so.
@@ -332,6 +343,10 @@ impl From<&agentplane_domain::action::Action> for RequiredActionItem {
 
 pub struct Rendered<'a> {
     pub session_id: SessionId,
+    /// The turn's items (from the events it committed in this call).
+    pub output: Vec<OutputItem>,
+    pub instructions: Option<&'a str>,
+    pub tools: &'a [serde_json::Value],
     pub agent_id: String,
     pub version: Option<u32>,
     pub model: &'a str,
@@ -340,17 +355,14 @@ pub struct Rendered<'a> {
 }
 
 impl ResponseBody {
-    pub fn new(r: &Rendered<'_>, outcome: &TurnOutcome) -> Self {
-        let output = outcome
-            .output_text
-            .iter()
-            .map(|text| OutputMessage {
-                kind: "message",
-                role: "assistant",
-                status: "completed",
-                content: vec![OutputText { kind: "output_text", text: text.clone() }],
-            })
-            .collect();
+    pub fn new(r: Rendered<'_>, outcome: &TurnOutcome) -> Self {
+        let mut output = r.output;
+        // An answer the events did not show (a watcher that missed it) still reads as one.
+        if let Some(text) = &outcome.output_text
+            && !output.iter().any(|item| item.text() == Some(text.as_str()))
+        {
+            output.push(OutputItem::message(&r.session_id, 0, text.clone()));
+        }
         Self {
             id: format!("resp_{}", r.session_id),
             object: "response",
@@ -359,14 +371,7 @@ impl ResponseBody {
             stop_reason: outcome.stop_reason.into(),
             output,
             output_text: outcome.output_text.clone().unwrap_or_default(),
-            usage: ResponseUsage {
-                input_tokens: outcome.usage.input_tokens,
-                output_tokens: outcome.usage.output_tokens,
-                total_tokens: outcome.usage.total_tokens(),
-                cost_usd: outcome.cost_usd,
-                unpriced_input_tokens: outcome.unpriced.input_tokens,
-                unpriced_output_tokens: outcome.unpriced.output_tokens,
-            },
+            usage: ResponseUsage::of(outcome),
             session_id: r.session_id,
             turn_id: outcome.turn_id.clone(),
             agent: ResponseAgent { id: r.agent_id.clone(), version: r.version },
@@ -385,6 +390,12 @@ impl ResponseBody {
                 spent_usd: hit.spent_usd,
                 max_cost_usd: hit.max_cost_usd,
             }),
+            instructions: r.instructions.map(str::to_owned),
+            parallel_tool_calls: true,
+            tool_choice: "auto",
+            tools: r.tools.to_vec(),
+            temperature: None,
+            top_p: None,
         }
     }
 }
