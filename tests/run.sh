@@ -43,15 +43,16 @@ bash localstack/prereqs.sh bwrap javac curl mkfs.ext4 mount
 # pip tools, in a git-ignored venv of their own.
 # cfn-lint checks the template; schemathesis drives each surface's OpenAPI document
 # (tests/contract.rs); standardwebhooks (the reference library) verifies real webhook deliveries
-# (tests/webhooks.rs). infra/deploy-local.sh installs its own (cargo-lambda, boto3).
+# (tests/webhooks.rs); openai and openai-agents drive the Responses API as their users do
+# (tests/openai_sdk.rs). infra/deploy-local.sh installs its own (cargo-lambda, boto3).
 tools="$root/.localstack/tools"
 stage "pip tools"
 if [ ! -x "$tools/bin/cfn-lint" ] || [ ! -x "$tools/bin/schemathesis" ] \
-  || ! "$tools/bin/python" -c 'import standardwebhooks' 2>/dev/null; then
-  say "installing cfn-lint, schemathesis and standardwebhooks"
+  || ! "$tools/bin/python" -c 'import standardwebhooks, openai, agents' 2>/dev/null; then
+  say "installing cfn-lint, schemathesis, standardwebhooks, openai and openai-agents"
   python3 -m venv "$tools"
   "$tools/bin/pip" install -q --disable-pip-version-check 'cfn-lint==1.*' 'schemathesis==4.32.*' \
-    'standardwebhooks==1.*'
+    'standardwebhooks==1.*' 'openai==3.*' 'openai-agents==0.*'
 fi
 export AGENTPLANE_CFN_LINT="$tools/bin/cfn-lint"
 export AGENTPLANE_SCHEMATHESIS="$tools/bin/schemathesis"

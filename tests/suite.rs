@@ -34,6 +34,7 @@ mod infra;
 mod jobs;
 mod managed_compute;
 mod node_reads;
+mod openai_sdk;
 mod pauses;
 mod platform;
 mod platform_env_delete;

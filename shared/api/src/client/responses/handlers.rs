@@ -1,10 +1,12 @@
 use agentplane_domain::SessionId;
+use agentplane_domain::action::{Action, Answer};
 use agentplane_domain::agent::Channel;
 use agentplane_domain::ids::AgentId;
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::session::{NewSession, Session, SessionBudget};
 use agentplane_engine::TurnContext;
 use agentplane_engine::admission::{Admitted, Refused, TurnInput};
+use agentplane_engine::continuation::Continued;
 use agentplane_engine::titles::FirstTurn;
 use agentplane_store::dynamo::agents::TurnAgent;
 use axum::Json;
@@ -12,8 +14,9 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
+use super::fields::{self, Route};
 use super::output::Items;
-use super::validation::{background, callback_url, input_with_files};
+use super::validation::{CallOutput, FileRef, InputExtras, background, callback_url, input_items};
 use super::wire::{CreateResponse, CreateSessionMessage, Rendered, ResponseBody, ResponsesError};
 use crate::body::JsonObject;
 use crate::client::auth::ProjectAuth;
@@ -75,7 +78,7 @@ async fn with_files(
     auth: &ProjectAuth,
     session: &Session,
     text: String,
-    files: &[crate::client::responses::validation::FileRef],
+    files: &[FileRef],
     model: &str,
 ) -> Result<(String, Images), ClientError> {
     if files.is_empty() {
@@ -95,12 +98,12 @@ fn metadata(body: &Map<String, Value>) -> Result<Metadata, ClientError> {
 async fn session_for(
     app: &App,
     auth: &ProjectAuth,
-    body: &Map<String, Value>,
+    target: Option<SessionId>,
     agent: AgentId,
     metadata: &Metadata,
 ) -> Result<(Session, TurnContext), ClientError> {
-    match body.get("session_id") {
-        None | Some(Value::Null) => {
+    match target {
+        None => {
             let id = SessionId::from_random(edge::random()?);
             let new =
                 NewSession { agent_id: Some(agent), metadata: metadata.clone(), ..NewSession::default() };
@@ -108,13 +111,143 @@ async fn session_for(
             app.store.sessions().create(&session).await?;
             Ok((session, TurnContext::default()))
         }
+        Some(id) => Ok(app.engine().session_for_turn(&auth.project_id, &id).await?),
+    }
+}
+
+/// The session a `POST /responses` continues: `previous_response_id` (`resp_{session}`),
+/// `session_id`, or the session the ids of the history items in `input` name; `None`: a new
+/// one. An id that names no session is a 404, never a silent new session.
+fn target_session(body: &Map<String, Value>, extras: &InputExtras) -> Result<Option<SessionId>, ClientError> {
+    let previous = match body.get("previous_response_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(
+            text.strip_prefix("resp_")
+                .and_then(|id| id.parse::<SessionId>().ok())
+                .ok_or(ClientError::SessionNotFound)?,
+        ),
+        Some(_) => {
+            return Err(agentplane_domain::ValidationError::new(
+                "previous_response_id",
+                "`previous_response_id` must be a string",
+            )
+            .into());
+        }
+    };
+    let session = match body.get("session_id") {
+        None | Some(Value::Null) => None,
         Some(Value::String(text)) => {
-            let id: SessionId = text.parse().map_err(|_| ClientError::SessionNotFound)?;
-            Ok(app.engine().session_for_turn(&auth.project_id, &id).await?)
+            Some(text.parse::<SessionId>().map_err(|_| ClientError::SessionNotFound)?)
         }
         Some(_) => {
-            Err(agentplane_domain::ValidationError::new("session_id", "`session_id` must be a string").into())
+            return Err(agentplane_domain::ValidationError::new(
+                "session_id",
+                "`session_id` must be a string",
+            )
+            .into());
         }
+    };
+    match (previous, session) {
+        (Some(a), Some(b)) if a != b => Err(agentplane_domain::ValidationError::new(
+            "previous_response_id",
+            "`previous_response_id` and `session_id` name different sessions",
+        )
+        .into()),
+        (Some(id), _) | (None, Some(id)) => Ok(Some(id)),
+        (None, None) => match &extras.history {
+            None => Ok(None),
+            Some((_, Some(id))) => Ok(Some(*id)),
+            Some((param, None)) => Err(agentplane_domain::ValidationError::new(
+                param.clone(),
+                "earlier items of a conversation are taken with `previous_response_id` (or items \
+                 this server answered, whose ids name their session); replaying a conversation \
+                 from elsewhere is not supported yet",
+            )
+            .into()),
+        },
+    }
+}
+
+/// Whether `input` holds `function_call_output` items (answers, not a message).
+fn answers_calls(input: Option<&Value>) -> bool {
+    input.and_then(Value::as_array).is_some_and(|items| {
+        items.iter().any(|item| item.get("type").and_then(Value::as_str) == Some("function_call_output"))
+    })
+}
+
+/// `model`, with `agent` given, names that agent (its id) or the model it runs; another is
+/// refused, since a turn runs the agent's own model.
+fn check_model(body: &Map<String, Value>, admitted: &Admitted) -> Result<(), ClientError> {
+    if body.get("agent").is_none_or(Value::is_null) {
+        return Ok(());
+    }
+    match body.get("model") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(model))
+            if *model == admitted.agent.id.to_string() || *model == admitted.config.model =>
+        {
+            Ok(())
+        }
+        Some(_) => Err(agentplane_domain::ValidationError::new(
+            "model",
+            "`model` must name this agent (its id) or the model it runs: a turn runs the agent's own model",
+        )
+        .into()),
+    }
+}
+
+/// What the OpenAI dialect adds to one turn: instructions and function tools for this turn
+/// (laid over the running config, so a pause saves them with the turn), and whether the answer
+/// streams.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Dialect {
+    pub instructions: Option<String>,
+    pub tools: Vec<Value>,
+    pub stream: bool,
+}
+
+/// The most characters a request's instructions add.
+const MAX_INSTRUCTIONS_CHARS: usize = 32_000;
+
+impl Dialect {
+    /// Reads `instructions`, `tools` and `stream` (and the instruction messages of `input`),
+    /// and lays them over `admitted`'s config.
+    fn read(
+        body: &Map<String, Value>,
+        extras: &InputExtras,
+        admitted: &mut Admitted,
+    ) -> Result<Self, ClientError> {
+        let invalid = |param: &str, message: &str| agentplane_domain::ValidationError::new(param, message);
+        let stream = match body.get("stream") {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+            Some(Value::Bool(true)) => true,
+            Some(_) => return Err(invalid("stream", "`stream` must be a boolean").into()),
+        };
+        let mut added: Vec<String> = Vec::new();
+        match body.get("instructions") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(text)) => added.push(text.clone()),
+            Some(_) => return Err(invalid("instructions", "`instructions` must be a string").into()),
+        }
+        added.extend(extras.system.iter().cloned());
+        added.retain(|text| !text.trim().is_empty());
+        let instructions = (!added.is_empty()).then(|| added.join("\n\n"));
+        if let Some(text) = &instructions {
+            if text.chars().count() > MAX_INSTRUCTIONS_CHARS {
+                return Err(ClientError::from(agentplane_domain::ValidationError::new(
+                    "instructions",
+                    format!("instructions may add at most {MAX_INSTRUCTIONS_CHARS} characters"),
+                )));
+            }
+            let config = &mut admitted.config;
+            config.instructions = match config.instructions.is_empty() {
+                true => text.clone(),
+                false => format!("{}\n\n{text}", config.instructions),
+            };
+        }
+        let (client_tools, tools) = super::tools::request_tools(body, &admitted.config)?;
+        admitted.config.human_in_the_loop.client_tools.extend(client_tools);
+        Ok(Self { instructions, tools, stream })
     }
 }
 
@@ -131,8 +264,9 @@ fn refuse_background_if_off(
     Ok(())
 }
 
-/// How a turn route goes on after validation: held while the turn runs, or queued as a
-/// background run (202 with the `agent_run`).
+/// How a turn route goes on after validation: held while the turn runs, streamed, or queued
+/// as a background run (202 with the `agent_run`).
+#[allow(clippy::too_many_arguments)]
 async fn run_or_queue(
     app: &App,
     auth: &ProjectAuth,
@@ -141,9 +275,17 @@ async fn run_or_queue(
     (session, context): (&Session, TurnContext),
     (input, images): (String, Images),
     metadata: &Metadata,
+    dialect: &Dialect,
 ) -> Result<Response, ClientError> {
     let tenant = app.engine().admit_spend(admitted.tenant, edge::now()).await?;
     if background(body)? {
+        if dialect.stream {
+            return Err(agentplane_domain::ValidationError::new(
+                "stream",
+                "a background turn is not streamed: follow its session's event stream",
+            )
+            .into());
+        }
         let config = &admitted.config;
         let budget = SessionBudget::effective(session.budget, &admitted.agent.execution);
         if budget.is_some() && app.prices.price(&config.model).is_none() {
@@ -161,52 +303,223 @@ async fn run_or_queue(
         return Ok(crate::client::runs::queue(app, auth.project_id, queued).await?.into_response());
     }
     let given = TurnInput { input, images: images.urls, tenant, ..TurnInput::default() };
-    Ok(run(app, admitted, (session, context), given, metadata).await?.into_response())
+    run(app, admitted, (session, context), given, metadata, dialect).await
+}
+
+/// What a Response shows besides the turn's outcome.
+fn rendered<'a>(
+    session: &Session,
+    admitted: &'a Admitted,
+    metadata: &'a Metadata,
+    dialect: &'a Dialect,
+    output: Vec<super::output::OutputItem>,
+    created_at: i64,
+) -> Rendered<'a> {
+    Rendered {
+        session_id: session.id,
+        output,
+        instructions: dialect.instructions.as_deref(),
+        tools: &dialect.tools,
+        agent_id: admitted.agent.id.to_string(),
+        version: admitted.version,
+        model: &admitted.config.model,
+        metadata,
+        created_at,
+    }
 }
 
 /// Runs the admitted turn and waits for it (up to the agent's synchronous timeout, within the
-/// function's), then names a new session after its first turn.
+/// function's), or streams it, then names a new session after its first turn.
 pub(crate) async fn run(
     app: &App,
     admitted: &Admitted,
     (session, context): (&Session, TurnContext),
     given: TurnInput,
     metadata: &Metadata,
-) -> Result<Json<ResponseBody>, ClientError> {
+    dialect: &Dialect,
+) -> Result<Response, ClientError> {
     let timeout =
         app.sync_ceiling.min(std::time::Duration::from_millis(admitted.agent.execution.sync_timeout_ms));
     // The session's first turn: nothing in its log before it.
     let first = context.last_event_seq == 0 && context.transcript.is_none();
     let input = given.input.clone();
     let request = admitted.request(session, context, given, tokio::time::Instant::now() + timeout);
+    let work = Work::Start { request: Box::new(request), first, input };
+    Box::pin(held_or_streamed(app, admitted, session, metadata, dialect, work)).await
+}
+
+/// What a turn route asks of the engine: a new turn, or the answers that carry a paused one on.
+pub(crate) enum Work {
+    Start { request: Box<agentplane_engine::TurnRequest>, first: bool, input: String },
+    Answer { key: agentplane_domain::ids::ApiKeyId, turn_id: String, answers: Vec<(Action, Answer)> },
+}
+
+impl Work {
+    /// Does it with `engine` (a watched one), then names a new session after its first turn.
+    pub(crate) async fn perform(
+        self,
+        app: &App,
+        engine: &crate::app::Engine,
+        session: &Session,
+    ) -> Result<agentplane_engine::TurnOutcome, ClientError> {
+        match self {
+            Self::Start { request, first, input } => {
+                let outcome = engine
+                    .run_held(*request)
+                    .await
+                    .ok_or_else(|| ClientError::internal("the turn task failed"))?
+                    .map_err(|err| ClientError::turn(err, session.id.to_string()))?;
+                let answer = outcome.output_text.as_deref();
+                let turn = FirstTurn { model: app.title_model.as_deref(), first, input: &input, answer };
+                engine.title_after(session, turn).await;
+                Ok(outcome)
+            }
+            Self::Answer { key, turn_id, answers } => {
+                let continued = agentplane_engine::actions::answer_turn(
+                    engine,
+                    session.project_id,
+                    &key,
+                    session.id,
+                    &turn_id,
+                    answers,
+                )
+                .await?;
+                match continued {
+                    Some(Continued::Ran(outcome)) => Ok(*outcome),
+                    Some(Continued::Run(_)) | Some(Continued::Stale) => {
+                        Err(ClientError::SessionBusy { session_id: Some(session.id.to_string()) })
+                    }
+                    None => {
+                        let pending = app.store.actions().pending(&session.project_id, &session.id).await?;
+                        Err(ClientError::ActionsPending {
+                            pending_action_ids: pending.iter().map(|a| a.id.to_string()).collect(),
+                        })
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Does `work` and answers the Response when it ends, or streams it as it goes (`stream`).
+async fn held_or_streamed(
+    app: &App,
+    admitted: &Admitted,
+    session: &Session,
+    metadata: &Metadata,
+    dialect: &Dialect,
+    work: Work,
+) -> Result<Response, ClientError> {
     let created_at = edge::now().unix_seconds();
+    if dialect.stream {
+        let shown = super::stream::Shown {
+            admitted: admitted.clone(),
+            metadata: metadata.clone(),
+            dialect: dialect.clone(),
+            created_at,
+        };
+        return Ok(super::stream::stream(app.clone(), session.clone(), shown, work));
+    }
     let (watch, mut committed) = tokio::sync::mpsc::unbounded_channel();
     let engine = app.engine().watched(watch);
-    let outcome = engine
-        .run_held(request)
-        .await
-        .ok_or_else(|| ClientError::internal("the turn task failed"))?
-        .map_err(|err| ClientError::turn(err, session.id.to_string()))?;
+    let outcome = Box::pin(work.perform(app, &engine, session)).await?;
     drop(engine);
     let mut items = Items::new(session.id);
     while let Ok(event) = committed.try_recv() {
         items.push(&event);
     }
-    let answer = outcome.output_text.as_deref();
-    let turn = FirstTurn { model: app.title_model.as_deref(), first, input: &input, answer };
-    app.engine().title_after(session, turn).await;
-    let rendered = Rendered {
-        session_id: session.id,
-        output: items.into_items(),
-        instructions: None,
-        tools: &[],
-        agent_id: admitted.agent.id.to_string(),
-        version: admitted.version,
-        model: &admitted.config.model,
-        metadata,
-        created_at,
+    let shown = rendered(session, admitted, metadata, dialect, items.into_items(), created_at);
+    Ok(Json(ResponseBody::new(shown, &outcome)).into_response())
+}
+
+/// The answers `function_call_output` items give the calls the session's paused turn waits
+/// for (each `call_id` an action's id); a new message may not come with them.
+async fn call_answers(
+    app: &App,
+    auth: &ProjectAuth,
+    session: &SessionId,
+    outputs: &[CallOutput],
+    text: &str,
+) -> Result<(String, Vec<(Action, Answer)>), ClientError> {
+    if !text.trim().is_empty() {
+        return Err(agentplane_domain::ValidationError::new(
+            "input",
+            "`function_call_output` items answer a paused turn: send a new message after it ends",
+        )
+        .into());
+    }
+    let pending = app.store.actions().pending(&auth.project_id, session).await?;
+    if pending.is_empty() {
+        // Not this project's session, or nothing waits.
+        app.store.sessions().get(&auth.project_id, session).await?;
+    }
+    let mut answers: Vec<(Action, Answer)> = Vec::with_capacity(outputs.len());
+    for output in outputs {
+        let Some(action) = pending.iter().find(|a| a.id.to_string() == output.call_id) else {
+            return Err(agentplane_domain::ValidationError::new(
+                format!("{}.call_id", output.param),
+                format!("no call of this session waits for `{}`", output.call_id),
+            )
+            .into());
+        };
+        let value = serde_json::from_str::<Value>(&output.output)
+            .unwrap_or_else(|_| Value::String(output.output.clone()));
+        let answer = match action.kind {
+            agentplane_domain::action::ActionType::ClientTool => Answer::ClientTool { output: value },
+            _ => {
+                return Err(agentplane_domain::ValidationError::new(
+                    format!("{}.call_id", output.param),
+                    "this action is an approval or a question: answer it at /sessions/{id}/actions/{action_id}",
+                )
+                .into());
+            }
+        };
+        answers.push((action.clone(), answer));
+    }
+    let turn_id = answers.first().map(|(a, _)| a.turn_id.clone()).unwrap_or_default();
+    Ok((turn_id, answers))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn turn_or_answers(
+    app: &App,
+    auth: &ProjectAuth,
+    body: &Map<String, Value>,
+    admitted: &Admitted,
+    target: Option<SessionId>,
+    loaded: Option<(Session, TurnContext)>,
+    (text, files, extras): (String, Vec<FileRef>, InputExtras),
+    metadata: Metadata,
+    dialect: &Dialect,
+) -> Result<Response, ClientError> {
+    if !extras.outputs.is_empty() {
+        let Some(id) = target else {
+            return Err(agentplane_domain::ValidationError::new(
+                extras.outputs[0].param.clone(),
+                "a `function_call_output` answers a call of a paused turn: give `previous_response_id`",
+            )
+            .into());
+        };
+        if background(body)? {
+            return Err(agentplane_domain::ValidationError::new(
+                "background",
+                "answers carry a paused turn on in the call: `background` is not taken with them",
+            )
+            .into());
+        }
+        let (turn_id, answers) = call_answers(app, auth, &id, &extras.outputs, &text).await?;
+        let session = app.store.sessions().get(&auth.project_id, &id).await?;
+        let metadata = session.metadata.clone();
+        let work = Work::Answer { key: auth.key_id, turn_id, answers };
+        return Box::pin(held_or_streamed(app, admitted, &session, &metadata, dialect, work)).await;
+    }
+    let (session, context) = match loaded {
+        Some(loaded) => loaded,
+        None => session_for(app, auth, target, admitted.agent.id, &metadata).await?,
     };
-    Ok(Json(ResponseBody::new(rendered, &outcome)))
+    let metadata = if target.is_some() { session.metadata.clone() } else { metadata };
+    let input = with_files(app, auth, &session, text, &files, &admitted.config.model).await?;
+    run_or_queue(app, auth, body, admitted, (&session, context), input, &metadata, dialect).await
 }
 
 async fn respond(
@@ -215,11 +528,20 @@ async fn respond(
     body: Map<String, Value>,
     channel: Channel,
 ) -> Result<Response, ClientError> {
-    let found = load_agent(&app, &auth, body.get("agent"), AgentErrors::Legacy).await?;
+    fields::check(&body, Route::Responses)?;
+    // `agent`, else `model` names the agent.
+    let named = match body.get("agent") {
+        None | Some(Value::Null) => body.get("model"),
+        given => given,
+    };
+    let found = load_agent(&app, &auth, named, AgentErrors::Legacy).await?;
     refuse_background_if_off(&body, &found.agent)?;
-    let admitted = app.engine().admit(found, channel, None).await?;
-    let (text, files) = input_with_files(body.get("input"), &admitted.config.attachments)?;
-    if !files.is_empty() && matches!(body.get("session_id"), None | Some(Value::Null)) {
+    let mut admitted = app.engine().admit(found, channel, None).await?;
+    check_model(&body, &admitted)?;
+    let input = input_items(body.get("input"), &admitted.config.attachments)?;
+    let dialect = Dialect::read(&body, &input.2, &mut admitted)?;
+    let target = target_session(&body, &input.2)?;
+    if !input.1.is_empty() && target.is_none() {
         return Err(agentplane_domain::ValidationError::new(
             "session_id",
             "file parts name files of a session: give its `session_id`",
@@ -227,9 +549,7 @@ async fn respond(
         .into());
     }
     let metadata = metadata(&body)?;
-    let (session, context) = session_for(&app, &auth, &body, admitted.agent.id, &metadata).await?;
-    let input = with_files(&app, &auth, &session, text, &files, &admitted.config.model).await?;
-    run_or_queue(&app, &auth, &body, &admitted, (&session, context), input, &metadata).await
+    Box::pin(turn_or_answers(&app, &auth, &body, &admitted, target, None, input, metadata, &dialect)).await
 }
 
 /// Run a turn of an agent's draft.
@@ -242,7 +562,10 @@ async fn respond(
     operation_id = "client-responses-create",
     request_body = CreateResponse,
     responses(
-        (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`).", body = ResponseBody),
+        (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`). With `stream: true`, the Responses streaming events (`text/event-stream`).", content(
+            (ResponseBody = "application/json"),
+            (String = "text/event-stream"),
+        )),
         (status = 202, description = "`background: true`: the turn is queued as a background run (`agent_run`, `queued`); read it at `GET /api/client/v1/runs/{id}`.", body = crate::client::runs::wire::RunBody),
         (status = 402, description = "The tenant's monthly spend limit is reached (`spend_limit_reached`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
         (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
@@ -268,7 +591,10 @@ pub async fn create_draft(
     operation_id = "client-agent-responses-create",
     request_body = CreateResponse,
     responses(
-        (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`).", body = ResponseBody),
+        (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`). With `stream: true`, the Responses streaming events (`text/event-stream`).", content(
+            (ResponseBody = "application/json"),
+            (String = "text/event-stream"),
+        )),
         (status = 202, description = "`background: true`: the turn is queued as a background run (`agent_run`, `queued`); read it at `GET /api/client/v1/runs/{id}`.", body = crate::client::runs::wire::RunBody),
         (status = 402, description = "The tenant's monthly spend limit is reached (`spend_limit_reached`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
         (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`); a missing `agent` answers `{\"error\": \"…\"}`.", body = ResponsesError),
@@ -295,7 +621,10 @@ pub async fn create_published(
     params(("session_id" = String, Path, description = "The session's id.")),
     request_body = CreateSessionMessage,
     responses(
-        (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`).", body = ResponseBody),
+        (status = 200, description = "The turn ran; `status` says how it ended, or that it waits for actions (`requires_action`, with `required_action`). With `stream: true`, the Responses streaming events (`text/event-stream`).", content(
+            (ResponseBody = "application/json"),
+            (String = "text/event-stream"),
+        )),
         (status = 202, description = "`background: true`: the turn is queued as a background run (`agent_run`, `queued`); read it at `GET /api/client/v1/runs/{id}`.", body = crate::client::runs::wire::RunBody),
         (status = 402, description = "The tenant's monthly spend limit is reached (`spend_limit_reached`, with `spent_usd` and `max_cost_usd`).", body = ErrorEnvelope),
         (status = 400, description = "The body is not a valid request (`param` names the field), or a session budget applies and the model has no price (`model_not_priced`).", body = ErrorEnvelope),
@@ -309,8 +638,17 @@ pub async fn session_message(
     Path(id): Path<String>,
     JsonObject(body, _): JsonObject<ClientError>,
 ) -> Result<Response, ClientError> {
+    fields::check(&body, Route::Messages)?;
     let id: SessionId = id.parse().map_err(|_| ClientError::SessionNotFound)?;
-    let (session, context) = app.engine().session_for_turn(&auth.project_id, &id).await?;
+    // A message reads the session and its transcript at once (and is refused while a turn
+    // runs or waits); answers to a paused turn's calls read the session alone.
+    let (session, loaded) = match answers_calls(body.get("input")) {
+        false => {
+            let (session, context) = app.engine().session_for_turn(&auth.project_id, &id).await?;
+            (session.clone(), Some((session, context)))
+        }
+        true => (app.store.sessions().get(&auth.project_id, &id).await?, None),
+    };
     let found = match (body.get("agent"), session.agent_id) {
         (Some(value), _) => load_agent(&app, &auth, Some(value), AgentErrors::Standard).await?,
         (None, Some(agent_id)) => app.engine().turn_agent(&auth.project_id, &agent_id).await?,
@@ -324,9 +662,11 @@ pub async fn session_message(
     };
     refuse_background_if_off(&body, &found.agent)?;
     let channel = session.agent_channel.unwrap_or(Channel::Draft);
-    let admitted = app.engine().admit(found, channel, None).await?;
-    let (text, files) = input_with_files(body.get("input"), &admitted.config.attachments)?;
-    let input = with_files(&app, &auth, &session, text, &files, &admitted.config.model).await?;
+    let mut admitted = app.engine().admit(found, channel, None).await?;
+    check_model(&body, &admitted)?;
+    let input = input_items(body.get("input"), &admitted.config.attachments)?;
+    let dialect = Dialect::read(&body, &input.2, &mut admitted)?;
     let metadata = session.metadata.clone();
-    run_or_queue(&app, &auth, &body, &admitted, (&session, context), input, &metadata).await
+    Box::pin(turn_or_answers(&app, &auth, &body, &admitted, Some(id), loaded, input, metadata, &dialect))
+        .await
 }

@@ -119,14 +119,6 @@ impl OutputItem {
     }
 }
 
-/// The session a `fc_…` item id names (what the SDKs send back with a call's output).
-pub fn session_of_call_item(id: &str) -> Option<SessionId> {
-    let rest = id.strip_prefix("fc_")?;
-    let (session, seq) = rest.rsplit_once('_')?;
-    seq.parse::<u64>().ok()?;
-    session.parse().ok()
-}
-
 /// Builds the items of one turn from its events in the log's order. An item is added whole
 /// once its last event is in (a server call with its result, a paused call with its action).
 #[derive(Debug, Default)]
@@ -283,7 +275,5 @@ mod tests {
         assert_eq!(value[2]["call_id"], "act_1");
         assert_eq!(value[2]["id"], format!("fc_{uuid}_5"));
         assert_eq!(value[3]["content"][0]["text"], "5");
-        assert_eq!(session_of_call_item(&format!("fc_{uuid}_5")), Some(session));
-        assert_eq!(session_of_call_item("fc_nope_5"), None);
     }
 }

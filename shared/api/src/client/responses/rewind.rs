@@ -13,10 +13,10 @@ use agentplane_engine::model::{ChatMessage, ContentPart, UserContent};
 use agentplane_engine::turn::Supersede;
 use agentplane_engine::{TurnContext, transcript};
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{Map, Value};
 
-use super::handlers::run;
+use super::handlers::{Dialect, run};
 use super::validation::input_with_files;
 use super::wire::ResponseBody;
 use crate::App;
@@ -82,7 +82,7 @@ async fn rerun(
     let tenant = engine.admit_spend(admitted.tenant, crate::edge::now()).await?;
     let given = TurnInput { input, tenant, supersede: Some(supersede), ..TurnInput::default() };
     let metadata = session.metadata.clone();
-    Ok(run(app, &admitted, (&session, context), given, &metadata).await?.into_response())
+    run(app, &admitted, (&session, context), given, &metadata, &Dialect::default()).await
 }
 
 fn no_fields(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), ClientError> {

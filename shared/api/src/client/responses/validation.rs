@@ -104,13 +104,82 @@ pub fn input_text(value: Option<&Value>, attachments: &Attachments) -> Result<St
     }
 }
 
+/// What an `input` holds besides the new message: what the OpenAI SDKs send.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InputExtras {
+    /// `system` and `developer` messages: added to the instructions for this turn.
+    pub system: Vec<String>,
+    /// `function_call_output` items: the call (an action's id), its output, and where it was.
+    pub outputs: Vec<CallOutput>,
+    /// The first item of history (an earlier `assistant` message, `function_call`,
+    /// `mcp_call`, `reasoning`, …): where it was, and the session its id names, if ours.
+    pub history: Option<(String, Option<agentplane_domain::SessionId>)>,
+}
+
+/// A `function_call_output` item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutput {
+    pub param: String,
+    pub call_id: String,
+    pub output: String,
+}
+
+/// The session an output item's id names (`msg_…`, `fc_…`, `mcp_…` are `{prefix}_{session}_{seq}`).
+fn session_of_item(item: &Map<String, Value>) -> Option<agentplane_domain::SessionId> {
+    let id = item.get("id")?.as_str()?;
+    let (_, rest) = id.split_once('_')?;
+    let (session, seq) = rest.rsplit_once('_')?;
+    seq.parse::<u64>().ok()?;
+    session.parse().ok()
+}
+
+/// The text of a `system`/`developer` message's content.
+fn plain_text(content: Option<&Value>, param: &str) -> Result<String, ValidationError> {
+    match content {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .map(|part| match part.get("text").and_then(Value::as_str) {
+                Some(text) => Ok(text.to_owned()),
+                None => Err(ValidationError::new(param, "instruction messages take text parts only")),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|texts| texts.join("\n")),
+        _ => Err(ValidationError::new(param, "a message needs `content`")),
+    }
+}
+
 /// [`input_text`], and the file and image parts (`{type: "input_file" | "input_image",
 /// file_id}`) when `attachments` are enabled, in order. With file parts the text may be empty.
 pub fn input_with_files(
     value: Option<&Value>,
     attachments: &Attachments,
 ) -> Result<(String, Vec<FileRef>), ValidationError> {
+    let (text, files, extras) = input_items(value, attachments)?;
+    if let Some(output) = extras.outputs.first() {
+        return Err(ValidationError::new(
+            output.param.clone(),
+            "`function_call_output` items are not taken here",
+        ));
+    }
+    if let Some((param, _)) = extras.history {
+        return Err(ValidationError::new(param, "only `user` messages can be sent"));
+    }
+    if !extras.system.is_empty() {
+        return Err(ValidationError::new("input", "only `user` messages can be sent"));
+    }
+    Ok((text, files))
+}
+
+/// `input` as the Responses routes read it: the new user message (its text and file parts, the
+/// user messages after the last item of history), and [`InputExtras`]. The text may be empty
+/// only when files or `function_call_output` items are given.
+pub fn input_items(
+    value: Option<&Value>,
+    attachments: &Attachments,
+) -> Result<(String, Vec<FileRef>, InputExtras), ValidationError> {
     let mut files = Vec::new();
+    let mut extras = InputExtras::default();
     let text = match value {
         None | Some(Value::Null) => return Err(ValidationError::new("input", "`input` is required")),
         Some(Value::String(s)) => s.clone(),
@@ -118,13 +187,68 @@ pub fn input_with_files(
             let mut texts = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 let param = format!("input[{i}]");
-                match item {
-                    Value::Object(o)
-                        if o.contains_key("role")
-                            || o.get("type").and_then(Value::as_str) == Some("message") =>
-                    {
-                        if o.get("role").and_then(Value::as_str) != Some("user") {
-                            return Err(ValidationError::new(param, "only `user` messages can be sent"));
+                let Value::Object(o) = item else {
+                    texts.extend(part_text(item, &param, attachments, &mut files)?);
+                    continue;
+                };
+                let kind = o.get("type").and_then(Value::as_str);
+                let role = o.get("role").and_then(Value::as_str);
+                let history = |extras: &mut InputExtras| {
+                    if extras.history.is_none() {
+                        extras.history = Some((param.clone(), session_of_item(o)));
+                    } else if let Some((_, None)) = extras.history {
+                        extras.history = Some((param.clone(), session_of_item(o)));
+                    }
+                };
+                match (kind, role) {
+                    (Some("function_call_output"), _) => {
+                        let call_id = o.get("call_id").and_then(Value::as_str).ok_or_else(|| {
+                            ValidationError::new(&param, "a `function_call_output` needs `call_id`")
+                        })?;
+                        let output = match o.get("output") {
+                            Some(Value::String(s)) => s.clone(),
+                            Some(other) => other.to_string(),
+                            None => {
+                                return Err(ValidationError::new(
+                                    &param,
+                                    "a `function_call_output` needs `output`",
+                                ));
+                            }
+                        };
+                        extras.outputs.push(CallOutput {
+                            param: param.clone(),
+                            call_id: call_id.to_owned(),
+                            output,
+                        });
+                        history(&mut extras);
+                        // What came before is history: only later user messages are new.
+                        texts.clear();
+                        files.clear();
+                    }
+                    (
+                        Some(
+                            "function_call"
+                            | "mcp_call"
+                            | "reasoning"
+                            | "mcp_approval_request"
+                            | "mcp_list_tools"
+                            | "item_reference",
+                        ),
+                        _,
+                    )
+                    | (_, Some("assistant")) => {
+                        history(&mut extras);
+                        texts.clear();
+                        files.clear();
+                        // Outputs count only when nothing came after them: these were answered.
+                        extras.outputs.clear();
+                    }
+                    (_, Some("system" | "developer")) => {
+                        extras.system.push(plain_text(o.get("content"), &param)?);
+                    }
+                    (_, Some("user")) | (Some("message"), None) => {
+                        if role != Some("user") {
+                            return Err(ValidationError::new(param, "a message needs `role`"));
                         }
                         match o.get("content") {
                             Some(Value::String(s)) => texts.push(s.clone()),
@@ -141,7 +265,13 @@ pub fn input_with_files(
                             _ => return Err(ValidationError::new(param, "a message needs `content`")),
                         }
                     }
-                    other => texts.extend(part_text(other, &param, attachments, &mut files)?),
+                    (_, Some(_)) => {
+                        return Err(ValidationError::new(
+                            param,
+                            "a message's `role` is `user`, `assistant`, `system` or `developer`",
+                        ));
+                    }
+                    _ => texts.extend(part_text(item, &param, attachments, &mut files)?),
                 }
             }
             texts.join("\n")
@@ -153,7 +283,7 @@ pub fn input_with_files(
             ));
         }
     };
-    if text.trim().is_empty() && files.is_empty() {
+    if text.trim().is_empty() && files.is_empty() && extras.outputs.is_empty() {
         return Err(ValidationError::new("input", "`input` must not be empty"));
     }
     if files.len() > MAX_FILE_PARTS {
@@ -168,7 +298,7 @@ pub fn input_with_files(
             format!("`input` may be at most {MAX_INPUT_CHARS} characters"),
         ));
     }
-    Ok((text, files))
+    Ok((text, files, extras))
 }
 
 #[cfg(test)]
@@ -226,6 +356,30 @@ mod tests {
             callback_url(&body(json!({"callback_url": "https://a.example/cb"}))).ok().flatten().as_deref(),
             Some("https://a.example/cb")
         );
+    }
+
+    #[test]
+    fn only_trailing_call_outputs_answer_and_history_names_its_session() {
+        let session = agentplane_domain::SessionId::from_random([3; 16]);
+        let items = json!([
+            {"role": "user", "content": "where is B2?"},
+            {"type": "function_call", "id": format!("fc_{session}_4"), "call_id": "act_1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "act_1", "output": "shipped"},
+        ]);
+        let (text, _, extras) = input_items(Some(&items), &Attachments::default()).unwrap_or_default();
+        assert_eq!(text, "");
+        assert_eq!(extras.outputs.len(), 1);
+        assert_eq!(extras.history.as_ref().and_then(|h| h.1), Some(session));
+        let mut later = items.as_array().cloned().unwrap_or_default();
+        later.push(json!({"role": "assistant", "content": [{"type": "output_text", "text": "B2 shipped"}]}));
+        later.push(json!({"role": "user", "content": "thanks"}));
+        let (text, _, extras) =
+            input_items(Some(&Value::Array(later)), &Attachments::default()).unwrap_or_default();
+        assert_eq!(text, "thanks");
+        assert!(extras.outputs.is_empty());
+        let system = json!([{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]);
+        let (text, _, extras) = input_items(Some(&system), &Attachments::default()).unwrap_or_default();
+        assert_eq!((text.as_str(), extras.system), ("hi", vec!["Be terse.".to_owned()]));
     }
 
     #[test]

@@ -87,8 +87,21 @@ pub struct CreateResponse {
     /// The agent's id: an agent of the caller's project.
     agent: String,
     input: Input,
+    /// The agent's id when `agent` is absent; with `agent`, its id or its model.
+    model: Option<String>,
     /// Continue this session (of the same project); absent or `null` starts a new one.
     session_id: Option<String>,
+    /// `resp_{session_id}`: continue that session.
+    previous_response_id: Option<String>,
+    /// `true`: answer with the Responses streaming events (`text/event-stream`).
+    stream: Option<bool>,
+    /// Added to the agent's instructions for this turn.
+    #[schema(max_length = 32000)]
+    instructions: Option<String>,
+    /// `function` tools the caller runs (`{type: "function", name, description?, parameters?}`).
+    #[schema(value_type = Option<Vec<Object>>)]
+    tools: Option<Vec<serde_json::Value>>,
+
     /// The new session's metadata: at most 16 string values.
     metadata: Option<BTreeMap<String, String>>,
     /// `true`: queue the turn as a background run and answer 202 at once (the agent's
@@ -116,6 +129,15 @@ pub struct CreateSessionMessage {
     #[schema(nullable = false)]
     agent: Option<String>,
     input: Input,
+    /// `true`: answer with the Responses streaming events (`text/event-stream`).
+    stream: Option<bool>,
+    /// Added to the agent's instructions for this turn.
+    #[schema(max_length = 32000)]
+    instructions: Option<String>,
+    /// `function` tools the caller runs (`{type: "function", name, description?, parameters?}`).
+    #[schema(value_type = Option<Vec<Object>>)]
+    tools: Option<Vec<serde_json::Value>>,
+
     /// `true`: queue the turn as a background run and answer 202 at once (the agent's
     /// `config.execution.background_enabled` must be on, else 400 `background_not_enabled`).
     background: Option<bool>,

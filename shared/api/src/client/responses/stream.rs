@@ -1,0 +1,213 @@
+//! `stream: true`: a turn as the Responses streaming events, each a Server-Sent Event with its
+//! `type` and the response's `sequence_number`: `response.created`, `response.in_progress`,
+//! then per output item `response.output_item.added`, its content (`response.content_part.added`,
+//! `response.output_text.delta`, `response.output_text.done`, `response.content_part.done` for a
+//! message; `response.function_call_arguments.delta` and `.done` for a call the caller runs) and
+//! `response.output_item.done`, and last `response.completed` (also for a turn that waits for
+//! actions: its `function_call` items are what the caller runs), `response.incomplete` or
+//! `response.failed`. An error before the turn ends is an `error` event, then
+//! `response.failed`. The items are the events the turn commits, as each step commits them: the
+//! session's event log stays the durable record, and the stream is a view of the same turn.
+
+use agentplane_domain::metadata::Metadata;
+use agentplane_domain::session::Session;
+use agentplane_engine::admission::Admitted;
+use axum::body::Bytes;
+use axum::response::Response;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::handlers::{Dialect, Work};
+use super::output::{Items, OutputItem};
+use super::wire::{Rendered, ResponseBody, ResponseStatusName};
+use crate::App;
+
+/// How often an open stream says it is still there while nothing else goes out.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// What the Response shows besides the turn.
+pub(crate) struct Shown {
+    pub admitted: Admitted,
+    pub metadata: Metadata,
+    pub dialect: Dialect,
+    pub created_at: i64,
+}
+
+/// Numbers the events of one response and sends them as frames.
+struct Frames {
+    tx: mpsc::Sender<Bytes>,
+    sequence: u64,
+}
+
+impl Frames {
+    async fn send(&mut self, kind: &str, mut data: Value) {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        // A caller that went away is no reason to stop: the turn runs on in its own task.
+        let _ = self.tx.send(Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))).await;
+    }
+
+    /// One item, whole: added, its content, done.
+    async fn item(&mut self, index: usize, item: &OutputItem) {
+        let done = serde_json::to_value(item).unwrap_or_default();
+        let mut added = done.clone();
+        let id = done["id"].clone();
+        match item {
+            OutputItem::Message { content, .. } => {
+                added["status"] = json!("in_progress");
+                added["content"] = json!([]);
+                self.send("response.output_item.added", json!({"output_index": index, "item": added})).await;
+                for (part_index, part) in content.iter().enumerate() {
+                    let at = json!({"item_id": id, "output_index": index, "content_index": part_index});
+                    let empty = json!({"type": "output_text", "text": "", "annotations": []});
+                    let full = serde_json::to_value(part).unwrap_or_default();
+                    self.send("response.content_part.added", with(&at, "part", empty)).await;
+                    let delta = with(&with(&at, "delta", json!(part.text)), "logprobs", json!([]));
+                    self.send("response.output_text.delta", delta).await;
+                    let text = with(&with(&at, "text", json!(part.text)), "logprobs", json!([]));
+                    self.send("response.output_text.done", text).await;
+                    self.send("response.content_part.done", with(&at, "part", full)).await;
+                }
+            }
+            OutputItem::FunctionCall { arguments, .. } => {
+                added["status"] = json!("in_progress");
+                added["arguments"] = json!("");
+                self.send("response.output_item.added", json!({"output_index": index, "item": added})).await;
+                let at = json!({"item_id": id, "output_index": index});
+                self.send("response.function_call_arguments.delta", with(&at, "delta", json!(arguments)))
+                    .await;
+                self.send("response.function_call_arguments.done", with(&at, "arguments", json!(arguments)))
+                    .await;
+            }
+            OutputItem::McpCall { .. } | OutputItem::McpApprovalRequest { .. } => {
+                if let OutputItem::McpCall { .. } = item {
+                    added["status"] = json!("in_progress");
+                    added["output"] = Value::Null;
+                }
+                self.send("response.output_item.added", json!({"output_index": index, "item": added})).await;
+            }
+        }
+        self.send("response.output_item.done", json!({"output_index": index, "item": done})).await;
+    }
+}
+
+fn with(base: &Value, key: &str, value: Value) -> Value {
+    let mut out = base.clone();
+    out[key] = value;
+    out
+}
+
+/// The Response before anything ran: `in_progress`, no output.
+fn opening(session: &Session, shown: &Shown) -> Value {
+    json!({
+        "id": format!("resp_{}", session.id),
+        "object": "response",
+        "created_at": shown.created_at,
+        "status": "in_progress",
+        "output": [],
+        "session_id": session.id.to_string(),
+        "agent": {"id": shown.admitted.agent.id.to_string(), "version": shown.admitted.version},
+        "model": shown.admitted.config.model,
+        "metadata": shown.metadata.as_map(),
+        "error": null,
+        "incomplete_details": null,
+        "instructions": shown.dialect.instructions,
+        "parallel_tool_calls": true,
+        "tool_choice": "auto",
+        "tools": shown.dialect.tools,
+        "temperature": null,
+        "top_p": null,
+        "usage": null,
+    })
+}
+
+/// Streams `work` in `session`.
+pub(crate) fn stream(app: App, session: Session, shown: Shown, work: Work) -> Response {
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        let mut frames = Frames { tx, sequence: 0 };
+        let opened = opening(&session, &shown);
+        frames.send("response.created", json!({"response": opened})).await;
+        frames.send("response.in_progress", json!({"response": opened})).await;
+        let (watch, mut committed) = mpsc::unbounded_channel();
+        let engine = app.engine().watched(watch);
+        let turn_session = session.clone();
+        let turn_app = app.clone();
+        // Its own task: the turn ends (and releases the session) even if the caller goes.
+        let mut done = tokio::spawn(async move { work.perform(&turn_app, &engine, &turn_session).await });
+        let mut items = Items::new(session.id);
+        let outcome = loop {
+            tokio::select! {
+                event = committed.recv() => match event {
+                    Some(event) => {
+                        let added = items.push(&event);
+                        let all = items.items().len();
+                        for index in all - added..all {
+                            let item = items.items()[index].clone();
+                            frames.item(index, &item).await;
+                        }
+                    }
+                    // The engine is gone: the turn's task is over.
+                    None => break (&mut done).await,
+                },
+                outcome = &mut done => {
+                    // Its last events may still wait in the channel.
+                    while let Ok(event) = committed.try_recv() {
+                        let added = items.push(&event);
+                        let all = items.items().len();
+                        for index in all - added..all {
+                            let item = items.items()[index].clone();
+                            frames.item(index, &item).await;
+                        }
+                    }
+                    break outcome;
+                }
+                () = tokio::time::sleep(KEEP_ALIVE) => {
+                    let _ = frames.tx.send(Bytes::from_static(b": keep-alive\n\n")).await;
+                }
+            }
+        };
+        match outcome {
+            Ok(Ok(outcome)) => {
+                let rendered = Rendered {
+                    session_id: session.id,
+                    output: items.into_items(),
+                    instructions: shown.dialect.instructions.as_deref(),
+                    tools: &shown.dialect.tools,
+                    agent_id: shown.admitted.agent.id.to_string(),
+                    version: shown.admitted.version,
+                    model: &shown.admitted.config.model,
+                    metadata: &shown.metadata,
+                    created_at: shown.created_at,
+                };
+                let body = ResponseBody::new(rendered, &outcome);
+                let kind = match body.status {
+                    ResponseStatusName::Completed | ResponseStatusName::RequiresAction => {
+                        "response.completed"
+                    }
+                    ResponseStatusName::Incomplete if body.error.is_some() => "response.failed",
+                    ResponseStatusName::Incomplete => "response.incomplete",
+                };
+                let response = serde_json::to_value(&body).unwrap_or_default();
+                frames.send(kind, json!({"response": response})).await;
+            }
+            Ok(Err(err)) => {
+                let error = err.to_api_error();
+                frames
+                    .send("error", json!({"code": error.code, "message": error.message, "param": error.extra.get("param")}))
+                    .await;
+                let mut failed = opening(&session, &shown);
+                failed["status"] = json!("failed");
+                failed["error"] = json!({"code": error.code, "message": error.message});
+                frames.send("response.failed", json!({"response": failed})).await;
+            }
+            Err(_) => {
+                frames
+                    .send("error", json!({"code": "internal_error", "message": "the turn task failed"}))
+                    .await;
+            }
+        }
+    });
+    crate::sse::event_stream(rx)
+}
