@@ -150,6 +150,10 @@ pub enum ModelError {
     Connection,
     #[error("the model provider's answer could not be read: {0}")]
     InvalidResponse(String),
+    /// A streamed answer broke off after `sent` had gone out (never retried: a retry would
+    /// send that text again).
+    #[error("the model's streamed answer broke off")]
+    StreamBroken { sent: String },
 }
 
 impl ModelError {
@@ -166,6 +170,7 @@ impl ModelError {
             Self::Timeout => "model_timeout",
             Self::Connection => "model_unreachable",
             Self::InvalidResponse(_) => "model_invalid_response",
+            Self::StreamBroken { .. } => "model_stream_interrupted",
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod feedback;
 pub mod files;
 pub mod images;
 pub mod model;
+mod model_stream;
 pub mod node_report;
 pub mod nodes;
 pub mod platform;
@@ -69,9 +70,20 @@ pub struct TurnEngine<S, M> {
     pub watch: Option<TurnWatch>,
 }
 
-/// The events a watched turn commits, in the log's order, as each step commits them. The log
-/// stays the durable record: a watcher that goes away loses nothing but its view.
-pub type TurnWatch = tokio::sync::mpsc::UnboundedSender<agentplane_domain::event::Event>;
+/// What a watched turn reports: the events it commits, in the log's order, as each step commits
+/// them, and the model's text as it arrives. The log stays the durable record: a watcher that
+/// goes away loses nothing but its view.
+pub type TurnWatch = tokio::sync::mpsc::UnboundedSender<Watched>;
+
+/// One report of a watched turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Watched {
+    /// An event the turn committed.
+    Committed(agentplane_domain::event::Event),
+    /// A piece of the model's text, before its step commits: the event that will hold the
+    /// text (an `assistant.message`, or the step's first `tool.call`) gets log position `seq`.
+    Text { seq: u64, delta: String },
+}
 
 impl<S> TurnEngine<S, ModelClient> {
     pub fn new(store: S, model: ModelConfig, prices: PriceTable, bus: EventBus) -> Self {

@@ -78,14 +78,8 @@ impl ModelClient {
         Self { http, config }
     }
 
-    /// One completion with retries. `deadline` bounds the whole call including retries.
-    pub async fn complete(
-        &self,
-        model: &str,
-        messages: &[ChatMessage],
-        tools: &[ToolDefinition],
-        deadline: tokio::time::Instant,
-    ) -> Result<ModelReply, ModelError> {
+    /// The request body of a completion.
+    fn body(model: &str, messages: &[ChatMessage], tools: &[ToolDefinition]) -> Value {
         let mut body = json!({ "model": model, "messages": messages });
         if !tools.is_empty() {
             body["tools"] = Value::Array(
@@ -99,18 +93,54 @@ impl ModelClient {
                     .collect(),
             );
         }
+        body
+    }
+
+    /// One completion with retries. `deadline` bounds the whole call including retries.
+    pub async fn complete(
+        &self,
+        model: &str,
+        messages: &[ChatMessage],
+        tools: &[ToolDefinition],
+        deadline: tokio::time::Instant,
+    ) -> Result<ModelReply, ModelError> {
+        let body = Self::body(model, messages, tools);
+        self.with_retries(deadline, |timeout| self.attempt(&body, timeout)).await
+    }
+
+    /// [`Self::complete`] with `stream: true`: each piece of text goes to `text` as it arrives.
+    /// A failure before any text went out is retried as usual; after, it is
+    /// [`ModelError::StreamBroken`].
+    pub async fn complete_streamed(
+        &self,
+        model: &str,
+        messages: &[ChatMessage],
+        tools: &[ToolDefinition],
+        deadline: tokio::time::Instant,
+        text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<ModelReply, ModelError> {
+        let mut body = Self::body(model, messages, tools);
+        body["stream"] = Value::Bool(true);
+        body["stream_options"] = json!({"include_usage": true});
+        self.with_retries(deadline, |timeout| crate::model_stream::attempt(self, &body, timeout, text)).await
+    }
+
+    async fn with_retries<F, Fut>(&self, deadline: tokio::time::Instant, attempt: F) -> Result<ModelReply, ModelError>
+    where
+        F: Fn(Duration) -> Fut,
+        Fut: std::future::Future<Output = Result<ModelReply, ModelError>>,
+    {
         let mut backoff = self.config.initial_backoff;
-        let mut attempt = 0;
+        let mut tries = 0;
         loop {
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             if remaining.is_zero() {
                 return Err(ModelError::Timeout);
             }
-            let result = self.attempt(&body, remaining.min(self.config.call_timeout)).await;
-            match result {
-                Err(err) if err.retryable() && attempt < self.config.max_retries => {
-                    attempt += 1;
-                    tracing::warn!(code = err.code(), attempt, "model call failed; retrying");
+            match attempt(remaining.min(self.config.call_timeout)).await {
+                Err(err) if err.retryable() && tries < self.config.max_retries => {
+                    tries += 1;
+                    tracing::warn!(code = err.code(), attempt = tries, "model call failed; retrying");
                     let wait = backoff.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
                     tokio::time::sleep(wait).await;
                     backoff = backoff.saturating_mul(2);
@@ -120,7 +150,8 @@ impl ModelClient {
         }
     }
 
-    async fn attempt(&self, body: &Value, timeout: Duration) -> Result<ModelReply, ModelError> {
+    /// The request for one call, sent: its response once the status says it is an answer.
+    pub(crate) async fn send(&self, body: &Value, timeout: Duration) -> Result<reqwest::Response, ModelError> {
         let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
         let mut request = self.http.post(url).json(body).timeout(timeout);
         if let Some(key) = &self.config.api_key {
@@ -137,12 +168,24 @@ impl ModelClient {
         if !(200..300).contains(&status) {
             return Err(ModelError::Provider(status));
         }
+        Ok(response)
+    }
+
+    async fn attempt(&self, body: &Value, timeout: Duration) -> Result<ModelReply, ModelError> {
+        let response = self.send(body, timeout).await?;
         let text = response
             .text()
             .await
             .map_err(|e| if e.is_timeout() { ModelError::Timeout } else { ModelError::Connection })?;
+        parse_completion(&text)
+    }
+}
+
+/// A whole (not streamed) completion's body as a reply.
+pub(crate) fn parse_completion(text: &str) -> Result<ModelReply, ModelError> {
+    {
         let parsed: CompletionResponse =
-            serde_json::from_str(&text).map_err(|e| ModelError::InvalidResponse(e.to_string()))?;
+            serde_json::from_str(text).map_err(|e| ModelError::InvalidResponse(e.to_string()))?;
         let message = parsed
             .choices
             .into_iter()
@@ -170,5 +213,16 @@ impl crate::ports::ChatModel for ModelClient {
         deadline: tokio::time::Instant,
     ) -> Result<ModelReply, ModelError> {
         ModelClient::complete(self, model, messages, tools, deadline).await
+    }
+
+    async fn complete_streamed(
+        &self,
+        model: &str,
+        messages: &[ChatMessage],
+        tools: &[ToolDefinition],
+        deadline: tokio::time::Instant,
+        text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<ModelReply, ModelError> {
+        ModelClient::complete_streamed(self, model, messages, tools, deadline, text).await
     }
 }

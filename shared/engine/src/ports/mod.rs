@@ -229,6 +229,26 @@ pub trait ChatModel: Send + Sync {
         tools: &[ToolDefinition],
         deadline: Instant,
     ) -> impl Future<Output = Result<ModelReply, ModelError>> + Send;
+
+    /// [`Self::complete`], handing each piece of the answer's text to `text` as it arrives (a
+    /// model that cannot stream gives it whole, at the end). Once text went out, a failure is
+    /// [`ModelError::StreamBroken`] with what went out, and the call is not retried.
+    fn complete_streamed(
+        &self,
+        model: &str,
+        messages: &[ChatMessage],
+        tools: &[ToolDefinition],
+        deadline: Instant,
+        text: &(dyn Fn(&str) + Send + Sync),
+    ) -> impl Future<Output = Result<ModelReply, ModelError>> + Send {
+        async move {
+            let reply = self.complete(model, messages, tools, deadline).await?;
+            if let Some(answer) = &reply.text {
+                text(answer);
+            }
+            Ok(reply)
+        }
+    }
 }
 
 /// The managed allocations that are not stopped (what the sampler walks).

@@ -66,7 +66,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
                 if let Some(watch) = &self.engine.watch {
                     // A watcher that went away is no reason to stop the turn.
                     for event in committed.events {
-                        let _ = watch.send(event);
+                        let _ = watch.send(crate::Watched::Committed(event));
                     }
                 }
                 Ok(())
@@ -247,15 +247,19 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
                     .await?;
                 return self.pause_for_budget(step, hit).await;
             }
-            let reply = match self
-                .engine
-                .model
-                .complete(&self.plan.config.model, &self.messages, &tools, self.plan.deadline)
-                .await
-            {
+            let reply = match self.call_model(&tools).await {
                 Ok(reply) => reply,
                 Err(ModelError::Timeout) if Instant::now() >= self.plan.deadline => {
                     return Ok(Ending::Limit("timeout"));
+                }
+                Err(ModelError::StreamBroken { sent }) => {
+                    // What the watcher was shown is in the log, marked: never part of the
+                    // conversation, never sent again.
+                    let mut shown = MessageText::new(sent);
+                    shown.extra.insert("interrupted".into(), Value::Bool(true));
+                    self.commit(&[EventPayload::AssistantMessage(shown)], Write::default()).await?;
+                    let err = ModelError::StreamBroken { sent: String::new() };
+                    return Ok(Ending::Failed(err.code().into(), err.to_string()));
                 }
                 Err(err) => return Ok(Ending::Failed(err.code().into(), err.to_string())),
             };
@@ -338,6 +342,21 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
             self.commit(&results, Write { save: true, ..Write::default() }).await?;
         }
         Ok(Ending::Limit("max_steps"))
+    }
+
+    /// One model call: streamed to the watcher when there is one (each piece of text as it
+    /// arrives, under the log position the step's text event will get), else whole.
+    async fn call_model(&self, tools: &[ToolDefinition]) -> Result<crate::model::ModelReply, ModelError> {
+        let (model, messages, deadline) = (&self.plan.config.model, &self.messages, self.plan.deadline);
+        let Some(watch) = &self.engine.watch else {
+            return self.engine.model.complete(model, messages, tools, deadline).await;
+        };
+        // The step's events: its usage first, then the text's event.
+        let seq = self.next_seq + 1;
+        let text = move |delta: &str| {
+            let _ = watch.send(crate::Watched::Text { seq, delta: delta.to_owned() });
+        };
+        self.engine.model.complete_streamed(model, messages, tools, deadline, &text).await
     }
 
     /// Runs one call and returns its `tool.result`; the result joins the conversation.
