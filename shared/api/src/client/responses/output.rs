@@ -120,6 +120,8 @@ impl OutputItem {
 }
 
 /// The session a `fc_…` item id names (what the SDKs send back with a call's output).
+// Not read yet outside its test: `function_call_output` input is still to come.
+#[allow(dead_code)]
 pub fn session_of_call_item(id: &str) -> Option<SessionId> {
     let rest = id.strip_prefix("fc_")?;
     let (session, seq) = rest.rsplit_once('_')?;
@@ -202,6 +204,8 @@ impl Items {
         self.items.len() - before
     }
 
+    // Not read yet outside its test (the streamed Response will read the items so far).
+    #[allow(dead_code)]
     pub fn items(&self) -> &[OutputItem] {
         &self.items
     }
