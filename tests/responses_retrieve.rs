@@ -3,8 +3,10 @@
 //! `GET …/input_items` pages the session's user messages. Ids of another project, of nothing,
 //! or of no shape at all are 404.
 
+use std::time::{Duration, Instant};
+
 use agentplane_tests::model::{Reply, ScriptedModel};
-use agentplane_tests::{Tenant, TestApp, assert_error, send, str_field};
+use agentplane_tests::{MODEL_KEY, Tenant, TestApp, assert_error, send, str_field};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -129,6 +131,74 @@ async fn a_paused_turn_reads_requires_action_and_a_cancel_ends_it() -> R {
     let (status, body) = call(&app, &tenant, Method::POST, &format!("/responses/{id}/cancel")).await?;
     assert_error((status, &body), StatusCode::CONFLICT, "nothing_to_cancel");
     assert_eq!(model.requests().len(), 1, "nothing ran after the pause");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_running_turn_reads_in_progress_until_its_cancel_ends_it() -> R {
+    // A model call may take longer than the slow reply (the default test timeout is shorter).
+    let slow = Duration::from_secs(8);
+    let model = ScriptedModel::start().await?;
+    let base_url = model.base_url.clone();
+    let app = TestApp::spawn_with(move |app| {
+        app.with_model(agentplane_engine::ModelConfig {
+            base_url,
+            api_key: Some(MODEL_KEY.into()),
+            call_timeout: Duration::from_secs(60),
+            max_retries: 0,
+            initial_backoff: Duration::from_millis(20),
+        })
+    })
+    .await?;
+    let tenant = app.tenant().await?;
+    let agent = app
+        .create_agent(
+            &tenant.key,
+            json!({"name": "slow", "model": "gpt-4o-mini", "instructions": "Be brief."}),
+        )
+        .await?;
+    let (status, session) =
+        send(app.client(&tenant.key, Method::POST, "/sessions").json(&json!({"agent_id": agent}))).await?;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let session = str_field(&session, "id")?;
+    model.push(Reply::Hang(slow));
+    let request = app
+        .client(&tenant.key, Method::POST, "/responses")
+        .json(&json!({"agent": agent, "input": "take your time", "session_id": session}));
+    let turn = tokio::spawn(send(request));
+    let started = Instant::now();
+    while model.requests().is_empty() {
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(30), "the model was never called");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let id = format!("resp_{session}");
+    let (status, body) = call(&app, &tenant, Method::GET, &format!("/responses/{id}")).await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (body["status"].clone(), body["stop_reason"].clone()),
+        (json!("in_progress"), json!("in_progress"))
+    );
+    assert_eq!(body["output"], json!([]));
+    assert_eq!(body["output_text"], "");
+    assert_eq!(body["usage"]["total_tokens"], 0);
+    assert_eq!(body["agent"]["id"], agent.as_str());
+
+    // The cancel is recorded at once; the turn stops at its next step.
+    let asked = Instant::now();
+    let (status, body) = call(&app, &tenant, Method::POST, &format!("/responses/{id}/cancel")).await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(asked.elapsed() < slow, "the cancel waited for the turn");
+    assert_eq!(body["status"], "in_progress");
+    let (status, answered) = turn.await??;
+    assert_eq!((status, answered["stop_reason"].clone()), (StatusCode::OK, json!("cancelled")), "{answered}");
+    let (_, body) = call(&app, &tenant, Method::GET, &format!("/responses/{id}")).await?;
+    assert_eq!(
+        (body["status"].clone(), body["stop_reason"].clone()),
+        (json!("incomplete"), json!("cancelled"))
+    );
+    assert_eq!(body["usage"], answered["usage"], "the end's totals");
+    assert_eq!(body["turn_id"], answered["turn_id"]);
     Ok(())
 }
 
