@@ -820,7 +820,10 @@ fn only_the_functions_granted_the_webhooks_queue_build_its_client() {
         let emits = route.grants().contains(&grants::MODEL_KEY)
             || matches!(
                 route,
-                Route::ClientSessionsCancel | Route::ClientRunsCancel | Route::PlatformRunsStop
+                Route::ClientSessionsCancel
+                    | Route::ClientResponsesCancel
+                    | Route::ClientRunsCancel
+                    | Route::PlatformRunsStop
             );
         assert_eq!(grants::uses_webhooks_queue(route.grants()), emits, "{route:?}");
     }

@@ -106,3 +106,88 @@ async fn openai_python_and_the_agents_sdk_drive_a_turn() -> anyhow::Result<()> {
     assert_eq!(last["content"], "42");
     Ok(())
 }
+
+/// The `data:` payloads of a `text/event-stream` body, in order.
+fn stream_events(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str(data).ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn text_streams_as_the_model_writes_it_and_a_broken_stream_fails_once() -> anyhow::Result<()> {
+    use agentplane_tests::send;
+    use reqwest::{Method, StatusCode};
+
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let tenant = app.tenant().await?;
+    let body = json!({"name": "support", "model": "gpt-4o-mini", "tools": ["add"]});
+    let agent = app.create_agent(&tenant.key, body).await?;
+
+    // A tool step whose text streams, then the answer, piece by piece.
+    model.push(Reply::Tools {
+        calls: vec![("c1".into(), "add".into(), json!({"a": 2, "b": 3}).to_string())],
+        text: Some("Let me add.".into()),
+        input: 12,
+        output: 7,
+    });
+    model.push(Reply::text("The sum is 5"));
+    let request = json!({"model": agent, "input": "2+3?", "stream": true});
+    let answer = app.client(&tenant.key, Method::POST, "/responses").json(&request).send().await?;
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert!(answer.headers()["content-type"].to_str()?.starts_with("text/event-stream"));
+    let events = stream_events(&answer.text().await?);
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert_eq!(
+        deltas,
+        ["Let ", "me ", "add.", "The ", "sum ", "is ", "5"],
+        "the model's pieces, as they came"
+    );
+    assert!(model.requests().iter().all(|r| r["stream"] == true), "the provider was asked to stream");
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!(last["type"], "response.completed");
+    let output = last["response"]["output"].as_array().cloned().unwrap_or_default();
+    let kinds: Vec<&str> = output.iter().filter_map(|i| i["type"].as_str()).collect();
+    assert_eq!(kinds, ["message", "mcp_call", "message"]);
+    assert_eq!(output[1]["output"], json!({"sum": 5.0}).to_string());
+    // Each streamed message is added once, under the id it ends with.
+    let added: Vec<&Value> = events.iter().filter(|e| e["type"] == "response.output_item.added").collect();
+    assert_eq!(added.len(), 3, "{added:?}");
+    assert_eq!(added[0]["item"]["id"], output[0]["id"]);
+    assert_eq!(added[2]["item"]["id"], output[2]["id"]);
+    assert_eq!(added[2]["output_index"], 2);
+
+    // The provider breaks off after two pieces: the stream says so, nothing is retried, and
+    // the log records what went out.
+    let before = model.requests().len();
+    model.push(Reply::Broken(vec!["Partial ".into(), "answ".into()]));
+    let request = json!({"model": agent, "input": "go on", "stream": true});
+    let answer = app.client(&tenant.key, Method::POST, "/responses").json(&request).send().await?;
+    let events = stream_events(&answer.text().await?);
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert_eq!(deltas, ["Partial ", "answ"]);
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!(last["type"], "response.failed", "{events:?}");
+    assert_eq!(last["response"]["error"]["code"], "model_stream_interrupted");
+    assert_eq!(model.requests().len(), before + 1, "a broken stream is never retried");
+    let session = last["response"]["session_id"].as_str().unwrap_or_default().to_owned();
+    let (status, page) =
+        send(app.client(&tenant.key, Method::GET, &format!("/sessions/{session}/events?limit=100"))).await?;
+    assert_eq!(status, StatusCode::OK);
+    let log = page["data"].as_array().cloned().unwrap_or_default();
+    let shown = log.iter().find(|e| e["type"] == "message.assistant").cloned().unwrap_or_default();
+    assert_eq!(shown["data"]["text"], "Partial answ");
+    assert_eq!(shown["data"]["interrupted"], true);
+    assert!(log.iter().any(|e| e["type"] == "error"), "{log:?}");
+    Ok(())
+}

@@ -50,6 +50,7 @@ mod platform_honest_requests;
 mod platform_order;
 mod platform_outbox;
 mod platform_runs;
+mod responses_retrieve;
 mod retention;
 mod rewind;
 mod round_trips;

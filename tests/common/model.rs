@@ -32,6 +32,9 @@ pub enum Reply {
     Hang(Duration),
     /// Waits until the gate is opened ([`Gate::open`]), then answers with a text.
     Gated(Gate),
+    /// Streamed (to a `stream: true` call): these pieces of text, then the connection ends
+    /// without a finish (a provider that broke off mid-answer).
+    Broken(Vec<String>),
 }
 
 /// Holds [`Reply::Gated`] calls until it is opened; open, it lets every call through.
@@ -84,6 +87,8 @@ struct Script {
     max_in_flight: usize,
     /// How long each call took to answer here, from its arrival, in order of answer.
     call_times: Vec<Duration>,
+    /// When the first piece of each streamed answer went out.
+    first_pieces: Vec<Instant>,
 }
 
 /// Counts one call in flight until it is answered (or its connection is dropped).
@@ -129,6 +134,11 @@ impl ScriptedModel {
         let base_url = format!("http://{}/v1", listener.local_addr()?);
         tokio::spawn(async move { axum::serve(listener, router).await });
         Ok(Self { base_url, script })
+    }
+
+    /// When the first piece of each streamed answer went out, in order.
+    pub fn first_pieces(&self) -> Vec<Instant> {
+        self.script.lock().map(|s| s.first_pieces.clone()).unwrap_or_default()
     }
 
     pub fn push(&self, reply: Reply) {
@@ -179,12 +189,66 @@ fn completion(text: Option<&str>, tool_calls: Option<Value>, input: u64, output:
     })
 }
 
+/// A text in the pieces a provider streams it in (a word and its following space each).
+fn words(text: &str) -> Vec<String> {
+    text.split_inclusive(' ').map(str::to_owned).collect()
+}
+
+/// A `text/event-stream` answer: each piece of text a chunk (10 ms apart), then the calls, the
+/// usage and `[DONE]`; `usage: None` ends it after the text without a finish.
+fn streamed_answer(
+    script: Arc<Mutex<Script>>,
+    pieces: Vec<String>,
+    calls: Option<Vec<(String, String, String)>>,
+    usage: Option<(u64, u64)>,
+) -> Response {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(16);
+    tokio::spawn(async move {
+        let chunk = |delta: Value, finish: Option<&str>| {
+            let data = json!({"id": "chatcmpl-test", "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {data}\n\n")
+        };
+        for (i, piece) in pieces.iter().enumerate() {
+            if i == 0 {
+                if let Ok(mut s) = script.lock() {
+                    s.first_pieces.push(Instant::now());
+                }
+            } else {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            if tx.send(chunk(json!({"content": piece}), None)).await.is_err() {
+                return;
+            }
+        }
+        let Some((input, output)) = usage else { return };
+        if let Some(calls) = calls {
+            let calls: Vec<Value> = calls
+                .into_iter()
+                .enumerate()
+                .map(|(i, (id, name, args))| json!({"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+                .collect();
+            let _ = tx.send(chunk(json!({"tool_calls": calls}), Some("tool_calls"))).await;
+        } else {
+            let _ = tx.send(chunk(json!({}), Some("stop"))).await;
+        }
+        let usage = json!({"id": "chatcmpl-test", "choices": [], "usage": {"prompt_tokens": input, "completion_tokens": output}});
+        let _ = tx.send(format!("data: {usage}\n\n")).await;
+        let _ = tx.send("data: [DONE]\n\n".to_owned()).await;
+    });
+    let body = axum::body::Body::from_stream(futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx).map(|piece| piece.map(Ok::<_, std::convert::Infallible>))
+    }));
+    ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+}
+
 async fn complete(
     State(script): State<Arc<Mutex<Script>>>,
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
     let _in_flight = InFlight::enter(&script);
+    let streamed = body["stream"] == json!(true);
     let reply = {
         let Ok(mut script) = script.lock() else { return StatusCode::INTERNAL_SERVER_ERROR.into_response() };
         script.arrivals.push(Instant::now());
@@ -195,6 +259,14 @@ async fn complete(
         script.replies.pop_front()
     };
     match reply {
+        Some(Reply::Text { text, input, output }) if streamed => {
+            streamed_answer(script.clone(), words(&text), None, Some((input, output)))
+        }
+        Some(Reply::Tools { calls, text, input, output }) if streamed => {
+            let pieces = text.as_deref().map(words).unwrap_or_default();
+            streamed_answer(script.clone(), pieces, Some(calls), Some((input, output)))
+        }
+        Some(Reply::Broken(pieces)) => streamed_answer(script.clone(), pieces, None, None),
         None => (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": {"message": "script exhausted"}})))
             .into_response(),
         Some(Reply::Text { text, input, output }) => {

@@ -186,6 +186,12 @@ route_table! {
     ClientResponsesCreate => "client-responses-create", TURN_ROUTE, Turn, client::responses::handlers::create_draft;
     ClientAgentResponsesCreate => "client-agent-responses-create", TURN_ROUTE, Turn, client::responses::handlers::create_published;
     ClientSessionMessagesCreate => "client-session-messages-create", TURN_ROUTE, Turn, client::responses::handlers::session_message;
+    // A Response is its session's latest turn: read back from the session and its log;
+    // cancel ends a paused turn (its `turn.ended`), delete is the session's.
+    ClientResponsesGet => "client-responses-get", &[MAIN_R, EVENTS_R], Buffered, client::responses::retrieve::get;
+    ClientResponsesCancel => "client-responses-cancel", &[MAIN_W, EVENTS_W, WEBHOOKS_SEND], Buffered, client::responses::retrieve::cancel, without_body;
+    ClientResponsesDelete => "client-responses-delete", &[MAIN_W], Buffered, client::responses::retrieve::delete;
+    ClientResponsesInputItems => "client-responses-input-items", &[MAIN_R, EVENTS_R], Buffered, client::responses::retrieve::input_items;
     ClientSessionEventsList => "client-session-events-list", &[MAIN_R, EVENTS_R], Buffered, client::events::poll::list;
     // Writes: the leased places an open stream holds (`stream_slots`).
     ClientSessionEventsStream => "client-session-events-stream", &[MAIN_W, EVENTS_R], Stream, client::events::stream::stream;

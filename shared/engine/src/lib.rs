@@ -67,7 +67,15 @@ pub struct TurnEngine<S, M> {
     pub images: Option<Arc<dyn images::ImageSource>>,
     /// Where the turns this engine runs report each event they commit, as they commit it (a
     /// route that streams the turn in its own dialect); `None`: nobody watches.
-    pub watch: Option<TurnWatch>,
+    pub watch: Option<Watcher>,
+}
+
+/// Who watches a turn: where its reports go, and whether the model's text is streamed to it
+/// as it arrives (else only committed events are sent).
+#[derive(Debug, Clone)]
+pub struct Watcher {
+    pub sink: TurnWatch,
+    pub text: bool,
 }
 
 /// What a watched turn reports: the events it commits, in the log's order, as each step commits
@@ -105,13 +113,14 @@ impl<S, M> TurnEngine<S, M> {
         }
     }
 
-    /// This engine, with every event its turns commit sent to `watch` as well.
-    pub fn watched(&self, watch: TurnWatch) -> Self
+    /// This engine, with every event its turns commit sent to `sink` as well, and (`text`)
+    /// the model's text as it arrives.
+    pub fn watched(&self, sink: TurnWatch, text: bool) -> Self
     where
         S: Clone,
         M: Clone,
     {
-        Self { watch: Some(watch), ..self.clone() }
+        Self { watch: Some(Watcher { sink, text }), ..self.clone() }
     }
 
     fn now(&self) -> Timestamp {

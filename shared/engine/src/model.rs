@@ -125,7 +125,11 @@ impl ModelClient {
         self.with_retries(deadline, |timeout| crate::model_stream::attempt(self, &body, timeout, text)).await
     }
 
-    async fn with_retries<F, Fut>(&self, deadline: tokio::time::Instant, attempt: F) -> Result<ModelReply, ModelError>
+    async fn with_retries<F, Fut>(
+        &self,
+        deadline: tokio::time::Instant,
+        attempt: F,
+    ) -> Result<ModelReply, ModelError>
     where
         F: Fn(Duration) -> Fut,
         Fut: std::future::Future<Output = Result<ModelReply, ModelError>>,
@@ -151,7 +155,11 @@ impl ModelClient {
     }
 
     /// The request for one call, sent: its response once the status says it is an answer.
-    pub(crate) async fn send(&self, body: &Value, timeout: Duration) -> Result<reqwest::Response, ModelError> {
+    pub(crate) async fn send(
+        &self,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<reqwest::Response, ModelError> {
         let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
         let mut request = self.http.post(url).json(body).timeout(timeout);
         if let Some(key) = &self.config.api_key {

@@ -137,7 +137,8 @@ pub(crate) async fn attempt(
         .get(reqwest::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
-    let failed = |e: reqwest::Error| if e.is_timeout() { ModelError::Timeout } else { ModelError::Connection };
+    let failed =
+        |e: reqwest::Error| if e.is_timeout() { ModelError::Timeout } else { ModelError::Connection };
     if !streamed {
         let whole = response.text().await.map_err(failed)?;
         let reply = parse_completion(&whole)?;

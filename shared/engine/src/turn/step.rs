@@ -66,7 +66,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
                 if let Some(watch) = &self.engine.watch {
                     // A watcher that went away is no reason to stop the turn.
                     for event in committed.events {
-                        let _ = watch.send(crate::Watched::Committed(event));
+                        let _ = watch.sink.send(crate::Watched::Committed(event));
                     }
                 }
                 Ok(())
@@ -348,7 +348,7 @@ impl<S: TurnStore, M: ChatModel> Turn<'_, S, M> {
     /// arrives, under the log position the step's text event will get), else whole.
     async fn call_model(&self, tools: &[ToolDefinition]) -> Result<crate::model::ModelReply, ModelError> {
         let (model, messages, deadline) = (&self.plan.config.model, &self.messages, self.plan.deadline);
-        let Some(watch) = &self.engine.watch else {
+        let Some(watch) = self.engine.watch.as_ref().filter(|w| w.text).map(|w| &w.sink) else {
             return self.engine.model.complete(model, messages, tools, deadline).await;
         };
         // The step's events: its usage first, then the text's event.

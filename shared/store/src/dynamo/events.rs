@@ -5,7 +5,7 @@
 //! possible because the one it lost was taken. So every number below the highest is occupied.
 
 use agentplane_domain::event::{Event, EventType, NewEvent};
-use agentplane_domain::page::{Page, PageLimit};
+use agentplane_domain::page::{Order, Page, PageLimit};
 use agentplane_domain::{SessionId, Timestamp};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
@@ -180,6 +180,49 @@ impl<'a> EventLog<'a> {
             .expression_attribute_values(":after", AttributeValue::N(after.to_string()))
             .scan_index_forward(true)
             .consistent_read(true);
+        keyset_page(
+            query,
+            limit,
+            None,
+            |item| Ok(serde_dynamo::from_item::<_, EventItem>(item)?.into_event()),
+        )
+        .await
+    }
+
+    /// One page of the log in `order` from `after` (exclusive: the events after it in `asc`,
+    /// those before it in `desc`; `None`: from the start, or from the end), only events of type
+    /// `kind` when one is given.
+    pub async fn page(
+        &self,
+        session: &SessionId,
+        after: Option<u64>,
+        order: Order,
+        limit: PageLimit,
+        kind: Option<&EventType>,
+    ) -> Result<Page<Event>, StoreError> {
+        let mut query = self
+            .store
+            .dynamo
+            .query()
+            .table_name(&self.store.names.events_table)
+            .expression_attribute_values(":pk", s(session_pk(session)))
+            .scan_index_forward(order == Order::Asc)
+            .consistent_read(true);
+        query = match (after, order) {
+            (Some(seq), Order::Asc) => query
+                .key_condition_expression("PK = :pk AND SK > :after")
+                .expression_attribute_values(":after", AttributeValue::N(seq.to_string())),
+            (Some(seq), Order::Desc) => query
+                .key_condition_expression("PK = :pk AND SK < :after")
+                .expression_attribute_values(":after", AttributeValue::N(seq.to_string())),
+            (None, _) => query.key_condition_expression("PK = :pk"),
+        };
+        if let Some(kind) = kind {
+            query = query
+                .filter_expression("#type = :type")
+                .expression_attribute_names("#type", "type")
+                .expression_attribute_values(":type", s(kind.as_str()));
+        }
         keyset_page(
             query,
             limit,

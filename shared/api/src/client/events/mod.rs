@@ -4,7 +4,7 @@
 
 pub(crate) mod poll;
 pub(crate) mod stream;
-mod wire;
+pub(crate) mod wire;
 
 pub use poll::list;
 pub use stream::stream;

@@ -5,6 +5,7 @@ use agentplane_domain::ids::AgentId;
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::session::{NewSession, Session, SessionBudget};
 use agentplane_engine::TurnContext;
+use agentplane_engine::Watched;
 use agentplane_engine::admission::{Admitted, Refused, TurnInput};
 use agentplane_engine::continuation::Continued;
 use agentplane_engine::titles::FirstTurn;
@@ -421,12 +422,14 @@ async fn held_or_streamed(
         return Ok(super::stream::stream(app.clone(), session.clone(), shown, work));
     }
     let (watch, mut committed) = tokio::sync::mpsc::unbounded_channel();
-    let engine = app.engine().watched(watch);
+    let engine = app.engine().watched(watch, false);
     let outcome = Box::pin(work.perform(app, &engine, session)).await?;
     drop(engine);
     let mut items = Items::new(session.id);
-    while let Ok(event) = committed.try_recv() {
-        items.push(&event);
+    while let Ok(watched) = committed.try_recv() {
+        if let Watched::Committed(event) = watched {
+            items.push(&event);
+        }
     }
     let shown = rendered(session, admitted, metadata, dialect, items.into_items(), created_at);
     Ok(Json(ResponseBody::new(shown, &outcome)).into_response())

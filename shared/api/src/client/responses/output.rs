@@ -140,6 +140,8 @@ impl Items {
         let before = self.items.len();
         let uuid = session;
         match event.payload() {
+            // A streamed answer that broke off: the stream showed it, the Response does not.
+            EventPayload::AssistantMessage(message) if message.extra.contains_key("interrupted") => {}
             EventPayload::AssistantMessage(message) if !message.text.is_empty() => {
                 self.items.push(OutputItem::message(&session, event.seq, message.text));
             }

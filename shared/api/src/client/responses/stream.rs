@@ -11,6 +11,7 @@
 
 use agentplane_domain::metadata::Metadata;
 use agentplane_domain::session::Session;
+use agentplane_engine::Watched;
 use agentplane_engine::admission::Admitted;
 use axum::body::Bytes;
 use axum::response::Response;
@@ -122,6 +123,87 @@ fn opening(session: &Session, shown: &Shown) -> Value {
     })
 }
 
+/// A message being streamed: where it is in `output`, its id, its text so far.
+struct Open {
+    index: usize,
+    id: String,
+    text: String,
+}
+
+/// What the stream has shown: the items committed, and the message streaming now.
+struct View {
+    items: Items,
+    open: Option<Open>,
+    session: agentplane_domain::SessionId,
+}
+
+impl View {
+    async fn show(&mut self, frames: &mut Frames, report: Watched) {
+        match report {
+            Watched::Text { seq, delta } => {
+                let id = format!("msg_{}_{seq}", self.session);
+                if self.open.as_ref().is_some_and(|open| open.id != id) {
+                    self.close_open(frames, "incomplete").await;
+                }
+                if self.open.is_none() {
+                    let index = self.items.items().len();
+                    let item = json!({"id": id, "type": "message", "role": "assistant", "status": "in_progress", "content": []});
+                    frames
+                        .send("response.output_item.added", json!({"output_index": index, "item": item}))
+                        .await;
+                    let part = json!({"type": "output_text", "text": "", "annotations": []});
+                    let at = json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
+                    frames.send("response.content_part.added", at).await;
+                    self.open = Some(Open { index, id: id.clone(), text: String::new() });
+                }
+                if let Some(open) = self.open.as_mut() {
+                    open.text.push_str(&delta);
+                    let at = json!({"item_id": open.id, "output_index": open.index, "content_index": 0, "delta": delta, "logprobs": []});
+                    frames.send("response.output_text.delta", at).await;
+                }
+            }
+            Watched::Committed(event) => {
+                let added = self.items.push(&event);
+                let all = self.items.items().len();
+                for index in all - added..all {
+                    let item = self.items.items()[index].clone();
+                    let streamed = match (&item, &self.open) {
+                        (OutputItem::Message { id, .. }, Some(open)) => *id == open.id,
+                        _ => false,
+                    };
+                    if streamed {
+                        if let Some(mut open) = self.open.take() {
+                            open.text = item.text().unwrap_or_default().to_owned();
+                            close(frames, &open, "completed").await;
+                        }
+                    } else {
+                        frames.item(index, &item).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn close_open(&mut self, frames: &mut Frames, status: &str) {
+        if let Some(open) = self.open.take() {
+            close(frames, &open, status).await;
+        }
+    }
+}
+
+/// The end of a streamed message: its text, its part, the item.
+async fn close(frames: &mut Frames, open: &Open, status: &str) {
+    let at = json!({"item_id": open.id, "output_index": open.index, "content_index": 0});
+    frames
+        .send("response.output_text.done", with(&with(&at, "text", json!(open.text)), "logprobs", json!([])))
+        .await;
+    let part = json!({"type": "output_text", "text": open.text, "annotations": []});
+    frames.send("response.content_part.done", with(&at, "part", part.clone())).await;
+    let item =
+        json!({"id": open.id, "type": "message", "role": "assistant", "status": status, "content": [part]});
+    frames.send("response.output_item.done", json!({"output_index": open.index, "item": item})).await;
+}
+
 /// Streams `work` in `session`.
 pub(crate) fn stream(app: App, session: Session, shown: Shown, work: Work) -> Response {
     let (tx, rx) = mpsc::channel::<Bytes>(64);
@@ -130,36 +212,24 @@ pub(crate) fn stream(app: App, session: Session, shown: Shown, work: Work) -> Re
         let opened = opening(&session, &shown);
         frames.send("response.created", json!({"response": opened})).await;
         frames.send("response.in_progress", json!({"response": opened})).await;
-        let (watch, mut committed) = mpsc::unbounded_channel();
-        let engine = app.engine().watched(watch);
+        let (watch, mut reports) = mpsc::unbounded_channel();
+        let engine = app.engine().watched(watch, true);
         let turn_session = session.clone();
         let turn_app = app.clone();
         // Its own task: the turn ends (and releases the session) even if the caller goes.
         let mut done = tokio::spawn(async move { work.perform(&turn_app, &engine, &turn_session).await });
-        let mut items = Items::new(session.id);
+        let mut view = View { items: Items::new(session.id), open: None, session: session.id };
         let outcome = loop {
             tokio::select! {
-                event = committed.recv() => match event {
-                    Some(event) => {
-                        let added = items.push(&event);
-                        let all = items.items().len();
-                        for index in all - added..all {
-                            let item = items.items()[index].clone();
-                            frames.item(index, &item).await;
-                        }
-                    }
+                report = reports.recv() => match report {
+                    Some(report) => view.show(&mut frames, report).await,
                     // The engine is gone: the turn's task is over.
                     None => break (&mut done).await,
                 },
                 outcome = &mut done => {
-                    // Its last events may still wait in the channel.
-                    while let Ok(event) = committed.try_recv() {
-                        let added = items.push(&event);
-                        let all = items.items().len();
-                        for index in all - added..all {
-                            let item = items.items()[index].clone();
-                            frames.item(index, &item).await;
-                        }
+                    // Its last reports may still wait in the channel.
+                    while let Ok(report) = reports.try_recv() {
+                        view.show(&mut frames, report).await;
                     }
                     break outcome;
                 }
@@ -168,6 +238,10 @@ pub(crate) fn stream(app: App, session: Session, shown: Shown, work: Work) -> Re
                 }
             }
         };
+        // A message whose step never committed (the model's stream broke, the session went):
+        // it ends as far as it got.
+        view.close_open(&mut frames, "incomplete").await;
+        let items = view.items;
         match outcome {
             Ok(Ok(outcome)) => {
                 let rendered = Rendered {
@@ -188,6 +262,7 @@ pub(crate) fn stream(app: App, session: Session, shown: Shown, work: Work) -> Re
                     }
                     ResponseStatusName::Incomplete if body.error.is_some() => "response.failed",
                     ResponseStatusName::Incomplete => "response.incomplete",
+                    ResponseStatusName::InProgress => "response.in_progress",
                 };
                 let response = serde_json::to_value(&body).unwrap_or_default();
                 frames.send(kind, json!({"response": response})).await;

@@ -158,7 +158,8 @@ pub enum ResponsesError {
 }
 
 /// `completed` for an answer; `incomplete` when a limit, a cancel, the budget or an error ended
-/// the turn first; `requires_action` while it waits for a person.
+/// the turn first; `requires_action` while it waits for a person; `in_progress` while it runs
+/// (what `GET /responses/{response_id}` reads of a turn that has not stopped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[schema(as = ResponseStatus)]
@@ -166,6 +167,7 @@ pub enum ResponseStatusName {
     Completed,
     RequiresAction,
     Incomplete,
+    InProgress,
 }
 
 impl From<StopReason> for ResponseStatusName {
@@ -180,7 +182,8 @@ impl From<StopReason> for ResponseStatusName {
     }
 }
 
-/// Why the turn stopped: `completed` for a normal answer (the session's is `end_turn`).
+/// Why the turn stopped: `completed` for a normal answer (the session's is `end_turn`);
+/// `in_progress` while it has not stopped (a turn read back while it runs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[schema(as = ResponseStopReason)]
@@ -191,6 +194,7 @@ pub enum ResponseStopReason {
     Cancelled,
     Error,
     BudgetReached,
+    InProgress,
 }
 
 impl From<StopReason> for ResponseStopReason {
@@ -419,6 +423,19 @@ impl ResponseBody {
             temperature: None,
             top_p: None,
         }
+    }
+}
+
+impl ResponseBody {
+    /// A turn read back from the session's log: its outcome so far rendered as [`Self::new`]
+    /// renders a finished call's, `in_progress` (status and stop reason) while it still runs.
+    pub fn from_turn(r: Rendered<'_>, outcome: &TurnOutcome, running: bool) -> Self {
+        let mut body = Self::new(r, outcome);
+        if running {
+            body.status = ResponseStatusName::InProgress;
+            body.stop_reason = ResponseStopReason::InProgress;
+        }
+        body
     }
 }
 
