@@ -191,3 +191,53 @@ async fn text_streams_as_the_model_writes_it_and_a_broken_stream_fails_once() ->
     assert!(log.iter().any(|e| e["type"] == "error"), "{log:?}");
     Ok(())
 }
+
+/// Where the Node `openai` package is: `AGENTPLANE_NODE_MODULES`, else the tools directory's.
+fn node_modules() -> String {
+    std::env::var("AGENTPLANE_NODE_MODULES")
+        .unwrap_or_else(|_| format!("{}/../.localstack/tools/node/node_modules", env!("CARGO_MANIFEST_DIR")))
+}
+
+#[tokio::test]
+async fn the_node_openai_package_creates_streams_and_continues() -> anyhow::Result<()> {
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let tenant = app.tenant().await?;
+    let body = json!({"name": "support", "model": "gpt-4o-mini", "instructions": "Be brief."});
+    let agent = app.create_agent(&tenant.key, body).await?;
+    for text in ["Hello from the server", "Streamed to node", "Continued"] {
+        model.push(Reply::text(text));
+    }
+    let script = format!("{}/sdk/openai_node.mjs", env!("CARGO_MANIFEST_DIR"));
+    let (base, key, agent_id) = (format!("{}/api/client/v1", app.base), tenant.key.clone(), agent.clone());
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node")
+            .arg(script)
+            .env("AP_BASE", base)
+            .env("AP_KEY", key)
+            .env("AP_AGENT", agent_id)
+            .env("NODE_PATH", node_modules())
+            .output()
+    })
+    .await??;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    anyhow::ensure!(output.status.success(), "the Node script failed:\n{stdout}\n{stderr}");
+    let seen: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or_default())?;
+
+    let id = seen["create"]["id"].as_str().unwrap_or_default();
+    assert!(id.starts_with("resp_"), "{seen}");
+    assert_eq!(seen["create"]["text"], "Hello from the server");
+    assert_eq!(seen["create"]["total_tokens"], 15);
+    let types: Vec<&str> =
+        seen["stream"]["types"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    assert_eq!(types.first(), Some(&"response.created"));
+    assert_eq!(types.last(), Some(&"response.completed"));
+    assert!(types.contains(&"response.output_text.delta"), "{types:?}");
+    assert_eq!(seen["stream"]["text"], "Streamed to node");
+    assert_eq!(seen["stream"]["completed_text"], "Streamed to node");
+    assert_eq!(seen["continued"]["id"], id);
+    assert_eq!(seen["continued"]["text"], "Continued");
+    assert_eq!(seen["refused"], json!([400, "text.format"]));
+    Ok(())
+}

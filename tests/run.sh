@@ -54,6 +54,13 @@ if [ ! -x "$tools/bin/cfn-lint" ] || [ ! -x "$tools/bin/schemathesis" ] \
   "$tools/bin/pip" install -q --disable-pip-version-check 'cfn-lint==1.*' 'schemathesis==4.32.*' \
     'standardwebhooks==1.*' 'openai==3.*' 'openai-agents==0.*'
 fi
+# The Node `openai` package (tests/openai_sdk.rs drives the Responses API with it too).
+if [ ! -f "$tools/node/node_modules/openai/package.json" ]; then
+  say "installing the Node openai package"
+  mkdir -p "$tools/node"
+  (cd "$tools/node" && npm install --silent --no-audit --no-fund --prefix . 'openai@6' >/dev/null)
+fi
+export AGENTPLANE_NODE_MODULES="$tools/node/node_modules"
 export AGENTPLANE_CFN_LINT="$tools/bin/cfn-lint"
 export AGENTPLANE_SCHEMATHESIS="$tools/bin/schemathesis"
 export AGENTPLANE_TOOLS_PYTHON="$tools/bin/python"
