@@ -241,3 +241,63 @@ async fn the_node_openai_package_creates_streams_and_continues() -> anyhow::Resu
     assert_eq!(seen["refused"], json!([400, "text.format"]));
     Ok(())
 }
+
+#[tokio::test]
+async fn a_conversation_from_elsewhere_is_replayed_into_a_new_session() -> anyhow::Result<()> {
+    use agentplane_tests::send;
+    use reqwest::{Method, StatusCode};
+
+    let model = ScriptedModel::start().await?;
+    let app = TestApp::spawn_with_model(&model).await?;
+    let tenant = app.tenant().await?;
+    let body = json!({"name": "support", "model": "gpt-4o-mini", "instructions": "Be brief."});
+    let agent = app.create_agent(&tenant.key, body).await?;
+    // What the Agents SDK sends without previous_response_id, of a conversation held elsewhere.
+    let input = json!([
+        {"role": "user", "content": "hi"},
+        {"type": "message", "role": "assistant", "id": "msg_elsewhere", "content": [{"type": "output_text", "text": "hello"}]},
+        {"role": "user", "content": "where is A1?"},
+        {"type": "function_call", "id": "fc_elsewhere", "call_id": "call_9", "name": "lookup_order", "arguments": "{\"id\":\"A1\"}"},
+        {"type": "function_call_output", "call_id": "call_9", "output": "shipped"},
+    ]);
+    let tools = json!([{"type": "function", "name": "lookup_order", "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}]);
+    model.push(Reply::text("A1 has shipped"));
+    model.push(Reply::text("A1 has shipped"));
+    let request = json!({"model": agent, "input": input, "tools": tools});
+    let (status, first) = send(app.client(&tenant.key, Method::POST, "/responses").json(&request)).await?;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(first["output_text"], "A1 has shipped");
+    let sent = model.requests().last().cloned().unwrap_or_default();
+    let roles: Vec<&str> =
+        sent["messages"].as_array().into_iter().flatten().filter_map(|m| m["role"].as_str()).collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "user", "assistant", "tool"],
+        "exactly the replayed items, in order"
+    );
+    assert_eq!(sent["messages"][4]["tool_calls"][0]["id"], "call_9");
+    assert_eq!(sent["messages"][5]["content"], "shipped");
+    // The same replay again is a session of its own, and no title is asked for either.
+    let (status, second) = send(app.client(&tenant.key, Method::POST, "/responses").json(&request)).await?;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert_ne!(first["session_id"], second["session_id"]);
+    assert_eq!(model.requests().len(), 2, "no title call for a replayed conversation");
+    // The session holds the conversation: a follow-up by previous_response_id sees all of it.
+    model.push(Reply::text("You are welcome"));
+    let follow = json!({"model": agent, "input": "thanks", "previous_response_id": first["id"]});
+    let (status, _) = send(app.client(&tenant.key, Method::POST, "/responses").json(&follow)).await?;
+    assert_eq!(status, StatusCode::OK);
+    let sent = model.requests().last().cloned().unwrap_or_default();
+    let count = sent["messages"].as_array().map_or(0, Vec::len);
+    assert_eq!(count, 8, "system, the five replayed messages, the answer, and the new message: {sent}");
+    // A function_call_output that answers no call of the conversation is refused, named.
+    let orphan = json!({"model": agent, "input": [
+        {"role": "user", "content": "x"},
+        {"type": "message", "role": "assistant", "content": "y"},
+        {"type": "function_call_output", "call_id": "nope", "output": "1"},
+    ]});
+    let (status, body) = send(app.client(&tenant.key, Method::POST, "/responses").json(&orphan)).await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["param"], "input[2].call_id");
+    Ok(())
+}

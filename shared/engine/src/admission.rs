@@ -61,6 +61,8 @@ pub struct TurnInput {
     pub tenant: Option<TenantSpend>,
     /// The earlier turns this one replaces (regenerate, edit).
     pub supersede: Option<Supersede>,
+    /// A conversation replayed into a new session.
+    pub replay: Option<crate::Replay>,
     /// The turn's own id (a background run names its own); `None`: a fresh one.
     pub turn_id: Option<String>,
 }
@@ -90,6 +92,7 @@ impl Admitted {
             tenant: given.tenant,
             images: given.images,
             supersede: given.supersede,
+            replay: given.replay,
         }
     }
 }

@@ -265,6 +265,7 @@ impl<S: TurnStore + BackgroundRuns, M: ChatModel> TurnEngine<S, M> {
             images,
             tenant,
             supersede: None,
+            replay: None,
             turn_id: Some(run.id.turn_id()),
         };
         Ok(admitted.request(&session, context, given, Instant::now() + Duration::from_millis(left)))

@@ -51,7 +51,7 @@ use agentplane_domain::pricing::PriceTable;
 pub use bus::EventBus;
 pub use model::{ModelClient, ModelConfig};
 pub use tools::ToolRegistry;
-pub use turn::{TurnContext, TurnError, TurnOutcome, TurnRequest};
+pub use turn::{Replay, TurnContext, TurnError, TurnOutcome, TurnRequest};
 
 /// The engine over its ports: `S` keeps sessions, their transcripts and event logs (see
 /// [`ports`]), `M` is

@@ -87,6 +87,18 @@ pub struct TurnRequest {
     pub images: Vec<String>,
     /// The earlier turns this one replaces (written with its start: `turn.superseded`).
     pub supersede: Option<Supersede>,
+    /// A conversation the caller replays into a new session (its transcript starts with it).
+    pub replay: Option<Replay>,
+}
+
+/// A conversation held elsewhere, replayed into a new session: `before` is the conversation
+/// ahead of this turn's user message, `after` what followed that message within the turn (the
+/// model's calls and their results, run by the caller). Neither is in the session's event log:
+/// the log starts with this turn.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Replay {
+    pub before: Vec<ChatMessage>,
+    pub after: Vec<ChatMessage>,
 }
 
 /// A project of a tenant: the turn's spend is added to the tenant's monthly counter, and at the

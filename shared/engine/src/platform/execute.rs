@@ -236,6 +236,7 @@ where
         tenant: None,
         images: Vec::new(),
         supersede: None,
+        replay: None,
     };
     let result = tokio::select! {
         result = Box::pin(engine.run_turn(request)) => result,

@@ -118,9 +118,11 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
             }
         };
         self.bus.notify(&request.session_id);
+        let replay = request.replay.clone().unwrap_or_default();
         let (history, marks) = match &context.transcript {
             Some(stored) => crate::transcript::decode_marked(&stored.body).map_err(storage)?,
-            None => (Vec::new(), Vec::new()),
+            // A new session starts with the conversation its caller replays, if any.
+            None => (replay.before, Vec::new()),
         };
         let mut superseded = context.superseded.clone();
         superseded.extend(supersedes.iter().cloned());
@@ -135,6 +137,9 @@ impl<S: TurnStore, M: ChatModel> TurnEngine<S, M> {
         messages.push(ChatMessage::User {
             content: crate::model::UserContent::with_images(request.input.clone(), &request.images),
         });
+        if context.transcript.is_none() {
+            messages.extend(replay.after);
+        }
         let webhooks = context.webhooks || request.tenant.as_ref().is_some_and(|t| t.webhooks);
         let mut turn = Turn {
             engine: self,

@@ -158,13 +158,8 @@ fn target_session(body: &Map<String, Value>, extras: &InputExtras) -> Result<Opt
         (None, None) => match &extras.history {
             None => Ok(None),
             Some((_, Some(id))) => Ok(Some(*id)),
-            Some((param, None)) => Err(agentplane_domain::ValidationError::new(
-                param.clone(),
-                "earlier items of a conversation are taken with `previous_response_id` (or items \
-                 this server answered, whose ids name their session); replaying a conversation \
-                 from elsewhere is not supported yet",
-            )
-            .into()),
+            // A conversation from elsewhere: replayed into a new session.
+            Some((_, None)) => Ok(None),
         },
     }
 }
@@ -277,9 +272,17 @@ async fn run_or_queue(
     (input, images): (String, Images),
     metadata: &Metadata,
     dialect: &Dialect,
+    replay: Option<agentplane_engine::Replay>,
 ) -> Result<Response, ClientError> {
     let tenant = app.engine().admit_spend(admitted.tenant, edge::now()).await?;
     if background(body)? {
+        if replay.is_some() {
+            return Err(agentplane_domain::ValidationError::new(
+                "background",
+                "a replayed conversation runs in the call: `background` is not taken with it",
+            )
+            .into());
+        }
         if dialect.stream {
             return Err(agentplane_domain::ValidationError::new(
                 "stream",
@@ -303,7 +306,7 @@ async fn run_or_queue(
         };
         return Ok(crate::client::runs::queue(app, auth.project_id, queued).await?.into_response());
     }
-    let given = TurnInput { input, images: images.urls, tenant, ..TurnInput::default() };
+    let given = TurnInput { input, images: images.urls, tenant, replay, ..TurnInput::default() };
     run(app, admitted, (session, context), given, metadata, dialect).await
 }
 
@@ -341,8 +344,9 @@ pub(crate) async fn run(
 ) -> Result<Response, ClientError> {
     let timeout =
         app.sync_ceiling.min(std::time::Duration::from_millis(admitted.agent.execution.sync_timeout_ms));
-    // The session's first turn: nothing in its log before it.
-    let first = context.last_event_seq == 0 && context.transcript.is_none();
+    // The session's first turn: nothing in its log before it (a replayed conversation is not
+    // named: its caller keeps the conversation, and replays it with every request).
+    let first = context.last_event_seq == 0 && context.transcript.is_none() && given.replay.is_none();
     let input = given.input.clone();
     let request = admitted.request(session, context, given, tokio::time::Instant::now() + timeout);
     let work = Work::Start { request: Box::new(request), first, input };
@@ -495,6 +499,23 @@ async fn turn_or_answers(
     metadata: Metadata,
     dialect: &Dialect,
 ) -> Result<Response, ClientError> {
+    if target.is_none() && extras.history.is_some() {
+        let (replay, text) = super::replay::read(body.get("input").unwrap_or(&Value::Null))?;
+        let (session, context) = session_for(app, auth, None, admitted.agent.id, &metadata).await?;
+        let input = (text, Images::default());
+        return run_or_queue(
+            app,
+            auth,
+            body,
+            admitted,
+            (&session, context),
+            input,
+            &metadata,
+            dialect,
+            Some(replay),
+        )
+        .await;
+    }
     if !extras.outputs.is_empty() {
         let Some(id) = target else {
             return Err(agentplane_domain::ValidationError::new(
@@ -522,7 +543,7 @@ async fn turn_or_answers(
     };
     let metadata = if target.is_some() { session.metadata.clone() } else { metadata };
     let input = with_files(app, auth, &session, text, &files, &admitted.config.model).await?;
-    run_or_queue(app, auth, body, admitted, (&session, context), input, &metadata, dialect).await
+    run_or_queue(app, auth, body, admitted, (&session, context), input, &metadata, dialect, None).await
 }
 
 async fn respond(

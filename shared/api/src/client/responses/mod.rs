@@ -7,6 +7,7 @@ mod fields;
 pub(crate) mod handlers;
 mod latest;
 pub(crate) mod output;
+mod replay;
 pub(crate) mod retrieve;
 pub mod rewind;
 mod stream;

@@ -452,6 +452,7 @@ impl Harness {
             tenant: None,
             images: Vec::new(),
             supersede: None,
+            replay: None,
         }
     }
 
