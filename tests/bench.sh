@@ -2,6 +2,7 @@
 # The benchmark: starts LocalStack, builds in release mode and prints latency numbers.
 # BENCH_N sets the number of measured calls per operation (default 300; the sandbox bench 100).
 # No argument runs every suite (runs included); an argument runs one: sessions, turns,
+# streaming (time to the first text delta of a streamed turn after the model's first piece),
 # background, files (a 20 MiB upload and download),
 # sweep (the retention sweep over 10,000 expired files), webhooks (delivery latency from a state change to a local receiver, deliveries per second at 10
 # endpoints), sandboxes or telemetry (24 h history read over

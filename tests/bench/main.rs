@@ -1,7 +1,8 @@
 //! The bench command (`bash tests/bench.sh`): everything runs through the same router the local
 //! gateway serves, over real HTTP on loopback, against LocalStack, and prints numbers.
 //! `BENCH_N` sets the calls per measured operation (default 300); an argument picks one suite
-//! (`sessions`, `turns`, `background`, `files`, `sweep`, `webhooks`), none runs them all.
+//! (`sessions`, `turns`, `streaming`, `background`, `files`, `sweep`, `webhooks`), none runs them
+//! all.
 
 #![allow(clippy::print_stdout)]
 
@@ -10,6 +11,7 @@ mod files;
 mod round_trips;
 mod sessions;
 mod stats;
+mod streaming;
 mod sweep;
 mod turns;
 mod webhooks;
@@ -37,6 +39,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if wants("turns") {
         Box::pin(turns::run(n)).await?;
+        println!();
+    }
+    if wants("streaming") {
+        Box::pin(streaming::run(n)).await?;
         println!();
     }
     if wants("webhooks") {
