@@ -43,11 +43,9 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, Docume
             Err(err) => return Err(refused(&err, limits)),
         };
         content_left -= size.min(content_left);
-        for chunk in document.extract_text_chunks_with_limit(&[number], bound) {
-            // A chunk in a font whose encoding cannot be read is left out, as a reader would.
-            if let Ok(text) = chunk {
-                out.push_str(&text);
-            }
+        // A chunk in a font whose encoding cannot be read is left out, as a reader would.
+        for text in document.extract_text_chunks_with_limit(&[number], bound).into_iter().flatten() {
+            out.push_str(&text);
         }
         if !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
