@@ -22,7 +22,7 @@ async fn session_with(app: &TestApp, tenant: &Tenant, attachments: Value) -> any
     str_field(&body, "id")
 }
 
-async fn create_file(
+pub(crate) async fn create_file(
     app: &TestApp,
     key: &str,
     session: &str,
@@ -36,7 +36,7 @@ fn text_file(size: usize) -> Value {
 }
 
 /// PUTs `bytes` to a presigned upload URL as a client would (the URL's signed headers set).
-async fn upload(url: &str, content_type: &str, bytes: Vec<u8>) -> anyhow::Result<StatusCode> {
+pub(crate) async fn upload(url: &str, content_type: &str, bytes: Vec<u8>) -> anyhow::Result<StatusCode> {
     let response =
         reqwest::Client::new().put(url).header("content-type", content_type).body(bytes).send().await?;
     let status = response.status();
@@ -331,7 +331,7 @@ async fn bad_create_bodies_and_ids_are_refused() -> R {
 }
 
 /// A ready file of `session`: created, uploaded through its URL, read once (ready).
-async fn ready_file(
+pub(crate) async fn ready_file(
     app: &TestApp,
     key: &str,
     session: &str,
@@ -354,7 +354,7 @@ async fn ready_file(
 }
 
 /// A session of an agent (model `model`, `attachments` as given) and the agent's id.
-async fn agent_session(
+pub(crate) async fn agent_session(
     app: &TestApp,
     tenant: &Tenant,
     model: &str,
@@ -372,7 +372,7 @@ async fn agent_session(
 }
 
 /// The last user message of the last model request.
-fn last_user_message(requests: &[Value]) -> Value {
+pub(crate) fn last_user_message(requests: &[Value]) -> Value {
     requests
         .last()
         .and_then(|r| r["messages"].as_array())
@@ -381,7 +381,7 @@ fn last_user_message(requests: &[Value]) -> Value {
         .unwrap_or_default()
 }
 
-fn message(text: &str, parts: Value) -> Value {
+pub(crate) fn message(text: &str, parts: Value) -> Value {
     let mut content = vec![json!({"type": "input_text", "text": text})];
     if let Value::Array(parts) = parts {
         content.extend(parts);

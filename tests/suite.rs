@@ -24,6 +24,7 @@ mod core_corrections;
 mod core_node_wire;
 mod corrections;
 mod deployed;
+mod documents;
 mod edge;
 mod events;
 mod experience;

@@ -97,6 +97,10 @@ pub enum ClientError {
     /// has `max_streams` event streams open; `Retry-After` says when to try again.
     #[error("too many open event streams")]
     TooManyStreams { limit: StreamLimitScope, max_streams: u32, retry_after_s: u64 },
+    /// 400 `document_too_large`, `document_encrypted` or `document_unreadable`: the document a
+    /// file part (`param`) gives has no text to read within the limits.
+    #[error("{message}")]
+    DocumentRefused { param: String, code: &'static str, message: String },
     /// The request body could not be read as a JSON object (400/413).
     #[error("unreadable body: {0:?}")]
     Body(BodyError),
@@ -321,6 +325,10 @@ impl ClientError {
                 .with("max_streams", max_streams)
                 .retry_after(retry_after_s)
             }
+            Self::DocumentRefused { param, code, message } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", code, message)
+                    .with("param", param)
+            }
             Self::Body(err) => err.into(),
             Self::Validation(err) => err.into(),
             Self::Storage(err) => ApiError::storage(&err),
@@ -446,6 +454,16 @@ mod tests {
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 "invalid_request_error",
+            ),
+            (
+                ClientError::DocumentRefused {
+                    param: "input[0].content[1]".into(),
+                    code: "document_encrypted",
+                    message: "x".into(),
+                },
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "document_encrypted",
             ),
             (
                 ClientError::Storage(StoreError::Unavailable("x".into())),

@@ -1,14 +1,18 @@
-//! File and image parts of a turn's input: each names a ready file of the turn's session. A
-//! text file is given to the model inline, within a budget; an image travels by reference (a
-//! short-lived presigned GET) and only to a model that reads images.
+//! File and image parts of a turn's input: each names a ready file of the turn's session, or
+//! (an `input_file` with `file_data`) is the file itself. A text file is given to the model
+//! inline, within a budget, and so is a document's text (PDF, DOCX, HTML: `documents`); an
+//! image travels by reference (a short-lived presigned GET) and only to a model that reads
+//! images.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use agentplane_domain::file::{FileId, FileStatus, SessionFile};
+use agentplane_documents::Kind;
+use agentplane_domain::file::{FileId, FileStatus, SessionFile, is_text_type};
 use agentplane_domain::{ProjectId, SessionId, ValidationError};
 use agentplane_store::StoreError;
 
+use super::{documents, inline};
 use crate::App;
 use crate::client::error::ClientError;
 use crate::client::responses::validation::FileRef;
@@ -67,9 +71,10 @@ fn refused(file: &FileRef, message: impl Into<String>) -> ClientError {
     ValidationError::new(file.param.clone(), message).into()
 }
 
-/// Reads each referenced file of `session` (checking a pending one against the bucket), and
-/// turns it into text or an image URL; any that is missing, not ready, of a kind the model
-/// cannot take, or an image for a model that reads none, is a 400 naming its part.
+/// Reads each referenced file of `session` (checking a pending one against the bucket) or sent
+/// inline, and turns it into text or an image URL; any that is missing, not ready, of a kind
+/// the model cannot take, a document that gives no text, or an image for a model that reads
+/// none, is a 400 naming its part.
 pub async fn resolve(
     app: &App,
     project: &ProjectId,
@@ -80,6 +85,10 @@ pub async fn resolve(
     let mut out = Resolved::default();
     let mut budget = TEXT_BUDGET_BYTES;
     for part in files {
+        if let Some(given) = &part.inline {
+            out.text.push_str(&inline_text(part, inline::decode(part, given)?, &mut budget).await?);
+            continue;
+        }
         let file = load(app, project, session, part).await?;
         if part.image || file.is_image() {
             if !file.is_image() {
@@ -100,6 +109,23 @@ pub async fn resolve(
                 .await?;
             out.images.urls.push(url);
             out.images.files.push(file.id.clone());
+        } else if let Some(kind) = Kind::of(&file.content_type) {
+            if file.size > documents::LIMITS.input_bytes as u64 {
+                return Err(documents::too_large(part, file.size));
+            }
+            let bytes = app
+                .store
+                .file_objects(file.bucket.as_ref())?
+                .get_prefix(&file.object_key(), file.size)
+                .await?;
+            let extracted = documents::extract(part, kind, bytes).await?;
+            out.text.push_str(&documents::render(
+                &file.filename,
+                &file.content_type,
+                file.size,
+                &extracted,
+                &mut budget,
+            ));
         } else if file.is_text() {
             let shown = budget.min(usize::try_from(file.size).unwrap_or(usize::MAX));
             let bytes = if shown == 0 {
@@ -111,18 +137,42 @@ pub async fn resolve(
                     .await?
             };
             budget -= bytes.len().min(budget);
-            out.text.push_str(&render_text(&file, &bytes));
+            out.text.push_str(&render_text(&file.filename, &file.content_type, file.size, &bytes));
         } else {
-            return Err(refused(
-                part,
-                format!(
-                    "`{}` is {}: only text files (text/*, JSON) and images can be given to the model",
-                    file.id, file.content_type
-                ),
-            ));
+            return Err(refused(part, format!("`{}` is {}: {TAKEN}", file.id, file.content_type)));
         }
     }
     Ok(out)
+}
+
+/// What the model can be given, for a refusal.
+const TAKEN: &str =
+    "only text files (text/*, JSON), documents (PDF, DOCX, HTML) and images can be given to the model";
+
+/// An inline file as text: a document's, or a text file's (within what is left of `budget`).
+async fn inline_text(
+    part: &FileRef,
+    file: inline::Decoded,
+    budget: &mut usize,
+) -> Result<String, ClientError> {
+    let size = file.bytes.len() as u64;
+    if let Some(kind) = Kind::of(&file.media_type) {
+        let extracted = documents::extract(part, kind, file.bytes).await?;
+        return Ok(documents::render(&file.filename, &file.media_type, size, &extracted, budget));
+    }
+    if is_text_type(&file.media_type) {
+        let shown = &file.bytes[..file.bytes.len().min(*budget)];
+        *budget -= shown.len();
+        return Ok(render_text(&file.filename, &file.media_type, size, shown));
+    }
+    let what = match file.media_type.as_str() {
+        "" => "of no type its data URL or its name tells".to_owned(),
+        media_type if media_type.starts_with("image/") => {
+            format!("{media_type}: an image is given as an `input_image` part naming a session file")
+        }
+        media_type => media_type.to_owned(),
+    };
+    Err(refused(part, format!("`{}` is {what}: {TAKEN}", file.filename)))
 }
 
 async fn load(
@@ -146,16 +196,11 @@ async fn load(
 }
 
 /// A text file as the model reads it: a header naming it, its text (a cut one says so).
-fn render_text(file: &SessionFile, bytes: &[u8]) -> String {
+fn render_text(filename: &str, content_type: &str, size: u64, bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
-    let mut out =
-        format!("\n\n[file {} ({}, {} bytes)]\n{}", file.filename, file.content_type, file.size, text);
-    if (bytes.len() as u64) < file.size {
-        out.push_str(&format!(
-            "\n[the file is cut here: {} of its {} bytes are shown]",
-            bytes.len(),
-            file.size
-        ));
+    let mut out = format!("\n\n[file {filename} ({content_type}, {size} bytes)]\n{text}");
+    if (bytes.len() as u64) < size {
+        out.push_str(&format!("\n[the file is cut here: {} of its {size} bytes are shown]", bytes.len()));
     }
     out
 }

@@ -565,7 +565,7 @@ async fn respond(
     let input = input_items(body.get("input"), &admitted.config.attachments)?;
     let dialect = Dialect::read(&body, &input.2, &mut admitted)?;
     let target = target_session(&body, &input.2)?;
-    if !input.1.is_empty() && target.is_none() {
+    if input.1.iter().any(|file| file.inline.is_none()) && target.is_none() {
         return Err(agentplane_domain::ValidationError::new(
             "session_id",
             "file parts name files of a session: give its `session_id`",

@@ -40,14 +40,26 @@ fn attachment_refused(kind: &str) -> String {
     )
 }
 
-/// A file or image part of the input: a session file to give the model.
+/// A file or image part of the input: a session file to give the model, or (`inline`) a file
+/// sent in the part itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRef {
     /// Where it was in the body (`input[0].content[1]`), for errors.
     pub param: String,
+    /// The session file's id (empty for an inline file).
     pub file_id: String,
     /// `input_image` (else `input_file`).
     pub image: bool,
+    /// An `input_file`'s `file_data` (and `filename`): the file itself, needing no session.
+    pub inline: Option<InlineFile>,
+}
+
+/// An `input_file` sent inline, as the OpenAI SDKs send one: `file_data` is a data URL
+/// (`data:application/pdf;base64,…`), read by `files::input`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InlineFile {
+    pub filename: Option<String>,
+    pub file_data: String,
 }
 
 /// One part: its text (`None` for a file part, which goes to `files`).
@@ -69,6 +81,15 @@ fn part_text(
                 if !attachments.enabled {
                     return Err(ValidationError::new(param, attachment_refused(kind)));
                 }
+                if let Some(inline) = inline_file(o, kind, param)? {
+                    files.push(FileRef {
+                        param: param.to_owned(),
+                        file_id: String::new(),
+                        image: false,
+                        inline: Some(inline),
+                    });
+                    return Ok(None);
+                }
                 let file_id = o.get("file_id").and_then(Value::as_str).ok_or_else(|| {
                     ValidationError::new(
                         param,
@@ -79,6 +100,7 @@ fn part_text(
                     param: param.to_owned(),
                     file_id: file_id.to_owned(),
                     image: kind == "input_image",
+                    inline: None,
                 });
                 Ok(None)
             }
@@ -86,6 +108,31 @@ fn part_text(
         },
         _ => Err(ValidationError::new(param, "content parts must be objects")),
     }
+}
+
+/// An `input_file` part's `file_data` and `filename`, if it has them (not with `file_id`).
+fn inline_file(
+    part: &Map<String, Value>,
+    kind: &str,
+    param: &str,
+) -> Result<Option<InlineFile>, ValidationError> {
+    let data = match part.get("file_data") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(_) if kind != "input_file" => {
+            return Err(ValidationError::new(param, "`file_data` is taken by `input_file` parts only"));
+        }
+        Some(Value::String(data)) => data.clone(),
+        Some(_) => return Err(ValidationError::new(param, "`file_data` must be a data URL (a string)")),
+    };
+    if part.get("file_id").is_some_and(|id| !id.is_null()) {
+        return Err(ValidationError::new(param, "give `file_id` or `file_data`, not both"));
+    }
+    let filename = match part.get("filename") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) => Some(name.clone()),
+        Some(_) => return Err(ValidationError::new(param, "`filename` must be a string")),
+    };
+    Ok(Some(InlineFile { filename, file_data: data }))
 }
 
 /// At most this many file parts in one message.
@@ -339,6 +386,19 @@ mod tests {
         assert_eq!(files[1].param, "input[0].content[2]");
         let only_file = input_with_files(Some(&json!([{"type": "input_file", "file_id": "f"}])), &enabled);
         assert!(only_file.is_ok());
+        let inline = json!([{"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBE"}]);
+        let (_, files) = input_with_files(Some(&inline), &enabled).unwrap_or_default();
+        let given = files.first().and_then(|f| f.inline.clone());
+        assert_eq!(given.and_then(|f| f.filename).as_deref(), Some("a.pdf"));
+        for bad in [
+            json!({"type": "input_file", "file_id": "f", "file_data": "data:,x"}),
+            json!({"type": "input_file", "file_data": 5}),
+            json!({"type": "input_image", "file_data": "data:,x"}),
+        ] {
+            assert!(input_with_files(Some(&json!([bad])), &enabled).is_err(), "{bad}");
+        }
+        let off = json!([{"type": "input_file", "file_data": "data:application/pdf;base64,JVBE"}]);
+        assert!(input(Some(&off)).err().is_some_and(|e| e.message.contains("config.attachments.enabled")));
     }
 
     #[test]

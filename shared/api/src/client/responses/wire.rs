@@ -17,7 +17,8 @@ use super::output::OutputItem;
 use crate::envelope::{ErrorEnvelope, LegacyError};
 
 /// A part of a user message. `input_image` and `input_file` parts name a ready file of the
-/// turn's session by `file_id`; they are refused (400) when the running version's
+/// turn's session by `file_id`, or (`input_file` only) carry the file itself as `file_data`, a
+/// base64 data URL, with its `filename`; they are refused (400) when the running version's
 /// `config.attachments.enabled` is false, the file is not usable, or an image goes to a model
 /// that reads none.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -27,7 +28,7 @@ pub enum InputPart {
     InputText { text: String },
     Text { text: String },
     InputImage { file_id: Option<String> },
-    InputFile { file_id: Option<String> },
+    InputFile { file_id: Option<String>, filename: Option<String>, file_data: Option<String> },
 }
 
 /// A part, or a bare string.
