@@ -16,8 +16,8 @@ async fn openai_python_and_the_agents_sdk_drive_a_turn() -> anyhow::Result<()> {
     let model = ScriptedModel::start().await?;
     let app = TestApp::spawn_with_model(&model).await?;
     let tenant = app.tenant().await?;
-    let body =
-        json!({"name": "support", "model": "gpt-4o-mini", "instructions": "Be brief.", "tools": ["add"]});
+    let body = json!({"name": "support", "model": "gpt-4o-mini", "instructions": "Be brief.", "tools": ["add"],
+        "config": {"execution": {"background_enabled": true}}});
     let agent = app.create_agent(&tenant.key, body).await?;
     for reply in [
         Reply::text("Hello there"),
@@ -26,6 +26,8 @@ async fn openai_python_and_the_agents_sdk_drive_a_turn() -> anyhow::Result<()> {
         Reply::text("Again"),
         Reply::tool("call_1", "lookup", &json!({"q": "x"})),
         Reply::text("It is 42"),
+        Reply::tool("call_c", "lookup", &json!({"q": "y"})),
+        Reply::text("Done in the background"),
         Reply::tool("call_2", "lookup_order", &json!({"order_id": "A1"})),
         Reply::text("A1 has shipped"),
         Reply::tool("call_3", "lookup_order", &json!({"order_id": "B2"})),
@@ -85,6 +87,13 @@ async fn openai_python_and_the_agents_sdk_drive_a_turn() -> anyhow::Result<()> {
     assert_eq!(seen["function_call"]["arguments"], json!({"q": "x"}));
     assert!(seen["function_call"]["call_id"].as_str().is_some_and(|c| c.starts_with("act_")), "{seen}");
     assert_eq!(seen["function_answer"], "It is 42");
+
+    assert_eq!(seen["retrieve"], json!({"id": id, "status": "completed", "text": "Again"}));
+    assert_eq!(seen["cancelled"], json!({"before": "requires_action", "after": "incomplete"}));
+    assert_eq!(
+        seen["background"],
+        json!({"queued": "queued", "status": "completed", "text": "Done in the background"})
+    );
 
     assert_eq!(seen["agents_run"], "A1 has shipped");
     assert_eq!(seen["agents_streamed"], "B2 has shipped");

@@ -5,6 +5,7 @@ Env: AP_BASE (the client API's base URL), AP_KEY (a project key), AP_AGENT (an a
 import asyncio
 import json
 import os
+import time
 
 import openai
 from openai import AsyncOpenAI, OpenAI
@@ -57,6 +58,27 @@ seen["function_call"] = {"name": call.name, "arguments": json.loads(call.argumen
 done = client.responses.create(model=agent, previous_response_id=paused.id, tools=tools,
                                input=[{"type": "function_call_output", "call_id": call.call_id, "output": "42"}])
 seen["function_answer"] = done.output_text
+
+# Retrieve reads the session's latest turn back; cancel ends a paused one.
+got = client.responses.retrieve(first.id)
+seen["retrieve"] = {"id": got.id, "status": got.status, "text": got.output_text}
+waiting = client.responses.create(model=agent, input="look again", tools=tools)
+cancelled = client.responses.cancel(waiting.id)
+seen["cancelled"] = {"before": waiting.status, "after": cancelled.status}
+
+# A background turn: queued at once, then read back through its session's Response.
+queued = client.responses.create(model=agent, input="in the background", background=True)
+later = None
+for _ in range(200):
+    try:
+        later = client.responses.retrieve(f"resp_{queued.session_id}")
+        if later.status == "completed":
+            break
+    except openai.NotFoundError:
+        pass
+    time.sleep(0.1)
+seen["background"] = {"queued": queued.status, "status": later.status if later else None,
+                      "text": later.output_text if later else None}
 
 # The Agents SDK with a local function tool that must run.
 from agents import Agent, Runner, function_tool, set_default_openai_client, set_tracing_disabled
