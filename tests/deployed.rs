@@ -487,6 +487,24 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
     let later = sse(&s, &t, &session, ids[1]).await?;
     assert_eq!(frame_ids(&later), ids[2..].to_vec(), "a resumed stream starts after its id");
 
+    // A streamed turn through the turn route's streamed integration: the Responses events.
+    model.push(Reply::text("Streamed from the deployed stack"));
+    let request = json!({"agent": agent, "input": "stream it", "session_id": session, "stream": true});
+    let streamed = s.client(&t.key, Method::POST, "/responses").json(&request).send().await?;
+    assert_eq!(streamed.status(), StatusCode::OK);
+    let body = streamed.text().await?;
+    let kinds: Vec<&str> = body.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+    assert_eq!(kinds.first(), Some(&"response.created"), "{body}");
+    assert_eq!(kinds.last(), Some(&"response.completed"), "{body}");
+    let text: String = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .filter_map(|e| e["delta"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(text, "Streamed from the deployed stack", "{body}");
+
     // A background run: 202, the runs queue's event source invokes run-execution, succeeded.
     model.push(Reply::text("done in the background"));
     let (status, run) = send(
