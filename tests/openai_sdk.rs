@@ -11,6 +11,34 @@ fn python() -> String {
         .unwrap_or_else(|_| format!("{}/../.localstack/tools/bin/python", env!("CARGO_MANIFEST_DIR")))
 }
 
+/// Runs a client script of tests/sdk with `program` against `app` as the key's user of `agent`
+/// (plus `env`), and reads the JSON object it prints last.
+async fn run_client(
+    program: String,
+    script: &str,
+    app: &TestApp,
+    key: &str,
+    agent: &str,
+    env: Vec<(&'static str, String)>,
+) -> anyhow::Result<Value> {
+    let script = format!("{}/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
+    let (base, key, agent) = (format!("{}/api/client/v1", app.base), key.to_owned(), agent.to_owned());
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(program)
+            .arg(script)
+            .env("AP_BASE", base)
+            .env("AP_KEY", key)
+            .env("AP_AGENT", agent)
+            .envs(env)
+            .output()
+    })
+    .await??;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    anyhow::ensure!(output.status.success(), "the client script failed:\n{stdout}\n{stderr}");
+    Ok(serde_json::from_str(stdout.trim().lines().last().unwrap_or_default())?)
+}
+
 #[tokio::test]
 async fn openai_python_and_the_agents_sdk_drive_a_turn() -> anyhow::Result<()> {
     let model = ScriptedModel::start().await?;
@@ -36,21 +64,7 @@ async fn openai_python_and_the_agents_sdk_drive_a_turn() -> anyhow::Result<()> {
     ] {
         model.push(reply);
     }
-    let script = format!("{}/sdk/openai_python.py", env!("CARGO_MANIFEST_DIR"));
-    let (base, key, agent_id) = (format!("{}/api/client/v1", app.base), tenant.key.clone(), agent.clone());
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python())
-            .arg(script)
-            .env("AP_BASE", base)
-            .env("AP_KEY", key)
-            .env("AP_AGENT", agent_id)
-            .output()
-    })
-    .await??;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    anyhow::ensure!(output.status.success(), "the SDK script failed:\n{stdout}\n{stderr}");
-    let seen: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or_default())?;
+    let seen = run_client(python(), "openai_python.py", &app, &tenant.key, &agent, Vec::new()).await?;
 
     let create = &seen["create"];
     let id = create["id"].as_str().unwrap_or_default();
@@ -217,22 +231,8 @@ async fn the_node_openai_package_creates_streams_and_continues() -> anyhow::Resu
     for text in ["Hello from the server", "Streamed to node", "Continued"] {
         model.push(Reply::text(text));
     }
-    let script = format!("{}/sdk/openai_node.mjs", env!("CARGO_MANIFEST_DIR"));
-    let (base, key, agent_id) = (format!("{}/api/client/v1", app.base), tenant.key.clone(), agent.clone());
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("node")
-            .arg(script)
-            .env("AP_BASE", base)
-            .env("AP_KEY", key)
-            .env("AP_AGENT", agent_id)
-            .env("NODE_PATH", node_modules())
-            .output()
-    })
-    .await??;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    anyhow::ensure!(output.status.success(), "the Node script failed:\n{stdout}\n{stderr}");
-    let seen: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or_default())?;
+    let env = vec![("NODE_PATH", node_modules())];
+    let seen = run_client("node".into(), "openai_node.mjs", &app, &tenant.key, &agent, env).await?;
 
     let id = seen["create"]["id"].as_str().unwrap_or_default();
     assert!(id.starts_with("resp_"), "{seen}");
