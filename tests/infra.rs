@@ -644,6 +644,7 @@ fn lambda_crates() -> Vec<(String, PathBuf)> {
         "agentplane-engine" => "shared/engine",
         "agentplane-store" => "shared/store",
         "agentplane-domain" => "shared/domain",
+        "agentplane-documents" => "shared/documents",
         other => panic!("{other} is linked into the functions: add its directory here"),
     };
     let mut todo = vec!["agentplane-functions".to_owned()];
