@@ -3,6 +3,7 @@
 //! `agentplane_engine::TurnEngine::run_turn`. A Response is read back, cancelled, deleted and
 //! its input listed in `retrieve` (`GET /responses/{response_id}` and the rest).
 
+mod dialect;
 mod fields;
 pub(crate) mod handlers;
 mod latest;
