@@ -16,6 +16,12 @@
 #   AGENTPLANE_DEPLOY_STREAM_MAX_S       length of one buffered event stream (default 3)
 #   AGENTPLANE_DEPLOY_WEBHOOK_RECEIVER   the one loopback webhook receiver the functions may reach
 #                                        (default 127.0.0.1:47812: tests/deployed.rs listens there)
+#   AGENTPLANE_DEPLOY_TEMPLATE           the template to deploy (default infra/template.yaml; the
+#                                        upgrade check deploys infra/releases/<previous>/template.yaml
+#                                        first); parameters it does not declare are not passed
+#   AGENTPLANE_DEPLOY_FRESH=1            delete the stack first if it exists (a create, never an update)
+#   AGENTPLANE_DEPLOY_RECREATE=0         an update LocalStack cannot apply fails instead of
+#                                        deleting and creating the stack again (default 1)
 # It writes .localstack/deployed.json (the API's URL, the functions, bootstrap sizes; no secret)
 # for tests/deployed.rs.
 set -euo pipefail
@@ -71,7 +77,7 @@ fi
 
 started=$(date +%s)
 api_url=$("$tools/bin/python" infra/deploy_local.py --endpoint "$endpoint" --stack "$stack" \
-  --template infra/template.yaml --lambda-dir "$target/lambda" --bucket "$stack-artifacts" \
+  --template "${AGENTPLANE_DEPLOY_TEMPLATE:-infra/template.yaml}" --lambda-dir "$target/lambda" --bucket "$stack-artifacts" \
   --out "$state/deployed.json" --report "$state/lambda-report.jsonl" "${params[@]}")
 say "deployed in $(( $(date +%s) - started )) s"
 secret=$("$tools/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["core_key_secret_arn"])' "$state/deployed.json")

@@ -95,6 +95,40 @@ def wait_change_set(cfn, stack: str, name: str) -> str:
         time.sleep(1)
 
 
+def declared_parameters(template_text: str) -> set[str]:
+    """The names under the template's top-level `Parameters:` section."""
+    names, inside = set(), False
+    for line in template_text.splitlines():
+        if line and not line[0].isspace() and not line.startswith("#"):
+            inside = line.rstrip() == "Parameters:"
+            continue
+        stripped = line.rstrip()
+        if inside and stripped.startswith("  ") and not stripped.startswith("   ") and stripped.endswith(":"):
+            names.add(stripped.strip()[:-1])
+    return names
+
+
+def change_set_changes(cfn, stack: str, name: str) -> list[dict]:
+    """Each resource change of a change set: logical id, type, action and replacement."""
+    out, token = [], None
+    while True:
+        kw = {"StackName": stack, "ChangeSetName": name}
+        if token:
+            kw["NextToken"] = token
+        cs = cfn.describe_change_set(**kw)
+        for c in cs.get("Changes", []):
+            rc = c.get("ResourceChange", {})
+            out.append({
+                "logical_id": rc.get("LogicalResourceId", ""),
+                "type": rc.get("ResourceType", ""),
+                "action": rc.get("Action", ""),
+                "replacement": rc.get("Replacement", ""),
+            })
+        token = cs.get("NextToken")
+        if not token:
+            return out
+
+
 def stack_status(cfn, stack: str) -> str | None:
     try:
         return cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"]
@@ -156,10 +190,16 @@ def main() -> None:
     s3.put_object(Bucket=args.bucket, Key=template_key, Body=packaged.encode())
     template_url = f"{args.endpoint.rstrip('/')}/{args.bucket}/{template_key}"
 
+    # Only the parameters this template declares: an earlier release's template (the upgrade
+    # check deploys one) lacks the parameters added since.
+    declared = declared_parameters(text)
     params = []
     for p in args.param:
         k, _, v = p.partition("=")
-        params.append({"ParameterKey": k, "ParameterValue": v})
+        if k in declared:
+            params.append({"ParameterKey": k, "ParameterValue": v})
+        else:
+            log(f"parameter {k} is not in {template_path}: not passed")
 
     deploy_started = time.monotonic()
 
@@ -167,6 +207,8 @@ def main() -> None:
         cfn.delete_stack(StackName=args.stack)
         while stack_status(cfn, args.stack) not in (None, "DELETE_COMPLETE"):
             time.sleep(1)
+
+    changes: list[dict] = []
 
     def deploy(kind: str) -> str:
         name = f"deploy-{int(time.time() * 1000)}"
@@ -181,6 +223,8 @@ def main() -> None:
         if wait_change_set(cfn, args.stack, name) == "NO_CHANGES":
             log("no changes: the stack is as deployed")
             return stack_status(cfn, args.stack) or ""
+        changes.clear()
+        changes.extend(change_set_changes(cfn, args.stack, name))
         cfn.execute_change_set(StackName=args.stack, ChangeSetName=name)
         want = "CREATE_COMPLETE" if kind == "CREATE" else "UPDATE_COMPLETE"
         while True:
@@ -199,6 +243,10 @@ def main() -> None:
     before = stack_status(cfn, args.stack)
     if before is not None and before in ("ROLLBACK_COMPLETE", "CREATE_FAILED", "DELETE_FAILED", "UPDATE_FAILED", "UPDATE_ROLLBACK_FAILED"):
         log(f"stack {args.stack} is {before}: deleting it first")
+        delete()
+        before = None
+    if before not in (None, "DELETE_COMPLETE") and os.environ.get("AGENTPLANE_DEPLOY_FRESH") == "1":
+        log(f"stack {args.stack} exists: deleting it first (AGENTPLANE_DEPLOY_FRESH=1)")
         delete()
         before = None
     kind = "CREATE" if before in (None, "DELETE_COMPLETE") else "UPDATE"
@@ -243,6 +291,10 @@ def main() -> None:
         "lambda_report": args.report,
         # Every resource the stack holds after the SAM transform (CloudFormation's limit is 500).
         "stack_resources": len(physical),
+        # What the last change set did to each resource (an update: which were replaced), and
+        # every resource's physical id (the upgrade check compares them before and after).
+        "changes": changes,
+        "physical": physical,
         "functions": [
             {
                 "logical_id": lid,

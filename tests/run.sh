@@ -85,8 +85,9 @@ cargo test --workspace --no-fail-fast || failed=1
 disk
 
 if [ "${AGENTPLANE_DEPLOY_SMOKE:-1}" = "1" ]; then
-  # The smoke suite is a module of the test binary just built: keep that binary, then give the
-  # debug build's disk back before the release build of every function.
+  # The smoke suite is a module of the test binary just built: keep that binary, and the node
+  # daemon the smoke suite runs against the deployed API, then give the debug build's disk back
+  # before the release build of every function.
   suite=$(cargo test -p agentplane-tests --test suite --no-run --message-format=json 2>/dev/null \
     | "$tools/bin/python" -c 'import json,sys
 for line in sys.stdin:
@@ -95,14 +96,32 @@ for line in sys.stdin:
         print(m["executable"])')
   mkdir -p "$root/.localstack/bin"
   cp "$suite" "$root/.localstack/bin/suite"
+  cargo build -q -p agentplane-sandbox --bin agentplane-node
+  cp "${CARGO_TARGET_DIR:-$root/target}/debug/agentplane-node" "$root/.localstack/bin/agentplane-node"
   rm -rf "${CARGO_TARGET_DIR:-$root/target}/debug"
   disk
-  stage "deploy the stack into LocalStack (infra/deploy-local.sh)"
-  if bash infra/deploy-local.sh; then
+  # The upgrade check (tests/deployed/upgrade.rs): the previous release's template first, data
+  # written through it, then this release's template as an update of the same stack.
+  previous=$(cat infra/releases/PREVIOUS)
+  export AGENTPLANE_DEPLOY_STACK=agentplane-ci AGENTPLANE_DEPLOY_RECREATE=0
+  deployed="$root/.localstack/deployed.json"
+  smoke() { AGENTPLANE_DEPLOYED="$deployed" AGENTPLANE_DEPLOY_NODE="$root/.localstack/bin/agentplane-node" \
+    "$root/.localstack/bin/suite" "$@" --nocapture; }
+  stage "deploy the previous release ($previous) into LocalStack (infra/deploy-local.sh)"
+  if AGENTPLANE_DEPLOY_FRESH=1 AGENTPLANE_DEPLOY_TEMPLATE="infra/releases/$previous/template.yaml" \
+      bash infra/deploy-local.sh \
+    && cp "$deployed" "$root/.localstack/deployed-before.json" \
+    && AGENTPLANE_UPGRADE_PHASE=before smoke deployed::upgrade::before; then
     disk
-    stage "smoke suite through the deployed REST API (tests/deployed.rs)"
-    AGENTPLANE_DEPLOYED="$root/.localstack/deployed.json" \
-      "$root/.localstack/bin/suite" deployed:: --nocapture || failed=1
+    stage "upgrade the stack to this release; the data read back"
+    if AGENTPLANE_DEPLOY_SKIP_BUILD=1 bash infra/deploy-local.sh \
+      && AGENTPLANE_UPGRADE_PHASE=after AGENTPLANE_UPGRADE_BEFORE="$root/.localstack/deployed-before.json" \
+        smoke deployed::upgrade::after; then
+      stage "smoke suite through the deployed REST API (tests/deployed/)"
+      smoke deployed:: || failed=1
+    else
+      failed=1
+    fi
   else
     failed=1
   fi

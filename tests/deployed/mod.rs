@@ -8,6 +8,8 @@
 //! run through the `runs` queue's event source and `run-execution`; the scheduled jobs invoked;
 //! a webhook (the test route, then a turn's `session.idled` through the `webhooks` queue and
 //! `webhook-delivery`) verified by the reference library; a Platform Run created and stopped;
+//! a sandbox node daemon pointed at the deployed API running a sandbox process, a Platform Run
+//! with its file diff, and that Run's rollback (node.rs);
 //! every route's function reached through the API; then the numbers: a plain turn's latency,
 //! SSE delivery latency, each function's init duration and bootstrap size.
 // The suite's helpers panic like the tests they serve.
@@ -27,6 +29,9 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
+
+mod node;
+mod upgrade;
 
 type R = anyhow::Result<()>;
 
@@ -587,6 +592,14 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
         platform_run_rolled_back(&s, &t, &env, &run_session, &run).await?;
     } else {
         eprintln!("rollback step off (ROLLBACK_ENABLED): rollback-restore is not deployed on this branch");
+    }
+
+    // A sandbox node as a host process, through the deployed functions only: a sandbox
+    // process, a Platform Run with its file diff, and its rollback.
+    if let Some(daemon) = node::start(&s).await? {
+        node::sandbox_process(&s, &t).await?;
+        node::platform_run_diff_and_rollback(&s, &t, &model).await?;
+        drop(daemon);
     }
 
     // Every route's function answers through the REST API: no key, so the 401 in its own
