@@ -442,3 +442,45 @@ def agentplane_fast_cfn_poll() -> None:
             LOG.info("CloudFormation resource poll: %.2f s", poll)
     except Exception as err:  # noqa: BLE001 - an optimisation only
         LOG.warning("could not shorten the CloudFormation poll: %s", err)
+
+
+def _stage_update(self, request):
+    """`AWS::ApiGateway::Stage` update, which LocalStack 4.9 leaves unimplemented: its fallback
+    then creates the stage again ("Stage already exists") whenever a stack update gives the API
+    a new deployment (any change of the API's definition or properties). The stage is patched
+    in place instead, as CloudFormation does on AWS: its deployment, description, tracing and
+    variables (LocalStack's create ignores the rest, such as method and access log settings)."""
+    from localstack.services.cloudformation.resource_provider import OperationStatus, ProgressEvent
+
+    model = request.desired_state
+    previous = request.previous_state or {}
+    apigw = request.aws_client_factory.apigateway
+    ops = []
+    for prop, path in (("DeploymentId", "/deploymentId"), ("Description", "/description")):
+        if model.get(prop) is not None and model.get(prop) != previous.get(prop):
+            ops.append({"op": "replace", "path": path, "value": str(model[prop])})
+    if "TracingEnabled" in model:
+        ops.append({"op": "replace", "path": "/tracingEnabled", "value": str(bool(model["TracingEnabled"])).lower()})
+    old_vars = previous.get("Variables") or {}
+    new_vars = model.get("Variables") or {}
+    for key, value in new_vars.items():
+        ops.append({"op": "replace", "path": f"/variables/{key}", "value": str(value)})
+    for key in old_vars.keys() - new_vars.keys():
+        ops.append({"op": "remove", "path": f"/variables/{key}"})
+    if ops:
+        apigw.update_stage(restApiId=model["RestApiId"], stageName=model.get("StageName", "default"), patchOperations=ops)
+    return ProgressEvent(status=OperationStatus.SUCCESS, resource_model=model, custom_context=request.custom_context)
+
+
+@hooks.on_infra_start()
+def agentplane_stage_update() -> None:
+    """Stack updates that change the REST API update its stage in place (see `_stage_update`)."""
+    try:
+        from localstack.services.apigateway.resource_providers.aws_apigateway_stage import (
+            ApiGatewayStageProvider,
+        )
+
+        ApiGatewayStageProvider.update = _stage_update
+        LOG.info("AWS::ApiGateway::Stage updates patch the stage in place")
+    except Exception as err:  # noqa: BLE001 - without it, such an update recreates the stack
+        LOG.warning("could not install the stage update: %s", err)

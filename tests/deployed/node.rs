@@ -131,6 +131,22 @@ pub(super) async fn platform_run_diff_and_rollback(s: &Stack, t: &Tenant, model:
     )
     .await?;
     let session = session["data"]["id"].as_str().unwrap_or_default().to_owned();
+    // Bytes that are no UTF-8 through the REST API both ways, before the Run: its start
+    // checkpoint holds them, so the rollback keeps them.
+    let binary: &[u8] = &[0, 159, 146, 150, 255, b'\n'];
+    let bin_file = format!("/environments/{env}/files?path=/workspace/bytes.bin");
+    let response = s
+        .v1(&t.key, Method::PUT, &bin_file)
+        .header("content-type", "application/octet-stream")
+        .body(binary.to_vec())
+        .send()
+        .await?;
+    anyhow::ensure!(response.status().is_success(), "put bytes: {}", response.status());
+    let read_bytes = async || -> anyhow::Result<(StatusCode, Vec<u8>)> {
+        let response = s.v1(&t.key, Method::GET, &bin_file).send().await?;
+        Ok((response.status(), response.bytes().await?.to_vec()))
+    };
+    assert_eq!(read_bytes().await?, (StatusCode::OK, binary.to_vec()), "bytes through the REST API");
     let content = "written through the deployed stack\n";
     model.push(Reply::tool("w1", "write_file", &json!({"path": "/workspace/smoke.txt", "content": content})));
     model.push(Reply::text("Wrote it."));
@@ -175,5 +191,6 @@ pub(super) async fn platform_run_diff_and_rollback(s: &Stack, t: &Tenant, model:
     .await?;
     let response = s.v1(&t.key, Method::GET, &file).send().await?;
     assert_eq!(response.status(), StatusCode::NOT_FOUND, "the rolled-back Run's file is still there");
+    assert_eq!(read_bytes().await?, (StatusCode::OK, binary.to_vec()), "the rollback kept what came before the Run");
     Ok(())
 }
