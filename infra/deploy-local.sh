@@ -68,6 +68,15 @@ params=(
   --param "StreamMaxSeconds=${AGENTPLANE_DEPLOY_STREAM_MAX_S:-3}"
   --param "ModelBaseUrl=$model_url"
   --param "WebhooksAllowedPrivate=${AGENTPLANE_DEPLOY_WEBHOOK_RECEIVER:-127.0.0.1:47812}"
+  # What LocalStack's free edition cannot create, or need not: no sandbox nodes (no EC2 Auto
+  # Scaling), no dashboard (no CloudFormation resource for it), no account-level API Gateway
+  # logging role, and no reserved concurrency (the host executor runs one invocation per
+  # function at a time anyway). Log groups, alarms and the alarm topic are created.
+  --param "SandboxNodeCount=0"
+  --param "CloudWatchDashboard=false"
+  --param "ConfigureApiGatewayAccount=false"
+  --param "StreamReservedConcurrency=0"
+  --param "TurnReservedConcurrency=0"
 )
 # Host-process functions reach LocalStack on loopback; in LocalStack's Docker executor the
 # containers get LocalStack's own address, so no override then.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The full test suite, on a fresh machine: installs what the tests need (system packages, pip
-# tools, LocalStack), starts LocalStack, then checks formatting, lints (clippy, cfn-lint) and runs
+# tools, LocalStack), starts LocalStack, then checks formatting, lints (clippy, cfn-lint, sam validate --lint) and runs
 # every test (one binary, tests/suite.rs). Then it deploys the stack into LocalStack
 # (infra/deploy-local.sh: one cargo-lambda release build, a binary per function)
 # and runs the smoke suite through its REST API (tests/deployed.rs); AGENTPLANE_DEPLOY_SMOKE=0
@@ -54,6 +54,13 @@ if [ ! -x "$tools/bin/cfn-lint" ] || [ ! -x "$tools/bin/schemathesis" ] \
   "$tools/bin/pip" install -q --disable-pip-version-check 'cfn-lint==1.*' 'schemathesis==4.32.*' \
     'standardwebhooks==1.*' 'openai==3.*' 'openai-agents==0.*'
 fi
+# SAM CLI for `sam validate --lint` (the SAM transform's own checks, then cfn-lint), in a venv of
+# its own: it pins many packages the tools above also use.
+if [ ! -x "$tools/sam/bin/sam" ]; then
+  say "installing aws-sam-cli"
+  python3 -m venv "$tools/sam"
+  "$tools/sam/bin/pip" install -q --disable-pip-version-check 'aws-sam-cli==1.*'
+fi
 # The Node `openai` package (tests/openai_sdk.rs drives the Responses API with it too).
 if [ ! -f "$tools/node/node_modules/openai/package.json" ]; then
   say "installing the Node openai package"
@@ -76,6 +83,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 stage "cfn-lint infra/template.yaml"
 "$tools/bin/cfn-lint" infra/template.yaml
+
+stage "sam validate --lint"
+# Offline: --lint needs a region and no credentials.
+AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0 \
+  "$tools/sam/bin/sam" validate --lint --template-file infra/template.yaml
 
 stage "cargo test"
 # Every test binary runs even after one fails, so a red run shows every failure at once.

@@ -10,6 +10,8 @@ use lambda_http::lambda_runtime::{self, LambdaEvent, service_fn};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::metrics;
+
 /// The job functions' entry points, each compiled once here (not in its binary, which only
 /// links it).
 macro_rules! entry_points {
@@ -63,28 +65,28 @@ struct RetryPass {
 
 /// What a `retention-sweep` pass did: the sweep's own counts, then the environment purge, Run
 /// content retention and the Platform outbox.
-#[derive(Debug, Serialize)]
-struct RetentionPass {
-    due: usize,
-    expired: usize,
-    skipped: usize,
-    continued: usize,
-    files_deleted: usize,
-    runs_deleted: usize,
-    records_deleted: usize,
-    blobs_deleted: usize,
-    scratch_deleted: usize,
-    manifests_deleted: usize,
-    sessions_upgraded: usize,
-    environments_purged: usize,
-    run_contents_erased: usize,
-    sessions_purged: usize,
-    tenant_pauses_continued: usize,
-    dead_runs_settled: usize,
-    outbox_runs_sent: usize,
-    outbox_rollbacks_sent: usize,
-    rollbacks_given_up: usize,
-    failed: usize,
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct RetentionPass {
+    pub(crate) due: usize,
+    pub(crate) expired: usize,
+    pub(crate) skipped: usize,
+    pub(crate) continued: usize,
+    pub(crate) files_deleted: usize,
+    pub(crate) runs_deleted: usize,
+    pub(crate) records_deleted: usize,
+    pub(crate) blobs_deleted: usize,
+    pub(crate) scratch_deleted: usize,
+    pub(crate) manifests_deleted: usize,
+    pub(crate) sessions_upgraded: usize,
+    pub(crate) environments_purged: usize,
+    pub(crate) run_contents_erased: usize,
+    pub(crate) sessions_purged: usize,
+    pub(crate) tenant_pauses_continued: usize,
+    pub(crate) dead_runs_settled: usize,
+    pub(crate) outbox_runs_sent: usize,
+    pub(crate) outbox_rollbacks_sent: usize,
+    pub(crate) rollbacks_given_up: usize,
+    pub(crate) failed: usize,
 }
 
 /// `sampler`: samples every live allocation once per sampling interval.
@@ -177,7 +179,7 @@ async fn serve_retention_sweep() -> Result<(), lambda_runtime::Error> {
         tracing::info!(?content, "run content retention pass");
         let outbox = jobs::sweep_outbox(&app.store, now, app.platform_limits.rollback_give_up).await?;
         tracing::info!(?outbox, "platform outbox pass");
-        Ok(RetentionPass {
+        let pass = RetentionPass {
             due: report.due,
             expired: report.expired,
             skipped: report.skipped,
@@ -198,9 +200,23 @@ async fn serve_retention_sweep() -> Result<(), lambda_runtime::Error> {
             outbox_rollbacks_sent: outbox.rollbacks_sent,
             rollbacks_given_up: outbox.rollbacks_given_up,
             failed: report.failed + purged.failed + content.failed + outbox.failed,
-        })
+        };
+        // Every pass, zeros too: the stuck-work alarm always has data.
+        metrics::emit(&stuck_work_metrics(&pass));
+        Ok(pass)
     }))
     .await
+}
+
+/// What a retention pass found stuck, as the metrics the stuck-work alarm watches: background
+/// runs past their lease, Platform Runs owed a message, and rollbacks given up.
+pub(crate) fn stuck_work_metrics(pass: &RetentionPass) -> [(&'static str, u64); 3] {
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    [
+        (metrics::BACKGROUND_RUNS_PAST_LEASE, count(pass.dead_runs_settled)),
+        (metrics::PLATFORM_RUNS_RESENT, count(pass.outbox_runs_sent)),
+        (metrics::ROLLBACKS_GIVEN_UP, count(pass.rollbacks_given_up)),
+    ]
 }
 
 /// Answers each batch of a queue's messages with `handle`'s partial failures.

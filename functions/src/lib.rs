@@ -4,6 +4,8 @@
 //! ([`jobs`]), so each links only its own handler or job.
 
 pub mod jobs;
+pub mod logs;
+pub mod metrics;
 
 use std::process::ExitCode;
 
@@ -49,10 +51,13 @@ fn run(main: impl Future<Output = Result<(), lambda_http::Error>>) -> ExitCode {
     }
 }
 
-/// JSON logs, one object per line, level from `RUST_LOG` (default `info`; `target=level`
-/// directives as well). Lambda stamps the time itself. A `Targets` filter, not `EnvFilter`:
-/// no regex engine in every function's binary for directives the functions never need.
+/// JSON logs, one flat object per line carrying the request id, trace id and project
+/// ([`logs::FlatJson`]), level from `RUST_LOG` (default `info`; `target=level` directives as
+/// well). Lambda stamps the time itself. A `Targets` filter, not `EnvFilter`: no regex engine in
+/// every function's binary for directives the functions never need. Metric events become EMF
+/// lines whatever the level ([`metrics::Emf`]).
 pub fn init_tracing() {
+    use tracing_subscriber::Layer as _;
     use tracing_subscriber::filter::Targets;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -61,12 +66,11 @@ pub fn init_tracing() {
         .and_then(|directives| directives.parse::<Targets>().ok())
         .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO));
     let json = tracing_subscriber::fmt::layer()
-        .json()
-        .with_current_span(false)
+        .event_format(logs::FlatJson)
+        .fmt_fields(logs::span_fields())
         .with_ansi(false)
-        .without_time()
-        .with_target(false);
-    tracing_subscriber::registry().with(json).with(filter).init();
+        .with_filter(filter);
+    tracing_subscriber::registry().with(json).with(metrics::Emf::new(std::io::stdout)).init();
 }
 
 /// Serves one route as a Lambda function behind API Gateway (REST API) until Lambda stops the
@@ -80,12 +84,21 @@ pub fn serve_route(declaration: Declaration) -> ExitCode {
 async fn route(declaration: Declaration) -> Result<(), lambda_http::Error> {
     init_tracing();
     let app = App::from_env(declaration.grants).await?;
-    let router = router_of(app, &[declaration]).layer(axum::middleware::map_request(invoked_at));
+    let router = router_of(app, &[declaration])
+        .layer(axum::middleware::map_request(invoked_at))
+        .layer(axum::middleware::from_fn(in_request_span));
     if declaration.serving.streams() {
         lambda_http::run_with_streaming_response(router).await
     } else {
         lambda_http::run(router).await
     }
+}
+
+/// Runs the request in its span ([`logs::request_span`]), inside the invocation's, so every
+/// line it logs carries the project once authentication records it.
+async fn in_request_span(request: Request, next: axum::middleware::Next) -> axum::response::Response {
+    use tracing::Instrument as _;
+    next.run(request).instrument(logs::request_span()).await
 }
 
 /// The domain and stage API Gateway invoked the function for, as the handlers read it

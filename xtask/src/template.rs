@@ -139,9 +139,10 @@ pub const SQS_CONSUME: &[&str] = &[
 ];
 pub const SECRET_READ: &[&str] = &["secretsmanager:GetSecretValue"];
 
-/// CloudWatch Logs, as SAM's own function roles have it.
-const LOGS_POLICY: &str =
-    "!Sub \"arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole\"";
+/// What a function needs of its log group (a log group's `Arn` covers its streams): the stack
+/// creates the group, so no `logs:CreateLogGroup`, and no `*` resource as
+/// AWSLambdaBasicExecutionRole has.
+pub const LOGS_WRITE: &[&str] = &["logs:CreateLogStream", "logs:PutLogEvents"];
 
 /// One function of the template: a route's or a job's.
 struct Function {
@@ -154,7 +155,51 @@ struct Function {
     /// Its environment beyond the template's `Globals`.
     environment: Vec<(&'static str, String)>,
     trigger: Trigger,
+    /// The logical id part of its log group ([`LOG_GROUPS`]).
+    log_group: &'static str,
+    /// The parameter that reserves (and caps) its concurrency, if any.
+    reservation: Option<&'static str>,
 }
+
+/// The log groups the functions write to, one per surface (and one for the jobs): few
+/// resources, each with the stack's retention, and a function is still told apart in its
+/// group by its log streams' names (Lambda prefixes them with the function's name in a shared
+/// group). `(function name prefix, logical id part, log group name part)`.
+const LOG_GROUPS: &[(&str, &str, &str)] = &[
+    ("core-", "Core", "core"),
+    ("client-", "Client", "client"),
+    ("platform-", "Platform", "platform"),
+    ("sandbox-", "Sandbox", "sandbox"),
+    ("node-", "Node", "node"),
+];
+/// The jobs' log group.
+const JOBS_LOG_GROUP: (&str, &str) = ("Jobs", "jobs");
+
+/// The logical id of a route function's log group (by its name's surface prefix).
+fn route_log_group(name: &str) -> Result<&'static str, String> {
+    LOG_GROUPS
+        .iter()
+        .find(|(prefix, _, _)| name.starts_with(prefix))
+        .map(|(_, id, _)| *id)
+        .ok_or_else(|| format!("{name}: name its surface's log group in LOG_GROUPS (xtask/src/template.rs)"))
+}
+
+fn log_group_id(group: &str) -> String {
+    format!("{group}LogGroup")
+}
+
+/// The functions whose instances are held for minutes (an event stream up to 14 minutes, a turn
+/// up to 10): reserved concurrency caps them, so open streams cannot take the account's
+/// concurrency from every other function, and guarantees them as much. `(serving, parameter,
+/// condition)`; a parameter of 0 reserves nothing.
+const RESERVATIONS: &[(Serving, &str, &str)] = &[
+    (Serving::Stream, "StreamReservedConcurrency", "HasStreamReservation"),
+    (Serving::Turn, "TurnReservedConcurrency", "HasTurnReservation"),
+];
+
+/// Alarms over a group of functions: metric math summing each function's metric (an alarm
+/// holds at most 10 metrics, so a group is split in alarms of [`ALARM_METRICS`]).
+const ALARM_METRICS: usize = 9;
 
 /// What invokes a function.
 enum Trigger {
@@ -321,6 +366,7 @@ fn route_function(route: Route) -> Result<Function, String> {
             )
         }
     };
+    let reservation = RESERVATIONS.iter().find(|(serving, _, _)| *serving == d.serving).map(|(_, p, _)| *p);
     Ok(Function {
         name: d.function,
         grants: d.grants,
@@ -329,6 +375,8 @@ fn route_function(route: Route) -> Result<Function, String> {
         memory_mb: d.memory_mb(),
         environment,
         trigger,
+        log_group: route_log_group(d.function)?,
+        reservation,
     })
 }
 
@@ -371,6 +419,8 @@ fn job_function(job: Job) -> Result<Function, String> {
         memory_mb: job.memory_mb(),
         environment,
         trigger,
+        log_group: JOBS_LOG_GROUP.0,
+        reservation: None,
     })
 }
 
@@ -442,6 +492,18 @@ fn write_function(y: &mut Yaml, f: &Function) -> Result<(), String> {
     if let Some(memory_mb) = f.memory_mb {
         y.line(6, format_args!("MemorySize: {memory_mb}"));
     }
+    if let Some(parameter) = f.reservation {
+        let (_, _, condition) =
+            RESERVATIONS.iter().find(|(_, p, _)| *p == parameter).ok_or("a reservation's parameter")?;
+        y.line(
+            6,
+            format_args!(
+                "ReservedConcurrentExecutions: !If [{condition}, !Ref {parameter}, !Ref AWS::NoValue]"
+            ),
+        );
+    }
+    y.line(6, "LoggingConfig:");
+    y.line(8, format_args!("LogGroup: !Ref {}", log_group_id(f.log_group)));
     if !f.environment.is_empty() {
         y.line(6, "Environment:");
         y.line(8, "Variables:");
@@ -501,8 +563,9 @@ fn write_stream_permission(y: &mut Yaml, route: Route) {
     y.blank();
 }
 
-fn write_role(y: &mut Yaml, id: &str, set: &[Grant], users: &[&str]) -> Result<(), String> {
-    y.comment(2, &format!("Role of {}.", users.join(", ")));
+fn write_role(y: &mut Yaml, id: &str, set: &[Grant], users: &[&Function]) -> Result<(), String> {
+    let names: Vec<&str> = users.iter().map(|f| f.name).collect();
+    y.comment(2, &format!("Role of {}.", names.join(", ")));
     y.line(2, format_args!("{id}:"));
     y.line(4, "Type: AWS::IAM::Role");
     y.line(4, "Properties:");
@@ -513,13 +576,25 @@ fn write_role(y: &mut Yaml, id: &str, set: &[Grant], users: &[&str]) -> Result<(
     y.line(12, "Principal:");
     y.line(14, "Service: lambda.amazonaws.com");
     y.line(12, "Action: sts:AssumeRole");
-    y.line(6, "ManagedPolicyArns:");
-    y.line(8, format_args!("- {LOGS_POLICY}"));
     y.line(6, "Policies:");
     y.line(8, "- PolicyName: grants");
     y.line(10, "PolicyDocument:");
     y.line(12, "Version: \"2012-10-17\"");
     y.line(12, "Statement:");
+    // Its functions' log groups only (the stack creates them; the functions never do).
+    let mut groups: Vec<&str> = users.iter().map(|f| f.log_group).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    y.line(14, "- Sid: Logs");
+    y.line(16, "Effect: Allow");
+    y.line(16, "Action:");
+    for action in LOGS_WRITE {
+        y.line(18, format_args!("- {action}"));
+    }
+    y.line(16, "Resource:");
+    for group in groups {
+        y.line(18, format_args!("- !GetAtt {}.Arn", log_group_id(group)));
+    }
     for g in set {
         let (actions, resources) = statement(*g)?;
         y.line(14, format_args!("- Sid: {}{:?}", g.resource, g.access));
@@ -537,6 +612,101 @@ fn write_role(y: &mut Yaml, id: &str, set: &[Grant], users: &[&str]) -> Result<(
     Ok(())
 }
 
+/// The functions' log groups, each kept `LogRetentionDays`.
+fn write_log_groups(y: &mut Yaml) {
+    y.comment(
+        2,
+        "Log groups: one per surface and one for the jobs (each function's LoggingConfig names its \
+         own; Lambda names a function's log streams after it in a shared group), kept LogRetentionDays.",
+    );
+    y.blank();
+    let groups = LOG_GROUPS.iter().map(|(_, id, name)| (*id, *name)).chain([JOBS_LOG_GROUP]);
+    for (id, name) in groups {
+        y.line(2, format_args!("{}:", log_group_id(id)));
+        y.line(4, "Type: AWS::Logs::LogGroup");
+        y.line(4, "DeletionPolicy: Delete");
+        y.line(4, "UpdateReplacePolicy: Delete");
+        y.line(4, "Properties:");
+        y.line(6, format_args!("LogGroupName: !Sub \"/aws/lambda/${{AWS::StackName}}/{name}\""));
+        y.line(6, "RetentionInDays: !Ref LogRetentionDays");
+        y.blank();
+    }
+}
+
+/// One alarm over a group of functions: the sum of one Lambda metric of each, above 0 in a
+/// 5-minute period.
+fn write_group_alarm(y: &mut Yaml, id: &str, description: &str, metric: &str, functions: &[&Function]) {
+    y.line(2, format_args!("{id}:"));
+    y.line(4, "Type: AWS::CloudWatch::Alarm");
+    y.line(4, "Properties:");
+    y.line(6, format_args!("AlarmDescription: {description}"));
+    y.line(6, "ComparisonOperator: GreaterThanThreshold");
+    y.line(6, "Threshold: 0");
+    y.line(6, "EvaluationPeriods: 1");
+    y.line(6, "TreatMissingData: notBreaching");
+    y.line(6, "AlarmActions:");
+    y.line(8, "- !Ref AlarmTopic");
+    y.line(6, "Metrics:");
+    y.line(8, "- Id: total");
+    y.line(
+        10,
+        format_args!(
+            "Expression: SUM([{}])",
+            (0..functions.len()).map(|i| format!("m{i}")).collect::<Vec<_>>().join(", ")
+        ),
+    );
+    y.line(10, "ReturnData: true");
+    for (i, f) in functions.iter().enumerate() {
+        y.line(8, format_args!("- Id: m{i}"));
+        y.line(10, "ReturnData: false");
+        y.line(10, "MetricStat:");
+        y.line(12, "Stat: Sum");
+        y.line(12, "Period: 300");
+        y.line(12, "Metric:");
+        y.line(14, "Namespace: AWS/Lambda");
+        y.line(14, format_args!("MetricName: {metric}"));
+        y.line(14, "Dimensions:");
+        y.line(16, "- Name: FunctionName");
+        y.line(18, format_args!("Value: !Ref {}", function_id(f.name)));
+    }
+    y.blank();
+}
+
+/// Errors and throttles of the functions whose instances live for minutes (the streamed routes,
+/// under their reserved concurrency) and of the jobs; every function's are in the account-wide
+/// alarms (hand-written).
+fn write_group_alarms(y: &mut Yaml, functions: &[Function]) -> Result<(), String> {
+    y.comment(
+        2,
+        "Alarms over function groups (metric math: the sum over the group's functions): the streamed \
+         routes (throttled: their reserved concurrency is used up) and the jobs.",
+    );
+    y.blank();
+    let streamed: Vec<&Function> =
+        functions.iter().filter(|f| matches!(f.trigger, Trigger::Streamed)).collect();
+    let jobs: Vec<&Function> = functions.iter().filter(|f| f.log_group == JOBS_LOG_GROUP.0).collect();
+    let groups =
+        [("Streamed", "the streamed routes (event stream and turns)", &streamed), ("Job", "the jobs", &jobs)];
+    for (prefix, what, group) in groups {
+        if group.is_empty() {
+            return Err(format!("no functions in the alarm group of {what}"));
+        }
+        for (metric, meaning) in [
+            ("Errors", "failed invocations (crash, timeout or error answer to Lambda)"),
+            ("Throttles", "throttled invocations (concurrency used up)"),
+        ] {
+            let chunks: Vec<&[&Function]> = group.chunks(ALARM_METRICS).collect();
+            for (n, chunk) in chunks.iter().enumerate() {
+                let part = if chunks.len() > 1 { (n + 1).to_string() } else { String::new() };
+                let id = format!("{prefix}{metric}{part}Alarm");
+                let description = format!("\"Agentplane: {meaning} of {what} (README: Operating it).\"");
+                write_group_alarm(y, &id, &description, metric, chunk);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Every function, the streamed routes' invoke permissions and the roles (indented under
 /// `Resources:`).
 fn functions_and_roles() -> Result<String, String> {
@@ -548,10 +718,10 @@ fn functions_and_roles() -> Result<String, String> {
         functions.push(job_function(*job)?);
     }
     // Each distinct set of grants is one role; a role's name says its set.
-    let mut roles: BTreeMap<String, (Vec<Grant>, Vec<&'static str>)> = BTreeMap::new();
+    let mut roles: BTreeMap<String, (Vec<Grant>, Vec<&Function>)> = BTreeMap::new();
     for f in &functions {
         let set = grant_set(f.grants)?;
-        roles.entry(role_id(&set)?).or_insert_with(|| (set, Vec::new())).1.push(f.name);
+        roles.entry(role_id(&set)?).or_insert_with(|| (set, Vec::new())).1.push(f);
     }
 
     let mut y = Yaml::default();
@@ -583,14 +753,15 @@ fn functions_and_roles() -> Result<String, String> {
         2,
         "Roles: one per distinct set of grants (shared/api/src/grants.rs), shared by the functions \
          granted exactly that set. Each allows what its grants say and only as they say it (a read \
-         grant has no write action), and CloudWatch Logs (AWSLambdaBasicExecutionRole, as SAM's own \
-         roles). A queue's consumer holds its poller actions: SAM adds none to a function that names \
-         its role.",
+         grant has no write action), and writing to its functions' log groups. A queue's consumer \
+         holds its poller actions: SAM adds none to a function that names its role.",
     );
     y.blank();
     for (id, (set, users)) in &roles {
         write_role(&mut y, id, set, users)?;
     }
+    write_log_groups(&mut y);
+    write_group_alarms(&mut y, &functions)?;
     // The region ends where the hand-written part goes on: without a trailing blank line.
     let mut out = y.0;
     while out.ends_with("\n\n") {

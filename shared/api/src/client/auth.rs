@@ -37,7 +37,11 @@ async fn authenticate_key(app: &App, token: &str) -> Result<ProjectAuth, ClientE
         return Err(ClientError::InvalidApiKey);
     }
     match app.store.api_keys().authenticate(&KeyHash::of(token)).await {
-        Ok(Some((project_id, key_id))) => Ok(ProjectAuth { project_id, key_id }),
+        Ok(Some((project_id, key_id))) => {
+            // The Lambda functions' request span carries it into every later log line.
+            tracing::Span::current().record("project", tracing::field::display(&project_id));
+            Ok(ProjectAuth { project_id, key_id })
+        }
         Ok(None) => Err(ClientError::InvalidApiKey),
         Err(err) => Err(err.into()),
     }

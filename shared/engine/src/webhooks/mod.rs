@@ -208,6 +208,17 @@ pub(crate) async fn disable<S: WebhookAttempts>(store: &S, endpoint: &Endpoint) 
         current.updated_at = crate::now().max(previous.plus_millis(1));
         match store.replace_endpoint(&current, previous).await {
             Err(PortError::Conflict) => continue,
+            Ok(()) => {
+                // An operator's alarm (the Lambda functions turn this event into a CloudWatch
+                // metric: functions/src/metrics.rs).
+                tracing::warn!(
+                    target: "agentplane::metric",
+                    metric = "WebhookEndpointsDisabled",
+                    endpoint = %endpoint.id,
+                    "a webhook endpoint answered 410 Gone and was disabled"
+                );
+                return Ok(());
+            }
             other => return other,
         }
     }
