@@ -31,6 +31,7 @@ entry_points! {
     rollback_restore => serve_rollback_restore,
     webhook_retry => serve_webhook_retry,
     retention_sweep => serve_retention_sweep,
+    webhook_reseal => serve_webhook_reseal,
 }
 
 /// What a `sampler` pass did.
@@ -199,6 +200,17 @@ async fn serve_retention_sweep() -> Result<(), lambda_runtime::Error> {
             rollbacks_given_up: outbox.rollbacks_given_up,
             failed: report.failed + purged.failed + content.failed + outbox.failed,
         })
+    }))
+    .await
+}
+
+/// `webhook-reseal`: endpoints' secrets under the webhook key's current version, going on
+/// where the last invocation stopped.
+async fn serve_webhook_reseal() -> Result<(), lambda_runtime::Error> {
+    crate::init_tracing();
+    let app = App::from_env(Job::WebhookReseal.grants()).await?;
+    Box::pin(every_tick(|| async {
+        jobs::webhook_reseal_once(&app, jobs::RESEAL_BUDGET).await.map_err(StoreError::from)
     }))
     .await
 }
