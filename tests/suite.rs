@@ -77,4 +77,5 @@ mod titles;
 mod transcripts;
 mod turns;
 mod webhook_delivery;
+mod webhook_seal_rotation;
 mod webhooks;

@@ -428,8 +428,12 @@ impl App {
         let mut webhooks = WebhookConfig::from_env().context("AGENTPLANE_WEBHOOK_SECRET_KEY")?;
         if let Ok(secret_id) = std::env::var("AGENTPLANE_WEBHOOK_SECRET_KEY_SECRET_ID") {
             let text = secret_string(&sdk, &secret_id).await.context("reading the webhook secret key")?;
-            webhooks.key =
-                Some(Arc::new(SealKey::from_secret_text(&text).context("the webhook secret key")?));
+            let key = Arc::new(SealKey::from_secret_text(&text).context("the webhook secret key")?);
+            tokio::spawn(refresh_seal_key(
+                key.clone(),
+                crate::secrets::from_secrets_manager(&sdk, &secret_id),
+            ));
+            webhooks.key = Some(key);
         }
         let mut app = Self::new(store, None);
         app.core_keys = core_keys.map(Arc::new);
@@ -477,6 +481,25 @@ fn local_webhooks() -> WebhookConfig {
             crate::edge::random::<32>().ok().and_then(|b| SealKey::from_bytes(&b).ok()).map(Arc::new);
     }
     config
+}
+
+/// Re-reads the webhook key's secret every `AGENTPLANE_WEBHOOK_KEY_TTL_S` (default 60) while the
+/// process lives, so a new key version (README "Rotating secrets") reaches warm functions
+/// without a redeploy. An unreadable or unusable text keeps the versions held, with a warning.
+async fn refresh_seal_key(key: Arc<SealKey>, fetch: crate::secrets::SecretFetch) {
+    let every = std::env::var("AGENTPLANE_WEBHOOK_KEY_TTL_S")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(Duration::from_secs(60), |s| Duration::from_secs(s.max(1)));
+    loop {
+        tokio::time::sleep(every).await;
+        match fetch().await.and_then(|text| SealKey::from_secret_text(&text).map_err(anyhow::Error::from)) {
+            Ok(fresh) => key.update(fresh),
+            Err(err) => {
+                tracing::warn!(error = %format!("{err:#}"), "re-reading the webhook secret key failed; keeping the versions held")
+            }
+        }
+    }
 }
 
 async fn secret_string(sdk: &aws_config::SdkConfig, secret_id: &str) -> anyhow::Result<String> {

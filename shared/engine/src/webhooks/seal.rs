@@ -34,8 +34,13 @@ pub enum SealError {
 }
 
 /// The deployment's keys for webhook secrets (`AGENTPLANE_WEBHOOK_SECRET_KEY`, or the stack's
-/// `WebhookSecretKeySecret`): the current version seals, every version opens.
+/// `WebhookSecretKeySecret`): the current version seals, every version opens. A process that
+/// re-reads its key's secret [`SealKey::update`]s it in place, so every holder sees new versions.
 pub struct SealKey {
+    versions: std::sync::RwLock<Versioned>,
+}
+
+struct Versioned {
     current: u32,
     keys: BTreeMap<u32, LessSafeKey>,
 }
@@ -80,7 +85,22 @@ struct Versions {
 impl SealKey {
     /// One key, version 1.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, SealError> {
-        Ok(Self { current: 1, keys: BTreeMap::from([(1, aes_key(bytes)?)]) })
+        Ok(Self::of(1, BTreeMap::from([(1, aes_key(bytes)?)])))
+    }
+
+    fn of(current: u32, keys: BTreeMap<u32, LessSafeKey>) -> Self {
+        Self { versions: std::sync::RwLock::new(Versioned { current, keys }) }
+    }
+
+    /// Takes `other`'s versions (the secret was read again).
+    pub fn update(&self, other: SealKey) {
+        let other = other.versions.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut mine = self.versions.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *mine = other;
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Versioned> {
+        self.versions.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub fn from_base64(text: &str) -> Result<Self, SealError> {
@@ -92,7 +112,7 @@ impl SealKey {
     pub fn from_secret_text(text: &str) -> Result<Self, SealError> {
         let text = text.trim();
         if !text.starts_with('{') {
-            return Ok(Self { current: 1, keys: BTreeMap::from([(1, key_from_text(text)?)]) });
+            return Ok(Self::of(1, BTreeMap::from([(1, key_from_text(text)?)])));
         }
         let versions: Versions = serde_json::from_str(text).map_err(|_| SealError::BadVersions)?;
         let mut keys = BTreeMap::new();
@@ -103,12 +123,12 @@ impl SealKey {
         if !keys.contains_key(&versions.current) {
             return Err(SealError::BadVersions);
         }
-        Ok(Self { current: versions.current, keys })
+        Ok(Self::of(versions.current, keys))
     }
 
     /// The version new secrets are sealed under.
     pub fn current_version(&self) -> u32 {
-        self.current
+        self.read().current
     }
 
     /// The key version a sealed value names (1 when it has no prefix); `None` when the prefix
@@ -122,13 +142,15 @@ impl SealKey {
 
     /// Whether `sealed` is sealed under the current version (a re-seal leaves it alone).
     pub fn is_current(&self, sealed: &str) -> bool {
-        Self::version_of(sealed) == Some(self.current)
+        Self::version_of(sealed) == Some(self.current_version())
     }
 
     /// Seals `plaintext` for `context` (the endpoint id) under the current version and a fresh
     /// random nonce.
     pub fn seal(&self, context: &str, plaintext: &[u8]) -> Result<String, SealError> {
-        let key = self.keys.get(&self.current).ok_or(SealError::UnknownVersion(self.current))?;
+        let versions = self.read();
+        let current = versions.current;
+        let key = versions.keys.get(&current).ok_or(SealError::UnknownVersion(current))?;
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|_| SealError::Randomness)?;
         let mut data = plaintext.to_vec();
@@ -141,14 +163,15 @@ impl SealKey {
         let mut out = nonce.to_vec();
         out.extend_from_slice(&data);
         let body = STANDARD.encode(out);
-        Ok(if self.current == 1 { body } else { format!("v{}:{body}", self.current) })
+        Ok(if current == 1 { body } else { format!("v{current}:{body}") })
     }
 
     /// Opens what [`SealKey::seal`] sealed for the same `context`, under whichever version it
     /// names.
     pub fn open(&self, context: &str, sealed: &str) -> Result<Vec<u8>, SealError> {
         let version = Self::version_of(sealed).ok_or(SealError::Open)?;
-        let key = self.keys.get(&version).ok_or(SealError::UnknownVersion(version))?;
+        let versions = self.read();
+        let key = versions.keys.get(&version).ok_or(SealError::UnknownVersion(version))?;
         let body = sealed.split_once(':').map_or(sealed, |(_, body)| body);
         let bytes = STANDARD.decode(body).map_err(|_| SealError::Open)?;
         if bytes.len() < NONCE_LEN {
@@ -235,6 +258,12 @@ mod tests {
         let only_v2 = versions(2, &[(2, K2)]);
         assert_eq!(only_v2.open("ep", &moved).expect("opens"), b"whsec_1");
         assert!(only_v2.open("ep", &sealed_v1).is_err());
+        // A process that reads the key material again sees the new versions in place.
+        let held = SealKey::from_secret_text(K1).expect("one key");
+        assert!(held.open("ep", &sealed_v2).is_err());
+        held.update(versions(2, &[(1, K1), (2, K2)]));
+        assert_eq!(held.open("ep", &sealed_v2).expect("opens after the update"), b"whsec_2");
+        assert!(held.seal("ep", b"x").expect("seal").starts_with("v2:"));
         // The version is bound to its key: a value relabelled to another version does not open.
         let relabelled = format!("v2:{sealed_v1}");
         assert!(both.open("ep", &relabelled).is_err());
