@@ -33,6 +33,7 @@ entry_points! {
     rollback_restore => serve_rollback_restore,
     webhook_retry => serve_webhook_retry,
     retention_sweep => serve_retention_sweep,
+    webhook_reseal => serve_webhook_reseal,
 }
 
 /// What a `sampler` pass did.
@@ -217,6 +218,17 @@ pub(crate) fn stuck_work_metrics(pass: &RetentionPass) -> [(&'static str, u64); 
         (metrics::PLATFORM_RUNS_RESENT, count(pass.outbox_runs_sent)),
         (metrics::ROLLBACKS_GIVEN_UP, count(pass.rollbacks_given_up)),
     ]
+}
+
+/// `webhook-reseal`: endpoints' secrets under the webhook key's current version, going on
+/// where the last invocation stopped.
+async fn serve_webhook_reseal() -> Result<(), lambda_runtime::Error> {
+    crate::init_tracing();
+    let app = App::from_env(Job::WebhookReseal.grants()).await?;
+    Box::pin(every_tick(|| async {
+        jobs::webhook_reseal_once(&app, jobs::RESEAL_BUDGET).await.map_err(StoreError::from)
+    }))
+    .await
 }
 
 /// Answers each batch of a queue's messages with `handle`'s partial failures.

@@ -431,6 +431,8 @@ impl TestNode {
         let config = agentplane_sandbox::NodeConfig {
             core_url: app.base.clone(),
             token: str_field(&body, "token")?,
+            enrollment: None,
+            rotation: Default::default(),
             state_dir,
             heartbeat_every: Duration::from_secs(1),
             workspace_limits: Default::default(),
@@ -440,6 +442,51 @@ impl TestNode {
         node.run();
         node.wait_online(app).await?;
         Ok(node)
+    }
+
+    /// A daemon that enrolls itself with `key` under `name` (no token configured) in a state
+    /// directory of its own; `node_id` is that of the node it enrolled as.
+    pub async fn enroll(app: &TestApp, key: &str, name: &str) -> anyhow::Result<Self> {
+        let mut base = std::env::temp_dir();
+        if agentplane_sandbox::local::jail::untraversable(&base).is_some() {
+            base = "/tmp".into();
+        }
+        let config = agentplane_sandbox::NodeConfig {
+            core_url: app.base.clone(),
+            token: String::new(),
+            enrollment: Some(agentplane_sandbox::Enrollment { key: key.to_owned(), name: name.to_owned() }),
+            rotation: Default::default(),
+            state_dir: base.join(format!("agentplane-test-{}", unique_prefix())),
+            heartbeat_every: Duration::from_secs(1),
+            workspace_limits: Default::default(),
+            disk_size_mb: agentplane_sandbox::local::DEFAULT_DISK_MB,
+        };
+        let mut node = Self { node_id: String::new(), config, task: None };
+        node.run();
+        for _ in 0..100 {
+            let named = app
+                .store
+                .nodes()
+                .all()
+                .await?
+                .into_iter()
+                .find(|n| n.name == name && n.last_seen_at.is_some());
+            if let Some(found) = named {
+                node.node_id = found.id.to_string();
+                return Ok(node);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("the enrolled node never came online")
+    }
+
+    /// The token the daemon keeps in its state directory (what it enrolled with or rotated to).
+    pub fn kept_token(&self) -> anyhow::Result<Option<String>> {
+        match std::fs::read_to_string(self.config.state_dir.join("node-token.json")) {
+            Ok(text) => Ok(serde_json::from_str::<Value>(&text)?["token"].as_str().map(str::to_owned)),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(err.into()),
+        }
     }
 
     fn run(&mut self) {

@@ -77,6 +77,11 @@ const RESOURCES: &[Resource] = &[
         },
     },
     Resource {
+        id: "NodeEnrollmentSecret",
+        short: "NodeEnrollment",
+        kind: Kind::Secret { env: "AGENTPLANE_NODE_ENROLLMENT_SECRET_ID", arn: "!Ref NodeEnrollmentSecret" },
+    },
+    Resource {
         id: "WebhookSecretKeySecret",
         short: "WebhookKey",
         kind: Kind::Secret {
@@ -533,11 +538,13 @@ fn write_function(y: &mut Yaml, f: &Function) -> Result<(), String> {
             y.line(14, "- ReportBatchItemFailures");
         }
         Trigger::Schedule { schedule } => {
-            if *schedule != "rate(1 minute)" {
-                return Err(format!("{}: name its schedule's event in xtask/src/template.rs", f.name));
-            }
+            let event = match *schedule {
+                "rate(1 minute)" => "EveryMinute",
+                "rate(1 day)" => "EveryDay",
+                _ => return Err(format!("{}: name its schedule's event in xtask/src/template.rs", f.name)),
+            };
             y.line(6, "Events:");
-            y.line(8, "EveryMinute:");
+            y.line(8, format_args!("{event}:"));
             y.line(10, "Type: Schedule");
             y.line(10, "Properties:");
             y.line(12, format_args!("Schedule: {schedule}"));

@@ -3,7 +3,8 @@
 //!
 //! Configuration (environment):
 //! - `AGENTPLANE_LISTEN`: address to serve on (default `127.0.0.1:8080`).
-//! - `AGENTPLANE_CORE_KEY`: the Core admin key; when unset, one is generated once and kept in
+//! - `AGENTPLANE_CORE_KEY`: the Core admin key (or, to rehearse a rotation, the JSON
+//!   `{"current","previous","previous_until"}` a rotated secret holds); when unset, one is generated once and kept in
 //!   `.agentplane/core-key` (git-ignored, 0600; see `secrets`) so that it survives restarts.
 //! - `AWS_ENDPOINT_URL`: the emulator (default `http://127.0.0.1:4566`).
 //! - `AGENTPLANE_RESOURCE_PREFIX`: resource name prefix (default `agentplane`).
@@ -14,7 +15,9 @@
 //! - `AGENTPLANE_SAMPLING_INTERVAL_S`: how often the in-process sampler runs (default 30);
 //!   `AGENTPLANE_SAMPLER=off` turns it (and Runtime history) off.
 //! - `AGENTPLANE_SWEEP_INTERVAL_S`: how often the in-process retention sweep runs (default 60).
-//! - `AGENTPLANE_WEBHOOK_SECRET_KEY`: the key sealing webhook signing secrets; when unset, one
+//! - `AGENTPLANE_WEBHOOK_SECRET_KEY`: the key sealing webhook signing secrets (base64 of 32
+//!   bytes, or the versions object `{"current": N, "keys": {…}}`: a re-seal pass runs at start);
+//!   when unset, one
 //!   is generated once and kept in `.agentplane/webhook-key` (git-ignored, 0600), so that
 //!   endpoints keep signing across restarts.
 //! - `AGENTPLANE_WEBHOOKS_ALLOWED_PRIVATE`: the loopback or private receivers webhooks may reach,
@@ -30,7 +33,7 @@
 use std::path::PathBuf;
 
 use agentplane_api::{App, edge, routes};
-use agentplane_domain::api_key::CoreKey;
+use agentplane_domain::api_key::{CoreKey, CoreKeys};
 use agentplane_store::{ResourceNames, Store, provision};
 use anyhow::{Context, bail};
 
@@ -54,9 +57,11 @@ async fn main() -> anyhow::Result<()> {
         .with_rollbacks_queue(&sdk);
     let timeouts = agentplane_local::server::HttpTimeouts::from_env()?;
     secrets().prepare()?;
-    let core_key = core_key()?;
+    let core_keys = core_keys()?;
+    let core_key = core_keys.current().clone();
     let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
-    let mut app = App::new(store, Some(core_key.clone()))
+    let mut app = App::new(store, None)
+        .with_core_keys(agentplane_api::keys::RotatingKeys::fixed(core_keys))
         .with_sandbox_price(agentplane_api::app::sandbox_price_from_env()?)
         .with_prices(prices)
         .with_webhooks(webhooks(&listen, &endpoint)?);
@@ -67,6 +72,18 @@ async fn main() -> anyhow::Result<()> {
         tokio::spawn(sampler(app.clone()));
     }
     tokio::spawn(placer(app.clone()));
+    // The webhook-reseal job's pass, once at start: after AGENTPLANE_WEBHOOK_SECRET_KEY gained a
+    // new current version, every endpoint's secret moves to it (a no-op otherwise).
+    tokio::spawn({
+        let app = app.clone();
+        async move {
+            if let Err(err) =
+                agentplane_api::jobs::webhook_reseal_once(&app, std::time::Duration::from_secs(3600)).await
+            {
+                tracing::warn!(error = %err, "webhook re-seal pass failed");
+            }
+        }
+    });
     // The run-execution and retention-sweep jobs, in-process.
     tokio::spawn(agentplane_api::jobs::consume_runs_forever(app.clone()));
     tokio::spawn(agentplane_api::jobs::sweep_forever(
@@ -103,7 +120,9 @@ async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::J
 
     let saved = secrets().read("node-token")?.map(|secret| secret.text);
     let token = match saved {
-        Some(token) if app.store.nodes().authenticate(&KeyHash::of(&token)).await?.is_some() => token,
+        Some(token) if app.store.nodes().authenticate(&KeyHash::of(&token), edge::now()).await?.is_some() => {
+            token
+        }
         _ => {
             let secret = NodeTokenSecret::from_random(edge::random().context("randomness")?);
             let node = Node {
@@ -122,6 +141,9 @@ async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::J
     let config = agentplane_sandbox::NodeConfig {
         core_url: format!("http://{listen}"),
         token,
+        enrollment: None,
+        // The gateway keeps the embedded node's token itself (`.agentplane/node-token`).
+        rotation: Default::default(),
         state_dir: node_state_dir(),
         heartbeat_every: std::time::Duration::from_secs(5),
         workspace_limits: agentplane_sandbox::local::workspace::Limits::from_env(),
@@ -199,15 +221,15 @@ fn secrets() -> agentplane_local::secrets::StateDir {
     agentplane_local::secrets::StateDir::new(state_dir())
 }
 
-fn core_key() -> anyhow::Result<CoreKey> {
-    if let Ok(key) = std::env::var("AGENTPLANE_CORE_KEY") {
-        return CoreKey::new(key).context("AGENTPLANE_CORE_KEY must be at least 16 characters");
+fn core_keys() -> anyhow::Result<CoreKeys> {
+    if let Ok(text) = std::env::var("AGENTPLANE_CORE_KEY") {
+        return CoreKeys::parse(&text).context("AGENTPLANE_CORE_KEY");
     }
     let text = secrets().read_or_create("core-key", || {
         Ok(CoreKey::from_random(edge::random().context("reading randomness")?).expose().to_owned())
     })?;
     match CoreKey::new(text) {
-        Some(key) => Ok(key),
+        Some(key) => Ok(CoreKeys::single(key)),
         None => bail!(
             "{} holds no usable key; delete it to get a new one",
             state_dir().join("core-key").display()

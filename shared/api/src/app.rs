@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use std::time::Duration;
 
-use agentplane_domain::api_key::CoreKey;
+use agentplane_domain::api_key::{CoreKey, CoreKeys};
 use agentplane_domain::platform::sandbox_price::SandboxPrice;
 use agentplane_domain::pricing::PriceTable;
 use agentplane_engine::bus::retention_days_from_env;
@@ -138,7 +138,7 @@ fn title_model_from_env() -> Option<String> {
 #[derive(Clone, Debug)]
 pub struct App {
     pub store: Store,
-    core_key: Option<Arc<CoreKey>>,
+    core_keys: Option<Arc<crate::keys::RotatingKeys>>,
     /// The turn engine, built the first time a handler asks for it ([`App::engine`]): a
     /// function whose route runs no turn never builds it (nor its model client), and its binary
     /// does not link it.
@@ -178,6 +178,12 @@ pub struct App {
     /// How long Platform Runs wait and rollbacks retry (`AGENTPLANE_RUN_NODE_WAIT_S`,
     /// `AGENTPLANE_ROLLBACK_GIVE_UP_S`).
     pub platform_limits: PlatformLimits,
+    /// How long a node token rotated away is still accepted (`AGENTPLANE_NODE_TOKEN_GRACE_S`,
+    /// default 600 s).
+    pub node_token_grace: Duration,
+    /// The key nodes enroll with (`AGENTPLANE_NODE_ENROLLMENT_KEY`, or the secret
+    /// `AGENTPLANE_NODE_ENROLLMENT_SECRET_ID` names); `None`: enrollment answers 404.
+    pub node_enrollment: Option<Arc<crate::keys::RotatingKeys>>,
 }
 
 /// The Platform's patience: how long a Run waits for a sandbox node before it fails, and how long
@@ -228,7 +234,7 @@ impl App {
         Self {
             runtime: RuntimeTelemetry::from_env(&store),
             store,
-            core_key: core_key.map(Arc::new),
+            core_keys: core_key.map(|k| Arc::new(crate::keys::RotatingKeys::fixed(CoreKeys::single(k)))),
             engine: Arc::default(),
             model: ModelConfig::from_env(),
             prices: Arc::new(PriceTable::default()),
@@ -248,7 +254,30 @@ impl App {
             public_url: std::env::var("AGENTPLANE_PUBLIC_URL").ok().and_then(|url| public_url(&url)),
             sandbox_price: SandboxPrice::ZERO,
             platform_limits: PlatformLimits::from_env(),
+            node_token_grace: std::env::var("AGENTPLANE_NODE_TOKEN_GRACE_S")
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map_or(crate::node::tokens::DEFAULT_GRACE, Duration::from_secs),
+            node_enrollment: None,
         }
+    }
+
+    /// Accepts the Core keys `source` holds (a rotation window's two, re-read from a secret).
+    pub fn with_core_keys(mut self, source: crate::keys::RotatingKeys) -> Self {
+        self.core_keys = Some(Arc::new(source));
+        self
+    }
+
+    /// Nodes may enroll with the keys `source` holds.
+    pub fn with_node_enrollment(mut self, source: crate::keys::RotatingKeys) -> Self {
+        self.node_enrollment = Some(Arc::new(source));
+        self
+    }
+
+    /// A node token rotated away is accepted for `grace` more.
+    pub fn with_node_token_grace(mut self, grace: Duration) -> Self {
+        self.node_token_grace = grace;
+        self
     }
 
     /// Platform Runs wait for a node and rollbacks retry as `limits` say.
@@ -363,14 +392,31 @@ impl App {
         if crate::grants::uses_webhooks_queue(grants) {
             store = store.with_webhooks_queue(&sdk);
         }
-        let core_key =
+        use crate::keys::RotatingKeys;
+        let core_keys =
             match (std::env::var("AGENTPLANE_CORE_KEY"), std::env::var("AGENTPLANE_CORE_KEY_SECRET_ID")) {
-                (Ok(key), _) => {
-                    Some(CoreKey::new(key).context("AGENTPLANE_CORE_KEY is shorter than 16 characters")?)
+                (Ok(text), _) => {
+                    Some(RotatingKeys::fixed(CoreKeys::parse(&text).context("AGENTPLANE_CORE_KEY")?))
                 }
-                (_, Ok(secret_id)) => Some(core_key_from_secret(&sdk, &secret_id).await?),
+                (_, Ok(secret_id)) => Some(
+                    RotatingKeys::refreshing(crate::secrets::from_secrets_manager(&sdk, &secret_id)).await?,
+                ),
                 _ => None,
             };
+        let node_enrollment = match (
+            std::env::var("AGENTPLANE_NODE_ENROLLMENT_KEY"),
+            std::env::var("AGENTPLANE_NODE_ENROLLMENT_SECRET_ID"),
+        ) {
+            (Ok(text), _) => {
+                Some(RotatingKeys::fixed(CoreKeys::parse(&text).context("AGENTPLANE_NODE_ENROLLMENT_KEY")?))
+            }
+            (_, Ok(secret_id)) => Some(
+                RotatingKeys::refreshing(crate::secrets::from_secrets_manager(&sdk, &secret_id))
+                    .await
+                    .context("the node enrollment key")?,
+            ),
+            _ => None,
+        };
         let prices = agentplane_engine::prices_from_env().map_err(anyhow::Error::msg)?;
         let mut model = ModelConfig::from_env();
         if let Ok(secret_id) = std::env::var("AGENTPLANE_MODEL_API_KEY_SECRET_ID") {
@@ -382,10 +428,17 @@ impl App {
         let mut webhooks = WebhookConfig::from_env().context("AGENTPLANE_WEBHOOK_SECRET_KEY")?;
         if let Ok(secret_id) = std::env::var("AGENTPLANE_WEBHOOK_SECRET_KEY_SECRET_ID") {
             let text = secret_string(&sdk, &secret_id).await.context("reading the webhook secret key")?;
-            webhooks.key =
-                Some(Arc::new(SealKey::from_secret_text(&text).context("the webhook secret key")?));
+            let key = Arc::new(SealKey::from_secret_text(&text).context("the webhook secret key")?);
+            tokio::spawn(refresh_seal_key(
+                key.clone(),
+                crate::secrets::from_secrets_manager(&sdk, &secret_id),
+            ));
+            webhooks.key = Some(key);
         }
-        Ok(Self::new(store, core_key)
+        let mut app = Self::new(store, None);
+        app.core_keys = core_keys.map(Arc::new);
+        app.node_enrollment = node_enrollment.map(Arc::new);
+        Ok(app
             .with_sandbox_price(sandbox_price_from_env()?)
             .with_prices(prices)
             .with_model(model)
@@ -394,8 +447,8 @@ impl App {
     }
 
     /// `None` when the deployment configured no Core key: every Core request is then refused.
-    pub fn core_key(&self) -> Option<&CoreKey> {
-        self.core_key.as_deref()
+    pub fn core_keys(&self) -> Option<&crate::keys::RotatingKeys> {
+        self.core_keys.as_deref()
     }
 }
 
@@ -430,13 +483,25 @@ fn local_webhooks() -> WebhookConfig {
     config
 }
 
-async fn core_key_from_secret(sdk: &aws_config::SdkConfig, secret_id: &str) -> anyhow::Result<CoreKey> {
-    let value = secret_string(sdk, secret_id).await.context("reading the Core key from Secrets Manager")?;
-    CoreKey::new(value).context("the Core key secret is shorter than 16 characters")
+/// Re-reads the webhook key's secret every `AGENTPLANE_WEBHOOK_KEY_TTL_S` (default 60) while the
+/// process lives, so a new key version (README "Rotating secrets") reaches warm functions
+/// without a redeploy. An unreadable or unusable text keeps the versions held, with a warning.
+async fn refresh_seal_key(key: Arc<SealKey>, fetch: crate::secrets::SecretFetch) {
+    let every = std::env::var("AGENTPLANE_WEBHOOK_KEY_TTL_S")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(Duration::from_secs(60), |s| Duration::from_secs(s.max(1)));
+    loop {
+        tokio::time::sleep(every).await;
+        match fetch().await.and_then(|text| SealKey::from_secret_text(&text).map_err(anyhow::Error::from)) {
+            Ok(fresh) => key.update(fresh),
+            Err(err) => {
+                tracing::warn!(error = %format!("{err:#}"), "re-reading the webhook secret key failed; keeping the versions held")
+            }
+        }
+    }
 }
 
 async fn secret_string(sdk: &aws_config::SdkConfig, secret_id: &str) -> anyhow::Result<String> {
-    let client = aws_sdk_secretsmanager::Client::new(sdk);
-    let out = client.get_secret_value().secret_id(secret_id).send().await?;
-    Ok(out.secret_string().context("the secret has no string value")?.trim().to_owned())
+    crate::secrets::secret_string(&aws_sdk_secretsmanager::Client::new(sdk), secret_id).await
 }

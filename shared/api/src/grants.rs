@@ -80,6 +80,8 @@ pub const TURN_ROUTE: &[Grant] =
 /// Secrets are only ever read.
 pub const CORE_KEY: Grant = read("CoreKeySecret");
 pub const MODEL_KEY: Grant = read("ModelApiKeySecret");
+/// The key sandbox nodes enroll with (`POST /node/v1/enroll`).
+pub const NODE_ENROLLMENT_KEY: Grant = read("NodeEnrollmentSecret");
 /// The key that seals webhook signing secrets at rest.
 pub const WEBHOOK_KEY: Grant = read("WebhookSecretKeySecret");
 

@@ -6,6 +6,7 @@ mod rollbacks;
 mod run_content;
 mod runs;
 mod sweep;
+mod webhook_reseal;
 mod webhooks;
 
 pub use agentplane_engine::platform::outbox::{OutboxReport, sweep_outbox};
@@ -21,6 +22,7 @@ pub use runs::{
     consume_runs_forever, consume_runs_once, handle_runs_batch, handle_runs_event,
 };
 pub use sweep::{DEFAULT_SWEEP_INTERVAL, SweepReport, sweep_forever, sweep_interval_from_env, sweep_once};
+pub use webhook_reseal::{RESEAL_BUDGET, webhook_reseal_once};
 pub use webhooks::{
     DEFAULT_RETRY_INTERVAL, consume_webhooks_forever, consume_webhooks_once, handle_webhooks_batch,
     handle_webhooks_event, retry_forever, retry_interval_from_env, webhook_retry_once,
@@ -44,6 +46,8 @@ pub enum Job {
     WebhookRetry,
     /// Consumes the `rollbacks` queue: stops, restores and reverts the Runs of a rollback.
     RollbackRestore,
+    /// Re-seals every endpoint's signing secrets under the webhook key's current version.
+    WebhookReseal,
 }
 
 impl Job {
@@ -55,6 +59,7 @@ impl Job {
         Job::WebhookDelivery,
         Job::WebhookRetry,
         Job::RollbackRestore,
+        Job::WebhookReseal,
     ];
 
     pub fn function_name(self) -> &'static str {
@@ -66,6 +71,7 @@ impl Job {
             Job::WebhookDelivery => "webhook-delivery",
             Job::WebhookRetry => "webhook-retry",
             Job::RollbackRestore => "rollback-restore",
+            Job::WebhookReseal => "webhook-reseal",
         }
     }
 
@@ -75,14 +81,18 @@ impl Job {
             Job::RunExecution => Some(agentplane_store::resources::RUNS_QUEUE.logical_id),
             Job::WebhookDelivery => Some(agentplane_store::resources::WEBHOOKS_QUEUE.logical_id),
             Job::RollbackRestore => Some(agentplane_store::resources::ROLLBACKS_QUEUE.logical_id),
-            Job::Sampler | Job::Placer | Job::RetentionSweep | Job::WebhookRetry => None,
+            Job::Sampler | Job::Placer | Job::RetentionSweep | Job::WebhookRetry | Job::WebhookReseal => None,
         }
     }
 
     /// How often a scheduled job runs (an EventBridge schedule expression); `None` for a queue's.
     /// Every minute: the sampler's rate is the sampling interval (`AGENTPLANE_SAMPLING_INTERVAL_S`,
     /// 60 s in a deployment), and history buckets are never narrower.
+    /// The re-seal pass runs daily (operators invoke it after a key rotation).
     pub fn schedule(self) -> Option<&'static str> {
+        if self == Job::WebhookReseal {
+            return Some("rate(1 day)");
+        }
         self.queue().is_none().then_some("rate(1 minute)")
     }
 
@@ -96,7 +106,7 @@ impl Job {
             Job::WebhookDelivery => Some(10),
             // One rollback at a time: it stops, restores and reverts many Runs.
             Job::RollbackRestore => Some(1),
-            Job::Sampler | Job::Placer | Job::RetentionSweep | Job::WebhookRetry => None,
+            Job::Sampler | Job::Placer | Job::RetentionSweep | Job::WebhookRetry | Job::WebhookReseal => None,
         }
     }
 
@@ -114,6 +124,8 @@ impl Job {
             // Lambda's ceiling, below the runs and rollbacks queues' 960 s; run-execution fits one
             // invocation's budget under it (AGENTPLANE_FUNCTION_TIMEOUT_S).
             Job::RunExecution | Job::RollbackRestore => 900,
+            // Its budget (`RESEAL_BUDGET`, 240 s) and a margin; the next invocation goes on.
+            Job::WebhookReseal => 300,
         }
     }
 
@@ -127,7 +139,8 @@ impl Job {
             | Job::RetentionSweep
             | Job::WebhookDelivery
             | Job::WebhookRetry
-            | Job::RollbackRestore => None,
+            | Job::RollbackRestore
+            | Job::WebhookReseal => None,
         }
     }
 
@@ -170,6 +183,8 @@ impl Job {
             // workspaces bucket).
             // Re-sends the Platform outbox (Runs, rollbacks) and gives up overdue rollbacks (their
             // events go to the webhooks queue).
+            // Reads every endpoint, opens and seals its secrets, writes them back.
+            Job::WebhookReseal => &[MAIN_W, WEBHOOK_KEY],
             Job::RetentionSweep => {
                 &[MAIN_W, EVENTS_W, FILES_W, DOCS_W, WORKSPACES_W, RUNS_SEND, ROLLBACKS_SEND, WEBHOOKS_SEND]
             }

@@ -12,6 +12,7 @@ pub mod found;
 pub mod grants;
 pub mod jobs;
 pub mod json;
+pub mod keys;
 pub mod list;
 pub mod logs;
 pub mod node;
@@ -19,6 +20,7 @@ pub mod openapi;
 pub mod platform;
 pub mod routes;
 pub mod sandbox;
+pub mod secrets;
 pub mod sse;
 pub mod webhooks;
 

@@ -129,8 +129,17 @@ pub fn document(surface: Surface) -> OpenApi {
     schemas.sort_by(|a, b| a.0.cmp(&b.0));
     schemas.dedup_by(|a, b| a.0 == b.0);
     let (scheme_name, scheme) = surface.security();
-    let components =
-        ComponentsBuilder::new().schemas_from_iter(schemas).security_scheme(scheme_name, scheme).build();
+    let mut components =
+        ComponentsBuilder::new().schemas_from_iter(schemas).security_scheme(scheme_name, scheme);
+    if surface == Surface::Node {
+        // `POST /node/v1/enroll` is the one node operation authenticated otherwise.
+        let enrollment = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some("The deployment's node enrollment key (its `NodeEnrollmentSecret`)."))
+            .build();
+        components = components.security_scheme("enrollment_key", SecurityScheme::Http(enrollment));
+    }
+    let components = components.build();
     OpenApiBuilder::new()
         .info(InfoBuilder::new().title(surface.title()).version(env!("CARGO_PKG_VERSION")).build())
         .servers(Some([ServerBuilder::new().url("/").build()]))

@@ -202,11 +202,15 @@ route_table! {
     CoreSandboxNodesRegister => "core-sandbox-nodes-register", &[MAIN_W, CORE_KEY], Buffered, core::nodes::register;
     CoreSandboxNodesList => "core-sandbox-nodes-list", &[MAIN_R, CORE_KEY], Buffered, core::node_reads::list;
     CoreSandboxNodeGet => "core-sandbox-node-get", &[MAIN_R, TELEMETRY_R, CORE_KEY], Buffered, core::node_reads::get;
+    // Deletes the node's tokens (a scan finds those of nodes registered before tokens rotated).
+    CoreSandboxNodeTokenReissue => "core-sandbox-node-token-reissue", &[MAIN_W, CORE_KEY], Buffered, core::nodes::reissue_token, without_body;
     NodeCommandsPoll => "node-commands-poll", &[MAIN_W], Buffered, node::handlers::poll;
     NodeCommandsComplete => "node-commands-complete", &[MAIN_W], Buffered, node::handlers::complete;
     NodeHeartbeat => "node-heartbeat", &[MAIN_W, TELEMETRY_W], Buffered, node::handlers::heartbeat;
     NodeReports => "node-reports", &[MAIN_W, TELEMETRY_W], Buffered, node::handlers::reports;
     NodeSandboxesList => "node-sandboxes-list", &[MAIN_R], Buffered, node::handlers::sandboxes;
+    NodeTokenRotate => "node-token-rotate", &[MAIN_W], Buffered, node::tokens::rotate, without_body;
+    NodeEnroll => "node-enroll", &[MAIN_W, NODE_ENROLLMENT_KEY], Buffered, node::tokens::enroll;
     SandboxCreate => "sandbox-create", &[MAIN_W], Buffered, sandbox::sandboxes::create;
     SandboxList => "sandbox-list", &[MAIN_R], Buffered, sandbox::sandboxes::list;
     SandboxGet => "sandbox-get", &[MAIN_R], Buffered, sandbox::sandboxes::get;

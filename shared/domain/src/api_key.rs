@@ -110,6 +110,87 @@ impl std::fmt::Debug for CoreKey {
     }
 }
 
+/// The Core keys a deployment accepts: its current key and, during a rotation, the previous key
+/// until `previous_until`. Read from a secret (or `AGENTPLANE_CORE_KEY`) that holds either the
+/// key as plain text (the shape before rotation existed, still accepted) or
+/// `{"current": "…", "previous": "…", "previous_until": "<RFC 3339>"}`.
+#[derive(Clone)]
+pub struct CoreKeys {
+    current: CoreKey,
+    previous: Option<(CoreKey, Timestamp)>,
+}
+
+/// Why a Core key secret's text is not usable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreKeysError {
+    #[error("the Core key `{0}` is shorter than 16 characters")]
+    TooShort(&'static str),
+    #[error("the Core key secret is JSON but not {{\"current\", \"previous\"?, \"previous_until\"?}}")]
+    Shape,
+    #[error("`previous_until` must be an RFC 3339 time, and is required with `previous`")]
+    PreviousUntil,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CoreKeysText {
+    current: String,
+    #[serde(default)]
+    previous: Option<String>,
+    #[serde(default)]
+    previous_until: Option<String>,
+}
+
+impl CoreKeys {
+    pub fn single(key: CoreKey) -> Self {
+        Self { current: key, previous: None }
+    }
+
+    /// The keys a secret's text holds: a JSON object (text starting with `{`), else the whole
+    /// text is the one key.
+    pub fn parse(text: &str) -> Result<Self, CoreKeysError> {
+        let text = text.trim();
+        if !text.starts_with('{') {
+            return CoreKey::new(text).map(Self::single).ok_or(CoreKeysError::TooShort("current"));
+        }
+        let parsed: CoreKeysText = serde_json::from_str(text).map_err(|_| CoreKeysError::Shape)?;
+        let current = CoreKey::new(parsed.current).ok_or(CoreKeysError::TooShort("current"))?;
+        let previous = match (parsed.previous, parsed.previous_until) {
+            (None, None) => None,
+            (Some(key), Some(until)) => Some((
+                CoreKey::new(key).ok_or(CoreKeysError::TooShort("previous"))?,
+                Timestamp::parse_rfc3339(&until).ok_or(CoreKeysError::PreviousUntil)?,
+            )),
+            _ => return Err(CoreKeysError::PreviousUntil),
+        };
+        Ok(Self { current, previous })
+    }
+
+    pub fn current(&self) -> &CoreKey {
+        &self.current
+    }
+
+    /// Until when the previous key is accepted, if there is one.
+    pub fn previous_until(&self) -> Option<Timestamp> {
+        self.previous.as_ref().map(|(_, until)| *until)
+    }
+
+    /// Whether `presented` is the current key, or the previous one before its expiry. Both are
+    /// always compared (in constant time), so the answer's timing says nothing about which.
+    pub fn accept(&self, presented: &str, now: Timestamp) -> bool {
+        let current = self.current.matches(presented);
+        let previous =
+            self.previous.as_ref().is_some_and(|(key, until)| key.matches(presented) & (now < *until));
+        current | previous
+    }
+}
+
+impl std::fmt::Debug for CoreKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoreKeys").field("previous_until", &self.previous_until()).finish_non_exhaustive()
+    }
+}
+
 /// Big-endian base-62 of `bytes`, left-padded to a fixed width so every key has one length.
 fn base62(bytes: &[u8; 32]) -> String {
     let mut number: Vec<u32> = bytes.iter().map(|&b| u32::from(b)).collect();
@@ -130,6 +211,42 @@ fn base62(bytes: &[u8; 32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_core_keys_are_accepted_within_the_window_and_the_old_one_refused_after() {
+        let keys = CoreKeys::parse(
+            r#"{"current":"core_new_key_0123456789","previous":"core_old_key_0123456789","previous_until":"2026-12-01T12:00:00Z"}"#,
+        )
+        .expect("keys");
+        let before = Timestamp::parse_rfc3339("2026-12-01T11:59:59Z").expect("time");
+        let after = Timestamp::parse_rfc3339("2026-12-01T12:00:00Z").expect("time");
+        assert!(keys.accept("core_new_key_0123456789", before));
+        assert!(keys.accept("core_old_key_0123456789", before));
+        assert!(keys.accept("core_new_key_0123456789", after));
+        assert!(!keys.accept("core_old_key_0123456789", after));
+        assert!(!keys.accept("core_other_key_0123456789", before));
+        assert!(!keys.accept("", before));
+    }
+
+    #[test]
+    fn a_plain_core_key_secret_is_still_one_key() {
+        let keys = CoreKeys::parse("  plain_core_key_0123456789\n").expect("plain");
+        assert!(keys.accept("plain_core_key_0123456789", Timestamp::from_unix_millis(0)));
+        assert_eq!(keys.previous_until(), None);
+        assert_eq!(CoreKeys::parse("short").err(), Some(CoreKeysError::TooShort("current")));
+        let only = CoreKeys::parse(r#"{"current":"core_new_key_0123456789"}"#).expect("current only");
+        assert!(only.accept("core_new_key_0123456789", Timestamp::from_unix_millis(0)));
+        for bad in [
+            r#"{"current":"core_new_key_0123456789","previous":"core_old_key_0123456789"}"#,
+            r#"{"current":"core_new_key_0123456789","previous":"core_old_key_0123456789","previous_until":"soon"}"#,
+            r#"{"current":"core_new_key_0123456789","previous":"short","previous_until":"2026-12-01T12:00:00Z"}"#,
+            r#"{"current":"core_new_key_0123456789","extra":1}"#,
+            r#"{"current":"#,
+        ] {
+            assert!(CoreKeys::parse(bad).is_err(), "{bad}");
+        }
+        assert!(!format!("{only:?}").contains("core_new"));
+    }
 
     #[test]
     fn project_keys_have_one_shape() {

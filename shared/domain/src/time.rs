@@ -35,6 +35,12 @@ impl Timestamp {
         Self(self.0.saturating_add(ms))
     }
 
+    /// Parses RFC 3339 text (any offset); `None` when it is not RFC 3339 or out of range.
+    pub fn parse_rfc3339(text: &str) -> Option<Self> {
+        let t = OffsetDateTime::parse(text.trim(), &Rfc3339).ok()?;
+        i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok().map(Self)
+    }
+
     /// RFC 3339 in UTC with millisecond precision, e.g. `2026-11-30T04:43:12.000Z`.
     pub fn rfc3339(self) -> String {
         let nanos = i128::from(self.0) * 1_000_000;
@@ -61,5 +67,10 @@ mod tests {
     #[test]
     fn rfc3339_is_utc() {
         assert_eq!(Timestamp::from_unix_millis(1_500).rfc3339(), "1970-01-01T00:00:01.5Z");
+        assert_eq!(
+            Timestamp::parse_rfc3339("1970-01-01T01:00:01.5+01:00"),
+            Some(Timestamp::from_unix_millis(1_500))
+        );
+        assert_eq!(Timestamp::parse_rfc3339("yesterday"), None);
     }
 }

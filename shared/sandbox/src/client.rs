@@ -9,11 +9,36 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 use serde_json::Value;
 
+/// Clones share the token: a rotation reaches every task of the daemon at once.
 #[derive(Clone)]
 pub struct CoreClient {
     http: reqwest::Client,
     base: String,
-    token: String,
+    token: std::sync::Arc<std::sync::RwLock<String>>,
+}
+
+/// What `POST /node/v1/token` answers.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RotatedToken {
+    pub token: String,
+    /// Unix seconds: the token the rotation was asked with is refused from then on.
+    pub previous_token_expires_at: i64,
+}
+
+/// Enrolls a node named `name` with the deployment's enrollment key: its token.
+pub async fn enroll(base: &str, key: &str, name: &str) -> anyhow::Result<String> {
+    #[derive(Deserialize)]
+    struct Answer {
+        token: String,
+    }
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(40)).build()?;
+    let response = http
+        .post(format!("{}/node/v1/enroll", base.trim_end_matches('/')))
+        .bearer_auth(key)
+        .json(&serde_json::json!({ "name": name }))
+        .send()
+        .await?;
+    Ok(CoreClient::check(response).await?.json::<Answer>().await.context("enrollment")?.token)
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -28,7 +53,30 @@ pub struct HostedSandbox {
 impl CoreClient {
     pub fn new(base: impl Into<String>, token: impl Into<String>) -> anyhow::Result<Self> {
         let http = reqwest::Client::builder().timeout(Duration::from_secs(40)).build()?;
-        Ok(Self { http, base: base.into().trim_end_matches('/').to_owned(), token: token.into() })
+        Ok(Self {
+            http,
+            base: base.into().trim_end_matches('/').to_owned(),
+            token: std::sync::Arc::new(std::sync::RwLock::new(token.into())),
+        })
+    }
+
+    /// The token requests carry from now on.
+    pub fn token(&self) -> String {
+        self.token.read().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    pub fn set_token(&self, token: String) {
+        if let Ok(mut held) = self.token.write() {
+            *held = token;
+        }
+    }
+
+    /// Asks Core for a new token (the one held stays accepted for Core's grace). The caller
+    /// saves it, then [`CoreClient::set_token`]s it.
+    pub async fn rotate_token(&self) -> anyhow::Result<RotatedToken> {
+        let response =
+            self.http.post(format!("{}/node/v1/token", self.base)).bearer_auth(self.token()).send().await?;
+        Self::check(response).await?.json::<RotatedToken>().await.context("rotated token")
     }
 
     async fn check(response: reqwest::Response) -> anyhow::Result<reqwest::Response> {
@@ -49,7 +97,7 @@ impl CoreClient {
             .http
             // The connection id is ours (hex), so it needs no escaping.
             .get(format!("{}/node/v1/commands?connection={connection}&wait={wait_s}", self.base))
-            .bearer_auth(&self.token)
+            .bearer_auth(self.token())
             .send()
             .await?;
         Ok(Self::check(response).await?.json::<Answer>().await.context("commands")?.commands)
@@ -59,7 +107,7 @@ impl CoreClient {
         let response = self
             .http
             .post(format!("{}/node/v1/commands/{command}", self.base))
-            .bearer_auth(&self.token)
+            .bearer_auth(self.token())
             .json(outcome)
             .send()
             .await?;
@@ -70,7 +118,7 @@ impl CoreClient {
         let response = self
             .http
             .post(format!("{}/node/v1/heartbeat", self.base))
-            .bearer_auth(&self.token)
+            .bearer_auth(self.token())
             .json(heartbeat)
             .send()
             .await?;
@@ -81,7 +129,7 @@ impl CoreClient {
         let response = self
             .http
             .post(format!("{}/node/v1/reports", self.base))
-            .bearer_auth(&self.token)
+            .bearer_auth(self.token())
             .json(report)
             .send()
             .await?;
@@ -89,8 +137,12 @@ impl CoreClient {
     }
 
     pub async fn hosted(&self) -> anyhow::Result<Vec<HostedSandbox>> {
-        let response =
-            self.http.get(format!("{}/node/v1/sandboxes", self.base)).bearer_auth(&self.token).send().await?;
+        let response = self
+            .http
+            .get(format!("{}/node/v1/sandboxes", self.base))
+            .bearer_auth(self.token())
+            .send()
+            .await?;
         let body: Value = Self::check(response).await?.json().await?;
         Ok(serde_json::from_value(body.get("sandboxes").cloned().unwrap_or(Value::Null))?)
     }

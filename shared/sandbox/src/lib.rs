@@ -6,4 +6,5 @@ pub mod daemon;
 pub mod host;
 pub mod local;
 
+pub use daemon::token::{Enrollment, TokenRotation};
 pub use daemon::{NodeConfig, disk_size_mb_from_env, run};

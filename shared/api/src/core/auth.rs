@@ -1,4 +1,5 @@
-//! `Authorization: Bearer <Core key>`, compared in constant time.
+//! `Authorization: Bearer <Core key>`, compared in constant time with each key accepted now
+//! (the current one, and the previous one during a rotation window; see `keys`).
 
 use axum::extract::FromRequestParts;
 use http::request::Parts;
@@ -13,12 +14,16 @@ impl FromRequestParts<App> for CoreAdmin {
     type Rejection = CoreError;
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, CoreError> {
-        let Some(expected) = app.core_key() else {
+        let Some(keys) = app.core_keys() else {
             tracing::warn!("a Core request arrived but no Core key is configured");
             return Err(CoreError::InvalidAdminKey);
         };
         let presented = bearer(parts).ok_or(CoreError::InvalidAdminKey)?;
-        if expected.matches(presented) { Ok(CoreAdmin) } else { Err(CoreError::InvalidAdminKey) }
+        if keys.accept(presented, crate::edge::now()).await {
+            Ok(CoreAdmin)
+        } else {
+            Err(CoreError::InvalidAdminKey)
+        }
     }
 }
 

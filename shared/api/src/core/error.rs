@@ -54,6 +54,9 @@ pub enum CoreError {
     /// 409 with the code (`bucket_already_registered`, `bucket_taken`, `bucket_limit_reached`).
     #[error("{1}")]
     BucketConflict(&'static str, String),
+    /// 409 `conflict`: a concurrent change won; the message says what to do.
+    #[error("{0}")]
+    Conflict(&'static str),
     /// The tenant webhook routes' failures (their codes are `crate::webhooks::error`'s).
     #[error(transparent)]
     Webhook(#[from] crate::webhooks::WebhookError),
@@ -151,6 +154,9 @@ impl CoreError {
             ),
             Self::BucketConflict(code, message) => {
                 ApiError::new(StatusCode::CONFLICT, "invalid_request_error", code, message)
+            }
+            Self::Conflict(message) => {
+                ApiError::new(StatusCode::CONFLICT, "invalid_request_error", "conflict", message.to_owned())
             }
             Self::Webhook(err) => err.to_api_error(),
             Self::Storage(err) => ApiError::storage(&err),

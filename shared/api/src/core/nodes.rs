@@ -4,7 +4,7 @@
 use agentplane_domain::ids::NodeId;
 use agentplane_domain::sandbox::{Node, NodeTokenSecret};
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use http::StatusCode;
 
 use super::auth::CoreAdmin;
@@ -59,4 +59,44 @@ pub async fn register(
         token: token.expose().to_owned(),
     };
     Ok((StatusCode::CREATED, Json(body)))
+}
+
+/// Reissue a node's token: every token it had is refused from now on (a leaked one), and the
+/// new one is in this answer only. The node's daemon must be given it (or enroll again).
+#[utoipa::path(
+    post,
+    path = "/core/v1/sandbox/nodes/{node_id}/token",
+    tag = "core",
+    operation_id = "core-sandbox-node-token-reissue",
+    params(("node_id" = String, Path, description = "The node; a malformed id answers 400 `invalid_request`.")),
+    responses(
+        (status = 200, description = "The node, with its new token; every earlier token is refused.", body = RegisteredSandboxNodeBody),
+        (status = 400, description = "`node_id` is malformed.", body = ErrorEnvelope),
+        (status = 404, description = "No such node.", body = ErrorEnvelope),
+        (status = 409, description = "`conflict`: the node rotated its token meanwhile; reissue again.", body = ErrorEnvelope),
+    ),
+)]
+pub async fn reissue_token(
+    State(app): State<App>,
+    _admin: CoreAdmin,
+    Path(id): Path<String>,
+) -> Result<Json<RegisteredSandboxNodeBody>, CoreError> {
+    let id: NodeId = id.parse().map_err(|_| {
+        CoreError::InvalidRequest(agentplane_domain::ValidationError::new("node_id", "malformed node id"))
+    })?;
+    let token = NodeTokenSecret::from_random(edge::random()?);
+    app.store.nodes().reissue_token(&id, &token.hash()).await.map_err(|err| match err {
+        agentplane_store::StoreError::NotFound => CoreError::NotFound("node"),
+        agentplane_store::StoreError::Conflict => {
+            CoreError::Conflict("the node rotated its token meanwhile; reissue again")
+        }
+        other => other.into(),
+    })?;
+    tracing::warn!(node = %id, "node token reissued by Core: every earlier token is refused");
+    let node = app.store.nodes().get(&id).await?;
+    let body = RegisteredSandboxNodeBody {
+        node: SandboxNodeBody::new(&node, edge::now()),
+        token: token.expose().to_owned(),
+    };
+    Ok(Json(body))
 }

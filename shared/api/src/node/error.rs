@@ -14,6 +14,13 @@ use crate::envelope::ApiError;
 pub enum NodeError {
     #[error("missing or invalid node token")]
     InvalidToken,
+    #[error("missing or invalid node enrollment key")]
+    InvalidEnrollmentKey,
+    /// The deployment configured no enrollment key: the route does not exist for it.
+    #[error("node enrollment is not configured")]
+    EnrollmentDisabled,
+    #[error("the node's token changed concurrently; rotate again with the token you hold")]
+    TokenConflict,
     #[error("the request body could not be taken: {0:?}")]
     Body(BodyError),
     #[error("{}", .0.message)]
@@ -29,6 +36,8 @@ pub enum NodeError {
     NotFound(&'static str),
     #[error("the sandbox's observations changed concurrently; send the report again")]
     ReportConflict,
+    #[error("no randomness for a token; try again")]
+    Randomness,
     /// A storage failure: the detail goes to the log, never to the node.
     #[error("storage is unavailable; try again")]
     Storage(#[source] StoreError),
@@ -55,6 +64,18 @@ impl NodeError {
                 "invalid_node_token",
                 self.to_string(),
             ),
+            Self::InvalidEnrollmentKey => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                "invalid_enrollment_key",
+                self.to_string(),
+            ),
+            Self::EnrollmentDisabled => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "not_found_error", self.to_string())
+            }
+            Self::TokenConflict => {
+                ApiError::new(StatusCode::CONFLICT, "invalid_request_error", "conflict", self.to_string())
+            }
             Self::Body(err) => ApiError::from(err.clone()),
             Self::Invalid(err) => ApiError::from(err.clone()),
             Self::ConnectionRequired | Self::InvalidWait | Self::InvalidConnectionId => {
@@ -66,6 +87,12 @@ impl NodeError {
             Self::ReportConflict => {
                 ApiError::new(StatusCode::CONFLICT, "invalid_request_error", "conflict", self.to_string())
             }
+            Self::Randomness => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "api_error",
+                "internal_error",
+                self.to_string(),
+            ),
             Self::Storage(_) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "api_error",
@@ -99,6 +126,12 @@ impl From<agentplane_engine::nodes::HeartbeatError> for NodeError {
             HeartbeatError::NodeNotFound => Self::NotFound("node"),
             HeartbeatError::Port(err) => err.into(),
         }
+    }
+}
+
+impl From<getrandom::Error> for NodeError {
+    fn from(_: getrandom::Error) -> Self {
+        Self::Randomness
     }
 }
 
@@ -159,6 +192,29 @@ mod tests {
                 400,
                 json!({ "error": { "type": bad, "code": bad, "message": "`wait` may be given at most once", "param": "wait" } }),
             ),
+            (
+                NodeError::InvalidEnrollmentKey,
+                401,
+                envelope(
+                    "authentication_error",
+                    "invalid_enrollment_key",
+                    "missing or invalid node enrollment key",
+                ),
+            ),
+            (
+                NodeError::EnrollmentDisabled,
+                404,
+                envelope("not_found_error", "not_found_error", "node enrollment is not configured"),
+            ),
+            (
+                NodeError::TokenConflict,
+                409,
+                envelope(
+                    bad,
+                    "conflict",
+                    "the node's token changed concurrently; rotate again with the token you hold",
+                ),
+            ),
             (NodeError::ConnectionRequired, 400, envelope(bad, bad, "`connection` is required")),
             (NodeError::InvalidWait, 400, envelope(bad, bad, "`wait` must be 0 to 20 seconds")),
             (
@@ -179,6 +235,11 @@ mod tests {
                     "conflict",
                     "the sandbox's observations changed concurrently; send the report again",
                 ),
+            ),
+            (
+                NodeError::Randomness,
+                500,
+                envelope("api_error", "internal_error", "no randomness for a token; try again"),
             ),
             (
                 StoreError::Unavailable("down".into()).into(),

@@ -5,4 +5,5 @@ pub mod auth;
 pub mod error;
 pub mod handlers;
 pub mod report;
+pub mod tokens;
 pub mod wire;

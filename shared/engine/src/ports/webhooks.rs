@@ -167,3 +167,48 @@ pub trait WebhookEndpoints: WebhookAttempts {
         signer: &Endpoint,
     ) -> impl Future<Output = Result<bool, PortError>> + Send;
 }
+
+/// What the re-seal pass walks and writes: every endpoint (of every owner, the callback signers
+/// included), each one's sealed secrets replaced only if the endpoint is unchanged since it was
+/// read, and where the pass is.
+pub trait WebhookReseal: Send + Sync {
+    /// A page of endpoints after `after` (`None`: from the start), and where the next page
+    /// starts (`None`: this was the last).
+    fn endpoints_after(
+        &self,
+        after: Option<&agentplane_domain::platform::workspace_sweep::ScanPosition>,
+    ) -> impl Future<
+        Output = Result<
+            (Vec<Endpoint>, Option<agentplane_domain::platform::workspace_sweep::ScanPosition>),
+            PortError,
+        >,
+    > + Send;
+
+    /// The endpoint `id` of `owner`; `NotFound` when it was deleted.
+    fn reseal_endpoint(
+        &self,
+        owner: &Owner,
+        id: &EndpointId,
+    ) -> impl Future<Output = Result<Endpoint, PortError>> + Send;
+
+    /// Writes `secrets` as `endpoint`'s (and nothing else: its `updated_at` stays), if its
+    /// `updated_at` is still `endpoint.updated_at`; `Conflict` otherwise (or when it is gone).
+    fn replace_secrets(
+        &self,
+        endpoint: &Endpoint,
+        secrets: &[agentplane_domain::webhook::StoredSecret],
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Where an unfinished pass stopped (`None`: no pass is under way).
+    fn reseal_cursor(
+        &self,
+    ) -> impl Future<
+        Output = Result<Option<agentplane_domain::platform::workspace_sweep::ScanPosition>, PortError>,
+    > + Send;
+
+    /// Records where the pass is (`None`: it is through).
+    fn save_reseal_cursor(
+        &self,
+        at: Option<&agentplane_domain::platform::workspace_sweep::ScanPosition>,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+}

@@ -11,6 +11,7 @@ pub mod deliver;
 pub mod delivery;
 pub mod endpoints;
 pub mod reach;
+pub mod reseal;
 pub mod seal;
 
 use std::sync::Arc;
@@ -113,6 +114,10 @@ impl WebhookConfig {
     /// [`private_targets_from_env`]; no key unless the variable holds one.
     pub fn from_env() -> Result<Self, ConfigError> {
         let key = match std::env::var("AGENTPLANE_WEBHOOK_SECRET_KEY") {
+            // Base64 of 32 bytes, or the key versions object (see `seal`).
+            Ok(text) if text.trim_start().starts_with('{') => {
+                Some(Arc::new(SealKey::from_secret_text(&text)?))
+            }
             Ok(text) => Some(Arc::new(SealKey::from_base64(&text)?)),
             Err(_) => None,
         };

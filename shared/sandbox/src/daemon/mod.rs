@@ -27,6 +27,7 @@ use crate::local::{LocalProvider, LocalSandbox, Started, workspace};
 mod commands;
 mod deadlines;
 mod report;
+pub mod token;
 mod transfer;
 
 use commands::execute;
@@ -37,7 +38,13 @@ use report::{heartbeat_loop, heartbeat_once, report_loop};
 pub struct NodeConfig {
     /// Core's base URL (the node API is under `/node/v1`).
     pub core_url: String,
+    /// The node token Core registered; empty: enroll (see [`token::resolve`]). A token the
+    /// daemon rotated to since is kept in the state dir and used instead.
     pub token: String,
+    /// How to enroll when no token is configured.
+    pub enrollment: Option<token::Enrollment>,
+    /// When the daemon rotates its token.
+    pub rotation: token::TokenRotation,
     /// Where sandboxes' workspaces and the daemon's state live.
     pub state_dir: PathBuf,
     pub heartbeat_every: Duration,
@@ -99,7 +106,15 @@ impl Node {
 /// sandboxes and their processes keep running, as they would if the process died).
 pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.state_dir)?;
-    let client = CoreClient::new(&config.core_url, &config.token)?;
+    let (token, token_file) =
+        token::resolve(&config.core_url, &config.token, config.enrollment.as_ref(), &config.state_dir)
+            .await?;
+    let client = CoreClient::new(&config.core_url, token)?;
+    let rotation = AbortOnDropHandle::new(tokio::spawn(token::rotation_loop(
+        client.clone(),
+        token_file,
+        config.rotation.clone(),
+    )));
     let connection = uuid::Uuid::new_v4().simple().to_string();
     let (events, inbox) = mpsc::unbounded_channel();
     let node = Arc::new(Node {
@@ -125,7 +140,7 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
     adopt(&node).await;
     let heartbeats = AbortOnDropHandle::new(tokio::spawn(heartbeat_loop(node.clone(), config.clone())));
     let deadlines = AbortOnDropHandle::new(tokio::spawn(deadline_loop(node.clone())));
-    let _keep = (heartbeats, deadlines);
+    let _keep = (heartbeats, deadlines, rotation);
     command_loop(node).await;
     Ok(())
 }

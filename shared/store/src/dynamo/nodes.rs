@@ -4,7 +4,8 @@
 //! | item                 | table     | PK                   | SK                 | notes                        |
 //! |----------------------|-----------|----------------------|--------------------|------------------------------|
 //! | node                 | main      | `NODE#{id}`          | `NODE`             | GSI1 `NODES` / created#id    |
-//! | node token lookup    | main      | `NODETOKEN#{sha256}` | `NODETOKEN`        | the plaintext is never kept  |
+//! | node token lookup    | main      | `NODETOKEN#{sha256}` | `NODETOKEN`        | the plaintext is never kept; `expires_at` once rotated away (grace) |
+//! | node name (enrolled) | main      | `NODENAME#{name}`    | `NODENAME`         | one node per enrolled name   |
 //! | queued command       | main      | `NODE#{id}`          | `CMD#{command id}` | deleted when answered        |
 //! | command outcome      | main      | `CMDRESULT#{id}`     | `RESULT`           | TTL 1 h; the waiting caller reads it |
 //! | heartbeat history    | telemetry | `NODE#{id}`          | `OBS#{ms:015}`     | TTL 25 h; host values only   |
@@ -28,6 +29,9 @@ use serde::{Deserialize, Serialize};
 use super::{backend, conditional, get_as, put_new, query_all, s, transaction_conflict};
 use crate::resources::BY_CREATED;
 use crate::{Store, StoreError};
+
+mod tokens;
+pub use tokens::Enrollment;
 
 pub fn node_pk(id: &NodeId) -> String {
     format!("NODE#{id}")
@@ -61,6 +65,13 @@ struct NodeItem {
     gsi1sk: String,
     #[serde(flatten)]
     node: Node,
+    /// The SHA-256 of the node's current token and of the one it rotated away from (still
+    /// accepted until its grace ends): what a Core revocation deletes. Absent on nodes
+    /// registered before tokens rotated (a revocation then finds their tokens by a scan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    previous_token_hash: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -70,6 +81,10 @@ struct TokenItem {
     #[serde(rename = "SK")]
     sk: String,
     node_id: NodeId,
+    /// Unix seconds after which the token is refused (the table's TTL attribute, so it is
+    /// deleted some time later); absent: a current token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -149,8 +164,10 @@ impl<'a> Nodes<'a> {
             gsi1pk: NODES_LIST.into(),
             gsi1sk: created_sort_key(node.created_at, &node.id),
             node: node.clone(),
+            token_hash: Some(token.as_str().to_owned()),
+            previous_token_hash: None,
         };
-        let lookup = TokenItem { pk: token_pk(token.as_str()), sk: TOKEN_SK.into(), node_id: node.id };
+        let lookup = TokenItem::current(token, node.id);
         let put = |item| {
             Put::builder()
                 .table_name(self.table())
@@ -170,10 +187,11 @@ impl<'a> Nodes<'a> {
         Ok(())
     }
 
-    pub async fn authenticate(&self, token: &KeyHash) -> Result<Option<NodeId>, StoreError> {
+    /// The node whose token hashes to `token`, unless that token's grace ended before `now`.
+    pub async fn authenticate(&self, token: &KeyHash, now: Timestamp) -> Result<Option<NodeId>, StoreError> {
         let item: Option<TokenItem> =
             get_as(self.store, self.table(), token_pk(token.as_str()), TOKEN_SK).await?;
-        Ok(item.map(|i| i.node_id))
+        Ok(item.filter(|i| i.expires_at.is_none_or(|at| now.unix_seconds() < at)).map(|i| i.node_id))
     }
 
     pub async fn get(&self, id: &NodeId) -> Result<Node, StoreError> {

@@ -6,7 +6,8 @@ use agentplane_domain::{ProjectId, Timestamp};
 
 use agentplane_engine::ports::PortError;
 use agentplane_engine::ports::webhooks::{
-    ClaimedAttempts, OutboxEvent, WebhookAttempts, WebhookEndpoints, WebhookFanOut, WebhookRetry,
+    ClaimedAttempts, OutboxEvent, WebhookAttempts, WebhookEndpoints, WebhookFanOut, WebhookReseal,
+    WebhookRetry,
 };
 
 impl WebhookAttempts for Store {
@@ -119,5 +120,40 @@ impl WebhookEndpoints for Store {
 
     async fn ensure_callback_signer(&self, signer: &Endpoint) -> Result<bool, PortError> {
         Ok(self.webhooks().ensure_callback_signer(signer).await?)
+    }
+}
+
+impl WebhookReseal for Store {
+    async fn endpoints_after(
+        &self,
+        after: Option<&agentplane_domain::platform::workspace_sweep::ScanPosition>,
+    ) -> Result<(Vec<Endpoint>, Option<agentplane_domain::platform::workspace_sweep::ScanPosition>), PortError>
+    {
+        Ok(self.webhooks().endpoints_after(after).await?)
+    }
+
+    async fn reseal_endpoint(&self, owner: &Owner, id: &EndpointId) -> Result<Endpoint, PortError> {
+        Ok(self.webhooks().get(owner, id).await?)
+    }
+
+    async fn replace_secrets(
+        &self,
+        endpoint: &Endpoint,
+        secrets: &[agentplane_domain::webhook::StoredSecret],
+    ) -> Result<(), PortError> {
+        Ok(self.webhooks().replace_secrets(endpoint, secrets).await?)
+    }
+
+    async fn reseal_cursor(
+        &self,
+    ) -> Result<Option<agentplane_domain::platform::workspace_sweep::ScanPosition>, PortError> {
+        Ok(self.webhooks().reseal_cursor().await?)
+    }
+
+    async fn save_reseal_cursor(
+        &self,
+        at: Option<&agentplane_domain::platform::workspace_sweep::ScanPosition>,
+    ) -> Result<(), PortError> {
+        Ok(self.webhooks().save_reseal_cursor(at).await?)
     }
 }

@@ -23,10 +23,12 @@ mod heartbeat;
 mod report;
 #[cfg(test)]
 mod tests;
+mod tokens;
 
 pub use commands::*;
 pub use heartbeat::*;
 pub use report::*;
+pub use tokens::*;
 
 /// How a process is started.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

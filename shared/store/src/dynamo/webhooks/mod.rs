@@ -49,6 +49,7 @@ use crate::{Store, StoreError};
 
 mod endpoints;
 mod messages;
+mod reseal;
 
 fn endpoint_sk(id: &EndpointId) -> String {
     format!("WEBHOOK#{id}")
