@@ -178,6 +178,10 @@ pub struct App {
     /// How long Platform Runs wait and rollbacks retry (`AGENTPLANE_RUN_NODE_WAIT_S`,
     /// `AGENTPLANE_ROLLBACK_GIVE_UP_S`).
     pub platform_limits: PlatformLimits,
+    /// Requests per project key per window (`AGENTPLANE_RATE_LIMIT_PER_MINUTE`; `None`: off).
+    pub rate_limit: Option<agentplane_domain::quota::RateLimit>,
+    /// What a project may hold at once (`AGENTPLANE_MAX_…_PER_PROJECT`).
+    pub caps: agentplane_domain::quota::ProjectCaps,
 }
 
 /// The Platform's patience: how long a Run waits for a sandbox node before it fails, and how long
@@ -248,7 +252,21 @@ impl App {
             public_url: std::env::var("AGENTPLANE_PUBLIC_URL").ok().and_then(|url| public_url(&url)),
             sandbox_price: SandboxPrice::ZERO,
             platform_limits: PlatformLimits::from_env(),
+            rate_limit: crate::quotas::rate_limit_from_env(),
+            caps: crate::quotas::caps_from_env(),
         }
+    }
+
+    /// Counts requests per project key against `limit` (`None`: no limit).
+    pub fn with_rate_limit(mut self, limit: Option<agentplane_domain::quota::RateLimit>) -> Self {
+        self.rate_limit = limit;
+        self
+    }
+
+    /// Caps what each project may hold at `caps`.
+    pub fn with_caps(mut self, caps: agentplane_domain::quota::ProjectCaps) -> Self {
+        self.caps = caps;
+        self
     }
 
     /// Platform Runs wait for a node and rollbacks retry as `limits` say.
