@@ -208,7 +208,7 @@ impl ApiKeys<'_> {
         // settle any race.
         for _ in 0..4 {
             match self.count_in(hash, window, limit.max).await? {
-                Counted::Item(item) => return Ok(allowed(item)?),
+                Counted::Item(item) => return allowed(item),
                 Counted::Failed(None) => return Ok(KeyCheck::Unknown),
                 Counted::Failed(Some(old)) => match stored_window(&old) {
                     Some(w) if w == window => {
@@ -217,7 +217,7 @@ impl ApiKeys<'_> {
                     // Another instance's clock is ahead: count in its window.
                     Some(w) if w > window => window = w,
                     _ => match self.start_window(hash, window).await? {
-                        Some(item) => return Ok(allowed(item)?),
+                        Some(item) => return allowed(item),
                         // Gone (revoked), or another request started the window first: again.
                         None => continue,
                     },
