@@ -382,7 +382,7 @@ async fn the_sweep_works_in_small_pages_resumes_from_its_cursor_and_concurrent_p
         let env = EnvironmentId::from_random([n + 1; 16]);
         let environment =
             agentplane_domain::platform::Environment::new(env, project, None, agentplane_engine::now());
-        store.environments().create(&environment).await?;
+        store.environments().create(&environment, 100).await?;
         let files: Vec<(String, &str)> =
             kept.iter().map(|sha| (format!("f{n}-{sha}"), sha.as_str())).collect();
         let files: Vec<(&str, &str)> = files.iter().map(|(p, s)| (p.as_str(), *s)).collect();

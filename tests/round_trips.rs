@@ -35,7 +35,12 @@ async fn setup_with(
     // No webhook consumer, no webhook retry job: their passes would count on this store in the
     // background.
     store.webhooks_queue = None;
-    let app = TestApp::serve_with_model_and_without_webhook_retry(store, &model, configure).await?;
+    // No rate limit: authentication is the one read these counts assume (tests/quotas.rs counts
+    // the counted check).
+    let app = TestApp::serve_with_model_and_without_webhook_retry(store, &model, |app| {
+        configure(app.with_rate_limit(None))
+    })
+    .await?;
     let tenant = app.tenant().await?;
     let agent = app
         .create_agent(

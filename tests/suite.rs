@@ -53,6 +53,7 @@ mod platform_honest_requests;
 mod platform_order;
 mod platform_outbox;
 mod platform_runs;
+mod quotas;
 mod responses_retrieve;
 mod retention;
 mod rewind;

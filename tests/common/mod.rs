@@ -100,6 +100,14 @@ struct Jobs {
     webhook_retry: bool,
 }
 
+/// The app every test starts from: the deployment's defaults, with a rate limit far above what
+/// any test sends (every request still goes through the counted key check; tests of the limit
+/// set their own).
+fn base_app(store: &Store, core_key: &str) -> App {
+    App::new(store.clone(), CoreKey::new(core_key.to_owned()))
+        .with_rate_limit(Some(agentplane_domain::quota::RateLimit { max: 1_000_000, window_s: 60 }))
+}
+
 /// A project with one working key.
 pub struct Tenant {
     pub project_id: String,
@@ -115,7 +123,7 @@ impl TestApp {
 
     pub async fn serve(store: Store) -> anyhow::Result<Self> {
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
-        let app = App::new(store.clone(), CoreKey::new(core_key.clone()));
+        let app = base_app(&store, &core_key);
         Self::serve_app(app, store, core_key).await
     }
 
@@ -124,7 +132,7 @@ impl TestApp {
     pub async fn spawn_with(configure: impl FnOnce(App) -> App) -> anyhow::Result<Self> {
         let store = fresh_store().await?;
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
-        let app = configure(App::new(store.clone(), CoreKey::new(core_key.clone())));
+        let app = configure(base_app(&store, &core_key));
         Self::serve_app(app, store, core_key).await
     }
 
@@ -148,7 +156,7 @@ impl TestApp {
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
         // Titles off: a test's scripted model answers its turns only (tests/titles.rs turns
         // them on).
-        let app = App::new(store.clone(), CoreKey::new(core_key.clone()))
+        let app = base_app(&store, &core_key)
             .with_title_model(None)
             .with_model(agentplane_engine::ModelConfig {
                 base_url: model.base_url.clone(),
@@ -223,7 +231,7 @@ impl TestApp {
     pub async fn spawn_without_runs_consumer_and(configure: impl FnOnce(App) -> App) -> anyhow::Result<Self> {
         let store = fresh_store().await?;
         let core_key = format!("core_test_{}", uuid::Uuid::new_v4().simple());
-        let app = configure(App::new(store.clone(), CoreKey::new(core_key.clone())));
+        let app = configure(base_app(&store, &core_key));
         Self::serve_app_with(app, store, core_key, Jobs { runs: false, webhook_retry: true }).await
     }
 

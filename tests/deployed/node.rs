@@ -191,6 +191,10 @@ pub(super) async fn platform_run_diff_and_rollback(s: &Stack, t: &Tenant, model:
     .await?;
     let response = s.v1(&t.key, Method::GET, &file).send().await?;
     assert_eq!(response.status(), StatusCode::NOT_FOUND, "the rolled-back Run's file is still there");
-    assert_eq!(read_bytes().await?, (StatusCode::OK, binary.to_vec()), "the rollback kept what came before the Run");
+    assert_eq!(
+        read_bytes().await?,
+        (StatusCode::OK, binary.to_vec()),
+        "the rollback kept what came before the Run"
+    );
     Ok(())
 }

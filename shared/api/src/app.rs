@@ -184,6 +184,10 @@ pub struct App {
     /// The key nodes enroll with (`AGENTPLANE_NODE_ENROLLMENT_KEY`, or the secret
     /// `AGENTPLANE_NODE_ENROLLMENT_SECRET_ID` names); `None`: enrollment answers 404.
     pub node_enrollment: Option<Arc<crate::keys::RotatingKeys>>,
+    /// Requests per project key per window (`AGENTPLANE_RATE_LIMIT_PER_MINUTE`; `None`: off).
+    pub rate_limit: Option<agentplane_domain::quota::RateLimit>,
+    /// What a project may hold at once (`AGENTPLANE_MAX_…_PER_PROJECT`).
+    pub caps: agentplane_domain::quota::ProjectCaps,
 }
 
 /// The Platform's patience: how long a Run waits for a sandbox node before it fails, and how long
@@ -259,6 +263,8 @@ impl App {
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map_or(crate::node::tokens::DEFAULT_GRACE, Duration::from_secs),
             node_enrollment: None,
+            rate_limit: crate::quotas::rate_limit_from_env(),
+            caps: crate::quotas::caps_from_env(),
         }
     }
 
@@ -277,6 +283,18 @@ impl App {
     /// A node token rotated away is accepted for `grace` more.
     pub fn with_node_token_grace(mut self, grace: Duration) -> Self {
         self.node_token_grace = grace;
+        self
+    }
+
+    /// Counts requests per project key against `limit` (`None`: no limit).
+    pub fn with_rate_limit(mut self, limit: Option<agentplane_domain::quota::RateLimit>) -> Self {
+        self.rate_limit = limit;
+        self
+    }
+
+    /// Caps what each project may hold at `caps`.
+    pub fn with_caps(mut self, caps: agentplane_domain::quota::ProjectCaps) -> Self {
+        self.caps = caps;
         self
     }
 

@@ -18,6 +18,7 @@ pub mod logs;
 pub mod node;
 pub mod openapi;
 pub mod platform;
+pub mod quotas;
 pub mod routes;
 pub mod sandbox;
 pub mod secrets;

@@ -3,8 +3,8 @@
 //! handlers and wire types — never written by hand. The gateway serves them at
 //! `/openapi/{surface}.json`; `openapi/*.json` holds the same documents checked in, and a test
 //! fails when the two differ (`AGENTPLANE_WRITE_OPENAPI=1` rewrites them). The answers every
-//! operation of a surface shares (401, 503, and 413 with a body) are added here, not repeated in
-//! each `#[utoipa::path]`.
+//! operation of a surface shares (401, 503, 413 with a body, and on the project-key surfaces the
+//! rate limit's 429 with `Retry-After`) are added here, not repeated in each `#[utoipa::path]`.
 
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{
@@ -82,6 +82,12 @@ impl Surface {
         }
     }
 
+    /// Whether a project key authenticates the surface, so its requests count against the key's
+    /// rate limit.
+    fn rate_limited(self) -> bool {
+        matches!(self, Surface::Client | Surface::Sandbox | Surface::Platform)
+    }
+
     /// What the 401 of every operation says.
     fn unauthorized(self) -> &'static str {
         match self {
@@ -150,9 +156,9 @@ pub fn document(surface: Surface) -> OpenApi {
 }
 
 /// What every operation of a surface may answer, the same on each, so its `#[utoipa::path]`
-/// lists only its own: 401 (no valid credential), 503 (storage unavailable) and, when it takes
-/// a body, 413. An operation that says more about one of them (a 503 that also names the node)
-/// keeps its own.
+/// lists only its own: 401 (no valid credential), 503 (storage unavailable), when it takes
+/// a body 413, and on a project-key surface 429 (the key's rate limit, with `Retry-After`). An
+/// operation that says more about one of them (a 503 that also names the node) keeps its own.
 fn add_shared_responses(surface: Surface, paths: &mut Paths) {
     let answer = |description: &str| {
         let content =
@@ -174,8 +180,31 @@ fn add_shared_responses(surface: Surface, paths: &mut Paths) {
                     .entry(status.to_owned())
                     .or_insert_with(|| answer(description).into());
             }
+            if surface.rate_limited() {
+                operation.responses.responses.entry("429".to_owned()).or_insert_with(|| {
+                    let mut response = answer(
+                        "`rate_limit_exceeded`: the key made the most requests its window allows \
+                         (`AGENTPLANE_RATE_LIMIT_PER_MINUTE`); `Retry-After` says in how many seconds the \
+                         window ends.",
+                    );
+                    response.headers.insert("Retry-After".to_owned(), retry_after_header().into());
+                    response.into()
+                });
+            }
         }
     }
+}
+
+/// `Retry-After`: whole seconds to wait.
+fn retry_after_header() -> utoipa::openapi::header::Header {
+    let seconds = utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::Integer)
+        .minimum(Some(1))
+        .build();
+    utoipa::openapi::header::HeaderBuilder::new()
+        .schema(Some(seconds))
+        .description(Some("Seconds until the request may be sent again."))
+        .build()
 }
 
 /// The document as the gateway serves it and the repository keeps it: pretty JSON, one
@@ -229,6 +258,9 @@ mod tests {
                     let mut shared = vec!["401", "503"];
                     if operation.request_body.is_some() {
                         shared.push("413");
+                    }
+                    if surface.rate_limited() {
+                        shared.push("429");
                     }
                     for status in shared {
                         assert!(answers.contains_key(status), "{path} has no {status}");

@@ -21,6 +21,7 @@ pub mod platform;
 pub mod pricing;
 pub mod project;
 pub mod query;
+pub mod quota;
 pub mod sandbox;
 pub mod session;
 pub mod telemetry;

@@ -43,6 +43,9 @@ pub enum FilesError {
     /// The session has `max_files` files already.
     #[error("the session has {max_files} files already")]
     FileLimitReached { max_files: u32 },
+    /// The project stores `stored` bytes of files; this file's `size` would pass `max`.
+    #[error("the project's stored bytes would pass {max}")]
+    StoredBytesQuota { max: u64, stored: u64, size: u64 },
     #[error("no randomness for an id")]
     Randomness,
     #[error(transparent)]
@@ -78,6 +81,7 @@ pub async fn create<S: SessionFiles>(
     store: &S,
     project: ProjectId,
     session_id: &SessionId,
+    max_stored_bytes: u64,
     ask: impl FnOnce(&Attachments) -> Result<NewFile, ValidationError>,
 ) -> Result<Created, FilesError> {
     let session = or(store.live_session(&project, session_id).await, FilesError::SessionNotFound)?;
@@ -96,9 +100,16 @@ pub async fn create<S: SessionFiles>(
             Duration::from_secs(UPLOAD_URL_SECONDS),
         )
         .await?;
-    match store.create_file(&file, limits.max_files).await {
+    match store.create_file(&file, limits.max_files, max_stored_bytes).await {
         Ok(()) => {}
-        Err(PortError::Conflict) => return Err(FilesError::FileLimitReached { max_files: limits.max_files }),
+        Err(PortError::Conflict) => {
+            // Which cap: the project's bytes when this file would pass them, else the session's count.
+            let stored = store.stored_bytes(&project).await?;
+            if stored.saturating_add(file.size) > max_stored_bytes {
+                return Err(FilesError::StoredBytesQuota { max: max_stored_bytes, stored, size: file.size });
+            }
+            return Err(FilesError::FileLimitReached { max_files: limits.max_files });
+        }
         Err(err) => return Err(FilesError::Port(err)),
     }
     Ok(Created { file, upload_url })

@@ -5,7 +5,7 @@ use http::request::Parts;
 
 use super::error::PlatformError;
 use crate::App;
-use crate::client::auth::{ProjectAuth, authenticate};
+use crate::client::auth::{KeyRefusal, ProjectAuth, check_key};
 use crate::core::auth::bearer;
 
 /// The project a `/v1` request acts for.
@@ -16,10 +16,15 @@ impl FromRequestParts<App> for PlatformAuth {
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, PlatformError> {
         let token = bearer(parts).ok_or(PlatformError::InvalidToken)?;
-        match authenticate(app, token).await {
+        match check_key(app, token).await {
             Ok(auth) => Ok(Self(auth)),
-            Err(err) if err.status == http::StatusCode::UNAUTHORIZED => Err(PlatformError::InvalidToken),
-            Err(err) => Err(PlatformError::Storage(agentplane_store::StoreError::unavailable(err.message))),
+            Err(KeyRefusal::Invalid) => Err(PlatformError::InvalidToken),
+            Err(KeyRefusal::RateLimited { limit, retry_after_s }) => Err(PlatformError::RateLimited {
+                max_requests: limit.max,
+                window_seconds: limit.window_s,
+                retry_after_s,
+            }),
+            Err(KeyRefusal::Storage(err)) => Err(PlatformError::Storage(err)),
         }
     }
 }

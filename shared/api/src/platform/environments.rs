@@ -42,6 +42,7 @@ pub async fn load(app: &App, auth: &PlatformAuth, id: &str) -> Result<Environmen
         (status = 201, description = "The new environment.", body = Data<EnvironmentBody>),
         (status = 400, description = "Invalid request (`details.param` names the field).", body = PlatformErrorEnvelope),
         (status = 404, description = "`snapshotId` names no checkpoint an environment or Run of this project returned (`snapshot_not_found`).", body = PlatformErrorEnvelope),
+        (status = 409, description = "`quota_exceeded`: the project holds the most environments it may (`details.quota` `environments`, `details.max`); deleting one gives a place back.", body = PlatformErrorEnvelope),
         (status = 503, description = "Storage is unavailable, or no sandbox node can hold the fork's workspace now (`platform_runtime_unavailable`); try again.", body = PlatformErrorEnvelope),
     ),
 )]

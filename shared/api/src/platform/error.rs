@@ -11,6 +11,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
+use agentplane_domain::quota::Cap;
+
 use crate::body::BodyError;
 
 /// `{"error": {...}}`: every error of the `/v1` surface.
@@ -39,6 +41,14 @@ pub enum PlatformError {
     /// 401 `invalid_api_token`.
     #[error("missing, invalid or revoked Platform API token")]
     InvalidToken,
+    /// 429 `rate_limit_exceeded`: the token made `max_requests` requests in this window of
+    /// `window_seconds`; `Retry-After` says when the window ends.
+    #[error("too many requests for this token")]
+    RateLimited { max_requests: u32, window_seconds: u32, retry_after_s: u64 },
+    /// 409 `quota_exceeded`: the project holds the most of `quota` it may (`max`); deleting one
+    /// gives a place back. `details`: `quota`, `max`.
+    #[error("the project's {} quota is reached", .quota.name())]
+    QuotaExceeded { quota: Cap, max: u64 },
     /// 404 `environment_not_found`.
     #[error("environment not found")]
     EnvironmentNotFound,
@@ -115,6 +125,25 @@ impl PlatformError {
                 "invalid_api_token",
                 "missing, invalid or revoked Platform API token (`Authorization: Bearer cpeer_…`)".into(),
                 None,
+            ),
+            Self::RateLimited { max_requests, window_seconds, retry_after_s } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_exceeded",
+                format!(
+                    "this token made {max_requests} requests in {window_seconds} s, the most it may; try again in \
+                     {retry_after_s} s"
+                ),
+                Some(json!({"maxRequests": max_requests, "windowSeconds": window_seconds})),
+            ),
+            Self::QuotaExceeded { quota, max } => (
+                StatusCode::CONFLICT,
+                "quota_exceeded",
+                format!(
+                    "the project holds {max} {}, the most it may (AGENTPLANE_MAX_{}_PER_PROJECT); delete one first",
+                    quota.name().replace('_', " "),
+                    quota.name().to_uppercase()
+                ),
+                Some(json!({"quota": quota.name(), "max": max})),
             ),
             Self::EnvironmentNotFound => {
                 (StatusCode::NOT_FOUND, "environment_not_found", "environment not found".into(), None)
@@ -242,12 +271,20 @@ impl PlatformError {
 
 impl IntoResponse for PlatformError {
     fn into_response(self) -> Response {
+        let retry_after = match &self {
+            Self::RateLimited { retry_after_s, .. } => Some(*retry_after_s),
+            _ => None,
+        };
         let (status, code, message, details) = self.parts();
         let mut error = json!({ "code": code, "message": message });
         if let Some(details) = details {
             error["details"] = details;
         }
-        (status, Json(json!({ "error": error }))).into_response()
+        let mut response = (status, Json(json!({ "error": error }))).into_response();
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+        }
+        response
     }
 }
 
@@ -321,6 +358,9 @@ impl From<agentplane_engine::platform::environments::EnvironmentsError> for Plat
         use agentplane_engine::platform::environments::EnvironmentsError;
         match err {
             EnvironmentsError::NotFound => Self::EnvironmentNotFound,
+            EnvironmentsError::LimitReached { max } => {
+                Self::QuotaExceeded { quota: Cap::Environments, max: u64::from(max) }
+            }
             EnvironmentsError::Fork(err) => err.into(),
             EnvironmentsError::Randomness(err) => err.into(),
             EnvironmentsError::Port(err) => err.into(),

@@ -34,5 +34,6 @@ pub fn platform(app: &App) -> Platform<'_, Store, Nodes<'_>> {
         lease: agentplane_engine::platform::lease::LEASE,
         rollback_give_up: app.platform_limits.rollback_give_up,
         node_wait: app.platform_limits.node_wait,
+        max_environments: app.caps.environments,
     }
 }

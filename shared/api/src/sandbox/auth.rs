@@ -5,7 +5,7 @@ use http::request::Parts;
 
 use super::error::SandboxError;
 use crate::App;
-use crate::client::auth::{ProjectAuth, authenticate};
+use crate::client::auth::{KeyRefusal, ProjectAuth, check_key};
 use crate::core::auth::bearer;
 
 pub struct SandboxAuth(pub ProjectAuth);
@@ -17,6 +17,15 @@ impl FromRequestParts<App> for SandboxAuth {
         let header = parts.headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim);
         let token =
             header.filter(|t| !t.is_empty()).or_else(|| bearer(parts)).ok_or(SandboxError::Unauthorized)?;
-        Ok(Self(authenticate(app, token).await?))
+        match check_key(app, token).await {
+            Ok(auth) => Ok(Self(auth)),
+            Err(KeyRefusal::Invalid) => Err(SandboxError::Unauthorized),
+            Err(KeyRefusal::RateLimited { limit, retry_after_s }) => Err(SandboxError::RateLimited {
+                max_requests: limit.max,
+                window_seconds: limit.window_s,
+                retry_after_s,
+            }),
+            Err(KeyRefusal::Storage(err)) => Err(SandboxError::Storage(err)),
+        }
     }
 }

@@ -23,6 +23,11 @@ pub enum SandboxError {
     /// The key could not be checked (storage): the client auth's status and message, as is.
     #[error("{}", .0.message)]
     Auth(ApiError),
+    /// 429: the key made `max_requests` requests in this window; `Retry-After` says when it ends.
+    #[error(
+        "this API key made {max_requests} requests in {window_seconds} s, the most it may; try again in {retry_after_s} s"
+    )]
+    RateLimited { max_requests: u32, window_seconds: u32, retry_after_s: u64 },
     #[error("sandbox not found")]
     SandboxNotFound,
     #[error("process not found")]
@@ -93,6 +98,7 @@ impl SandboxError {
         match self {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Auth(err) => err.status,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::SandboxNotFound | Self::ProcessNotFound => StatusCode::NOT_FOUND,
             Self::Body(BodyError::TooLarge) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Body(_)
@@ -228,7 +234,16 @@ impl IntoResponse for SandboxError {
             tracing::error!(what, "internal error");
         }
         let status = self.status();
-        (status, Json(E2bError { code: status.as_u16(), message: self.to_string() })).into_response()
+        let retry_after = match &self {
+            Self::RateLimited { retry_after_s, .. } => Some(*retry_after_s),
+            _ => None,
+        };
+        let mut response =
+            (status, Json(E2bError { code: status.as_u16(), message: self.to_string() })).into_response();
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+        }
+        response
     }
 }
 

@@ -70,7 +70,7 @@ impl WebhookError {
                 "conflict_error",
                 "webhook_limit_reached",
                 format!(
-                    "the tenant has {MAX_ENDPOINTS} webhook endpoints (its own and its projects'; a project without a tenant counts alone), the most it may; delete one first"
+                    "the tenant has {MAX_ENDPOINTS} webhook endpoints (its own and its projects'; a project without a tenant counts alone), or the project the most the deployment allows it (AGENTPLANE_MAX_WEBHOOK_ENDPOINTS_PER_PROJECT), the most it may; delete one first"
                 ),
             ),
             Self::ConcurrentUpdate => ApiError::new(

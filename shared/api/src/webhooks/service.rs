@@ -32,7 +32,7 @@ fn not_found(err: StoreError, what: WebhookError) -> WebhookError {
 
 /// The endpoints of the deployment's store, under its webhook settings.
 pub(crate) fn endpoints(app: &App) -> Endpoints<'_, Store> {
-    Endpoints { store: &app.store, config: &app.webhooks }
+    Endpoints { store: &app.store, config: &app.webhooks, max_per_project: app.caps.webhook_endpoints }
 }
 
 fn with_secret(made: WithSecret<Endpoint>) -> WebhookWithSecret {

@@ -17,6 +17,9 @@ pub enum EnvironmentsError {
     /// The project has no such environment (a deleted one is still found until it is purged).
     #[error("environment not found")]
     NotFound,
+    /// The project holds `max` environments already (a delete gives a place back).
+    #[error("the project has {max} environments, the most it may")]
+    LimitReached { max: u32 },
     #[error(transparent)]
     Fork(ForkError),
     #[error("randomness unavailable: {0}")]
@@ -40,11 +43,22 @@ pub async fn create<S: EnvironmentForks, C: Compute>(
     snapshot: Option<&str>,
 ) -> Result<Environment, EnvironmentsError> {
     if let Some(snapshot) = snapshot {
-        return fork::fork(platform, project, name, snapshot).await.map_err(EnvironmentsError::Fork);
+        return fork::fork(platform, project, name, snapshot).await.map_err(|err| match err {
+            ForkError::Port(PortError::Conflict) => {
+                EnvironmentsError::LimitReached { max: platform.max_environments }
+            }
+            err => EnvironmentsError::Fork(err),
+        });
     }
     let id = EnvironmentId::from_random(crate::random::secret().map_err(EnvironmentsError::Randomness)?);
     let environment = Environment::new(id, project, name, crate::now());
-    platform.store.create_environment(&environment).await?;
+    match platform.store.create_environment(&environment, platform.max_environments).await {
+        Ok(()) => {}
+        Err(PortError::Conflict) => {
+            return Err(EnvironmentsError::LimitReached { max: platform.max_environments });
+        }
+        Err(err) => return Err(err.into()),
+    }
     Ok(environment)
 }
 

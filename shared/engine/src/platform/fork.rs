@@ -50,7 +50,8 @@ pub async fn fork<S: EnvironmentForks, C: Compute>(
     let id = EnvironmentId::from_random(crate::random::secret().map_err(ForkError::Randomness)?);
     let mut environment = Environment::new(id, project, name, crate::now());
     environment.initial_checkpoint = Some(snapshot.to_owned());
-    store.create_environment(&environment).await?;
+    // `Conflict`: the project's environment cap (the caller says so).
+    store.create_environment(&environment, platform.max_environments).await?;
     let restored = async {
         let sandbox = workspace::sandbox(platform, &environment).await?;
         checkpoint::restore(store, &sandbox, snapshot).await

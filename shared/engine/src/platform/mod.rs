@@ -50,6 +50,8 @@ pub struct Platform<'a, S, C> {
     pub rollback_give_up: Duration,
     /// How long a Run waits for a sandbox node before it fails ([`execute::NODE_WAIT`]).
     pub node_wait: Duration,
+    /// The most environments a project may hold (`AGENTPLANE_MAX_ENVIRONMENTS_PER_PROJECT`).
+    pub max_environments: u32,
 }
 
 impl<S: Clone, C: Compute> Platform<'_, S, C> {

@@ -22,10 +22,12 @@ pub trait EnvironmentForks: PlatformStore + Send + Sync {
         snapshot: &str,
     ) -> impl Future<Output = Result<Option<EnvironmentId>, PortError>> + Send;
 
-    /// Writes a new environment; `Conflict` when its id is taken.
+    /// Writes a new environment and counts it; `Conflict` when its project has `max`
+    /// environments already.
     fn create_environment(
         &self,
         environment: &Environment,
+        max: u32,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
 
     /// The environment `id` of `project`, deleted or not; `NotFound` when there is none (a

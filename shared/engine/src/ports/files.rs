@@ -31,13 +31,18 @@ pub trait SessionFiles: LiveSessions + AgentAuthoring + Admission + Buckets + Se
         id: &FileId,
     ) -> impl Future<Output = Result<SessionFile, PortError>> + Send;
 
-    /// Writes a new file and counts it on its session; `Conflict` when the session has
-    /// `max_files` files already.
+    /// Writes a new file, counts it on its session and adds its size to its project's stored
+    /// bytes, in one transaction; `Conflict` when the session has `max_files` files already or
+    /// the project's stored bytes would pass `max_bytes`.
     fn create_file(
         &self,
         file: &SessionFile,
         max_files: u32,
+        max_bytes: u64,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// The bytes of session files the project stores (their declared sizes).
+    fn stored_bytes(&self, project: &ProjectId) -> impl Future<Output = Result<u64, PortError>> + Send;
 
     /// Deletes the file's record and takes it off the session's file count; `NotFound` when it
     /// is gone.

@@ -142,7 +142,11 @@ pub trait WebhookRetry: WebhookFanOut + ClaimedAttempts {
 /// deleted; messages made outside a fan-out (a test); the project's callback signer.
 pub trait WebhookEndpoints: WebhookAttempts {
     /// Writes a new endpoint; `Conflict` when the owner has as many endpoints as it may.
-    fn create_endpoint(&self, endpoint: &Endpoint) -> impl Future<Output = Result<(), PortError>> + Send;
+    fn create_endpoint(
+        &self,
+        endpoint: &Endpoint,
+        max_per_project: u32,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
 
     /// Deletes the endpoint `id` of `owner` with its messages; `NotFound` when there is none.
     fn delete_endpoint(

@@ -62,6 +62,9 @@ fn or(err: PortError, missing: EndpointError) -> EndpointError {
 pub struct Endpoints<'a, S> {
     pub store: &'a S,
     pub config: &'a WebhookConfig,
+    /// The most endpoints one project may have (`AGENTPLANE_MAX_WEBHOOK_ENDPOINTS_PER_PROJECT`;
+    /// the tenant's cap of [`webhook::MAX_ENDPOINTS`] holds as well).
+    pub max_per_project: u32,
 }
 
 /// A new endpoint and its first secret, shown this once.
@@ -93,7 +96,7 @@ impl<S: WebhookEndpoints> Endpoints<'_, S> {
         let (secret, stored) = self.new_secret(&id, now)?;
         let endpoint = webhook::new_endpoint(fields, id, owner, stored, now)?;
         check_reachable(self.config, "url", &endpoint.url).await?;
-        match self.store.create_endpoint(&endpoint).await {
+        match self.store.create_endpoint(&endpoint, self.max_per_project).await {
             Ok(()) => Ok(WithSecret { endpoint, secret }),
             Err(PortError::Conflict) => Err(EndpointError::LimitReached),
             Err(err) => Err(EndpointError::Port(err)),

@@ -1,7 +1,7 @@
 //! Items capped by a count: a count item (`attr` on `PK`/`SK`) changes in the same transaction
 //! as each put and delete of the items it counts, so concurrent creates never pass the cap and a
-//! delete frees exactly one place. Webhook endpoints (per project) and session files (per
-//! session) are counted so.
+//! delete frees exactly one place. Webhook endpoints (per project), session files (per
+//! session), environments (per project) are counted so.
 
 use aws_sdk_dynamodb::operation::transact_write_items::builders::TransactWriteItemsFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
@@ -126,17 +126,6 @@ pub(crate) async fn put_counted(
     send_contended(tx.transact_items(TransactWriteItem::builder().put(put).build())).await
 }
 
-/// Deletes the counted item at `(pk, sk)` and uncounts it, in one transaction; `NotFound` when
-/// it is not there.
-pub(crate) async fn delete(
-    store: &Store,
-    counter: &Counter,
-    pk: String,
-    sk: String,
-) -> Result<(), StoreError> {
-    delete_counted(store, &[counter], Vec::new(), pk, sk).await
-}
-
 /// Deletes the item at `(pk, sk)` with every counter of `counters` given its place back and
 /// every `guards` condition holding, in one transaction; `Conflict` when a guard fails (the item
 /// missing is `NotFound`: its condition is checked first, by a read, on a failure).
@@ -177,6 +166,19 @@ pub(crate) async fn delete_counted(
         },
         other => other,
     }
+}
+
+/// The transaction item that gives `counter` one place back (with a write made elsewhere).
+pub(crate) fn uncount(store: &Store, counter: &Counter) -> Result<TransactWriteItem, StoreError> {
+    let counted = Counted { counter, max: None };
+    Ok(TransactWriteItem::builder()
+        .update(count_update(&store.names.main_table, &counted, -1, None)?)
+        .build())
+}
+
+/// Sends a transaction that moves a count, retrying while the count item is contended.
+pub(crate) async fn send(tx: TransactWriteItemsFluentBuilder) -> Result<(), StoreError> {
+    send_contended(tx).await
 }
 
 /// The count (0 without a count item).

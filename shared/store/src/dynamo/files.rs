@@ -4,6 +4,15 @@
 //! |-------|-----------------|-----------------------------|-------------------------------------------------|
 //! | file  | `PROJECT#{pid}` | `SESSION#{sid}#FILE#{fid}`  | `PROJECT#{pid}#SESSION#{sid}#FILES` / created#fid |
 //! | count | `PROJECT#{pid}` | `SESSION#{sid}#FILES#COUNT` | —                                               |
+//! | bytes | `PROJECT#{pid}` | `FILES#BYTES`               | —                                               |
+//!
+//! The bytes item holds `stored_bytes`, the declared sizes of the project's files (the upload
+//! URL is bound to that size, so a file never holds more). A create adds its size in the same
+//! transaction as the file, under the condition that the sum stays within the project's quota;
+//! every delete (the API's, the retention sweep's, a session purge's) takes it off in the same
+//! transaction that deletes the file, so the sum is exact and concurrent creates never pass the
+//! quota. A file counted so carries `bytes_counted` (files made before the count existed do not,
+//! and give nothing back).
 //!
 //! The count item holds `file_count`; every create and delete changes it in the same
 //! transaction as the file, under the condition `file_count < max` (create) and
@@ -31,6 +40,8 @@ fn files_list(project: &ProjectId, session: &SessionId) -> String {
 fn count_sk(session: &SessionId) -> String {
     format!("SESSION#{session}#FILES#COUNT")
 }
+const BYTES_SK: &str = "FILES#BYTES";
+const BYTES_ATTR: &str = "stored_bytes";
 
 #[derive(Serialize, Deserialize)]
 struct FileItem {
@@ -49,6 +60,9 @@ struct FileItem {
     gsi2sk: Option<String>,
     /// The TTL attribute, Unix seconds.
     expires_at: i64,
+    /// Its size is in the project's `stored_bytes`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    bytes_counted: bool,
     file: SessionFile,
 }
 
@@ -69,6 +83,7 @@ impl FileItem {
             gsi2pk: Some(FILES_DUE.to_owned()),
             gsi2sk: Some(due_sort_key(file.expires_at.unix_seconds(), &file.id)),
             expires_at: file.expires_at.unix_seconds(),
+            bytes_counted: true,
             file: file.clone(),
         }
     }
@@ -89,10 +104,108 @@ impl<'a> Files<'a> {
 
     /// Writes a new file and counts it; `Conflict` when its session already has `max_files`.
     pub async fn create(&self, file: &SessionFile, max_files: u32) -> Result<(), StoreError> {
+        self.create_within(file, max_files, u64::MAX).await
+    }
+
+    /// Writes a new file, counts it on its session and adds its size to its project's stored
+    /// bytes, in one transaction; `Conflict` when the session has `max_files` already or the
+    /// project's bytes would pass `max_bytes`.
+    pub async fn create_within(
+        &self,
+        file: &SessionFile,
+        max_files: u32,
+        max_bytes: u64,
+    ) -> Result<(), StoreError> {
+        let Some(room) = max_bytes.checked_sub(file.size) else { return Err(StoreError::Conflict) };
         let item = serde_dynamo::to_item(FileItem::of(file))?;
         let ttl = Some(file.expires_at.unix_seconds());
-        super::counted::put(self.store, &counter(&file.project_id, &file.session_id), max_files, ttl, item)
-            .await
+        let add = self
+            .bytes_update(&file.project_id, i128::from(file.size))
+            .condition_expression("attribute_not_exists(#b) OR #b <= :room")
+            .expression_attribute_values(
+                ":room",
+                aws_sdk_dynamodb::types::AttributeValue::N(room.to_string()),
+            )
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let counter = counter(&file.project_id, &file.session_id);
+        let counts = [super::counted::Counted { counter: &counter, max: Some(max_files) }];
+        let add = aws_sdk_dynamodb::types::TransactWriteItem::builder().update(add).build();
+        super::counted::put_counted(self.store, &counts, vec![add], ttl, item).await
+    }
+
+    /// The project's stored bytes (0 before its first counted file).
+    pub async fn stored_bytes(&self, project: &ProjectId) -> Result<u64, StoreError> {
+        let item = super::get_item(self.store, self.table(), project_pk(project), BYTES_SK).await?;
+        Ok(item
+            .as_ref()
+            .and_then(|i| i.get(BYTES_ATTR))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0))
+    }
+
+    /// `stored_bytes += delta` on the project's bytes item (made by the first add).
+    fn bytes_update(
+        &self,
+        project: &ProjectId,
+        delta: i128,
+    ) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+        aws_sdk_dynamodb::types::Update::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(project)))
+            .key("SK", s(BYTES_SK))
+            .update_expression("ADD #b :delta")
+            .expression_attribute_names("#b", BYTES_ATTR)
+            .expression_attribute_values(
+                ":delta",
+                aws_sdk_dynamodb::types::AttributeValue::N(delta.to_string()),
+            )
+    }
+
+    /// The transaction items giving a deleted file's bytes back (none for a file made before
+    /// bytes were counted).
+    fn give_back(
+        &self,
+        item: &FileItem,
+    ) -> Result<Vec<aws_sdk_dynamodb::types::TransactWriteItem>, StoreError> {
+        if !item.bytes_counted {
+            return Ok(Vec::new());
+        }
+        let update = self
+            .bytes_update(&item.file.project_id, -i128::from(item.file.size))
+            .build()
+            .map_err(StoreError::unavailable)?;
+        Ok(vec![aws_sdk_dynamodb::types::TransactWriteItem::builder().update(update).build()])
+    }
+
+    /// Deletes a file of a session being purged, giving its bytes back (its session's count goes
+    /// with the session); a file gone already is done.
+    pub async fn purge(&self, file: &SessionFile) -> Result<(), StoreError> {
+        let item: FileItem = match self.raw(&file.project_id, &file.session_id, &file.id).await {
+            Ok(raw) => serde_dynamo::from_item(raw)?,
+            Err(StoreError::NotFound) => return Ok(()),
+            Err(err) => return Err(err),
+        };
+        let delete = aws_sdk_dynamodb::types::Delete::builder()
+            .table_name(self.table())
+            .key("PK", s(project_pk(&file.project_id)))
+            .key("SK", s(file_sk(&file.session_id, &file.id)))
+            .condition_expression("attribute_exists(PK)")
+            .build()
+            .map_err(StoreError::unavailable)?;
+        let mut tx = self
+            .store
+            .dynamo
+            .transact_write_items()
+            .transact_items(aws_sdk_dynamodb::types::TransactWriteItem::builder().delete(delete).build());
+        for give in self.give_back(&item)? {
+            tx = tx.transact_items(give);
+        }
+        match super::counted::send(tx).await {
+            Ok(()) | Err(StoreError::Conflict) => Ok(()),
+            Err(err) => Err(err),
+        }
     }
 
     async fn raw(&self, project: &ProjectId, session: &SessionId, id: &FileId) -> Result<Item, StoreError> {
@@ -173,9 +286,12 @@ impl<'a> Files<'a> {
         session: &SessionId,
         id: &FileId,
     ) -> Result<(), StoreError> {
-        super::counted::delete(
+        let item: FileItem = serde_dynamo::from_item(self.raw(project, session, id).await?)?;
+        let give_back = self.give_back(&item)?;
+        super::counted::delete_counted(
             self.store,
-            &counter(project, session),
+            &[&counter(project, session)],
+            give_back,
             project_pk(project),
             file_sk(session, id),
         )

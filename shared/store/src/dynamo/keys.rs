@@ -14,6 +14,10 @@
 //! id (that list's cursor) into its project. An allocation leaves GSI1 when it stops, so the
 //! sampler's listing holds only allocations it must sample.
 //!
+//! The key hash lookup also carries the key's request count of the current rate window (`rl_w`,
+//! `rl_n`; `api_keys.rs`). Quota counts: environments `PROJECT#{pid}` / `ENVS#COUNT`
+//! (`environments/`), stored file bytes `PROJECT#{pid}` / `FILES#BYTES` (`files.rs`).
+//!
 //! Webhook endpoints, their count, messages and attempts: `webhooks.rs`.
 //!
 //! Sandbox items, nodes, node commands and process records keep their key design beside their

@@ -118,6 +118,11 @@ impl<'a> SessionPurge<'a> {
 
     /// Deletes `items` (and their feedback locators) from the main table; gone ones count as done.
     pub async fn delete_items(&self, items: &[OwnedItem]) -> Result<(), StoreError> {
+        // Files first, each with its bytes given back to the project's count (one transaction
+        // per file); the batch below then finds them gone.
+        for file in items.iter().filter_map(|item| item.file.as_ref()) {
+            self.store.files().purge(file).await?;
+        }
         let mut keys: Vec<(String, String)> = Vec::new();
         for item in items {
             keys.push((item.pk.clone(), item.sk.clone()));

@@ -17,8 +17,8 @@ impl EnvironmentForks for Store {
         Ok(self.environments().snapshot_source(project, snapshot).await?)
     }
 
-    async fn create_environment(&self, environment: &Environment) -> Result<(), PortError> {
-        Ok(self.environments().create(environment).await?)
+    async fn create_environment(&self, environment: &Environment, max: u32) -> Result<(), PortError> {
+        Ok(self.environments().create(environment, max).await?)
     }
 
     async fn environment_any(

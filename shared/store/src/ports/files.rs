@@ -22,8 +22,12 @@ impl SessionFiles for Store {
         Ok(self.files().get(project, session, id).await?)
     }
 
-    async fn create_file(&self, file: &SessionFile, max_files: u32) -> Result<(), PortError> {
-        Ok(self.files().create(file, max_files).await?)
+    async fn create_file(&self, file: &SessionFile, max_files: u32, max_bytes: u64) -> Result<(), PortError> {
+        Ok(self.files().create_within(file, max_files, max_bytes).await?)
+    }
+
+    async fn stored_bytes(&self, project: &ProjectId) -> Result<u64, PortError> {
+        Ok(self.files().stored_bytes(project).await?)
     }
 
     async fn delete_session_file(

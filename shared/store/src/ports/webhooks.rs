@@ -102,8 +102,8 @@ impl WebhookRetry for Store {
 }
 
 impl WebhookEndpoints for Store {
-    async fn create_endpoint(&self, endpoint: &Endpoint) -> Result<(), PortError> {
-        Ok(self.webhooks().create(endpoint).await?)
+    async fn create_endpoint(&self, endpoint: &Endpoint, max_per_project: u32) -> Result<(), PortError> {
+        Ok(self.webhooks().create_capped(endpoint, max_per_project).await?)
     }
 
     async fn delete_endpoint(&self, owner: &Owner, id: &EndpointId) -> Result<(), PortError> {

@@ -56,6 +56,9 @@ impl From<agentplane_engine::files::FilesError> for ClientError {
             FilesError::Invalid(err) => Self::Validation(err),
             FilesError::BucketNotRegistered(name) => Self::BucketNotRegistered(name),
             FilesError::FileLimitReached { max_files } => Self::FileLimitReached { max_files },
+            FilesError::StoredBytesQuota { max, stored, size } => {
+                Self::StoredBytesQuota { max, stored, size }
+            }
             FilesError::Randomness => Self::internal("randomness"),
             FilesError::Port(err) => err.into(),
         }

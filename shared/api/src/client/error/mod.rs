@@ -86,6 +86,10 @@ pub enum ClientError {
     /// 409 `file_limit_reached`: the session has the most files its agent allows.
     #[error("the session has the most files it may")]
     FileLimitReached { max_files: u32 },
+    /// 409 `quota_exceeded` (`quota: "stored_bytes"`): the project stores `stored` bytes of
+    /// files and a file of `size` would pass its `max`.
+    #[error("the project's stored bytes quota is reached")]
+    StoredBytesQuota { max: u64, stored: u64, size: u64 },
     /// 400 `attachments_not_enabled`: the session's agent (the version it runs) takes no files.
     #[error("{0}")]
     AttachmentsNotEnabled(String),
@@ -93,6 +97,10 @@ pub enum ClientError {
     /// Document Store bucket of the project.
     #[error("bucket `{0}` is not registered to the project")]
     BucketNotRegistered(String),
+    /// 429 `rate_limit_exceeded`: the key made `max_requests` requests in this window of
+    /// `window_seconds`; `Retry-After` says when the window ends.
+    #[error("too many requests for this API key")]
+    RateLimited { max_requests: u32, window_seconds: u32, retry_after_s: u64 },
     /// 429 `too_many_streams`: the key (`limit: "key"`) or its project (`limit: "project"`)
     /// has `max_streams` event streams open; `Retry-After` says when to try again.
     #[error("too many open event streams")]
@@ -283,6 +291,18 @@ impl ClientError {
             Self::FileNotFound => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "file_not_found", "file not found")
             }
+            Self::StoredBytesQuota { max, stored, size } => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "quota_exceeded",
+                format!(
+                    "the project stores {stored} bytes of files; {size} more would pass its {max} \
+                     (AGENTPLANE_MAX_STORED_BYTES_PER_PROJECT); delete files first"
+                ),
+            )
+            .with("quota", "stored_bytes")
+            .with("max", max)
+            .with("stored", stored),
             Self::FileLimitReached { max_files } => ApiError::new(
                 StatusCode::CONFLICT,
                 "conflict_error",
@@ -307,6 +327,18 @@ impl ClientError {
                      this project: register it through Core, or set the bucket to null"
                 ),
             ),
+            Self::RateLimited { max_requests, window_seconds, retry_after_s } => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "rate_limit_exceeded",
+                format!(
+                    "this API key made {max_requests} requests in {window_seconds} s, the most it may \
+                     (AGENTPLANE_RATE_LIMIT_PER_MINUTE); try again in {retry_after_s} s"
+                ),
+            )
+            .with("max_requests", max_requests)
+            .with("window_seconds", window_seconds)
+            .retry_after(retry_after_s),
             Self::TooManyStreams { limit, max_streams, retry_after_s } => {
                 let (whose, setting) = match limit {
                     StreamLimitScope::Key => ("this key", "AGENTPLANE_STREAMS_PER_KEY"),

@@ -53,7 +53,7 @@ fn file_id(text: &str) -> Result<FileId, ClientError> {
         (status = 201, description = "The new file, `pending`, with its `upload_url`.", body = FileBody),
         (status = 400, description = "The body is invalid (`param` names the field; `size` above `max_file_bytes` too), or the session's agent takes no files (`attachments_not_enabled`).", body = ErrorEnvelope),
         (status = 404, description = "No such session in this project (`session_not_found`), or its agent is gone (`agent_not_found`).", body = ErrorEnvelope),
-        (status = 409, description = "The session has `max_files` files already (`file_limit_reached`, with `max_files`), its agent has no published version (`agent_not_published`), or its agent's `config.attachments.bucket` is not registered to the project (any more) (`bucket_not_registered`).", body = ErrorEnvelope),
+        (status = 409, description = "The session has `max_files` files already (`file_limit_reached`, with `max_files`), its agent has no published version (`agent_not_published`), or its agent's `config.attachments.bucket` is not registered to the project (any more) (`bucket_not_registered`), or the file's `size` would take the project's stored bytes past its quota (`quota_exceeded`, with `quota: \"stored_bytes\"`, `max`, `stored`; deleting files gives bytes back).", body = ErrorEnvelope),
     ),
 )]
 pub async fn create(
@@ -63,8 +63,10 @@ pub async fn create(
     Wire(body, _): Wire<CreateFile, ClientError>,
 ) -> Result<(StatusCode, Json<FileBody>), ClientError> {
     let session_id = session_id_of(&session_id)?;
-    let created =
-        files::create(&app.store, auth.project_id, &session_id, |limits| body.validate(limits)).await?;
+    let created = files::create(&app.store, auth.project_id, &session_id, app.caps.stored_bytes, |limits| {
+        body.validate(limits)
+    })
+    .await?;
     let mut answer = FileBody::from(&created.file);
     answer.upload_url = Some(created.upload_url);
     Ok((StatusCode::CREATED, Json(answer)))

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::keys::project_pk;
 use super::page::created_after;
-use super::{conditional, get_as, get_item, put_new, s};
+use super::{conditional, get_as, get_item, s};
 use crate::{Store, StoreError};
 
 mod execution;
@@ -81,8 +81,19 @@ pub(crate) struct EnvironmentItem {
     gsi1pk: String,
     #[serde(rename = "GSI1SK", default)]
     gsi1sk: String,
+    /// Counted in the project's environment count (every environment made since the count
+    /// exists); deleting it gives its place back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) counted: bool,
     #[serde(flatten)]
     pub(crate) environment: Environment,
+}
+
+/// The project's count of environments not deleted (`environment_count` on
+/// `PROJECT#{pid}` / `ENVS#COUNT`), moved with each create and delete so the cap holds under
+/// concurrent creates.
+pub(crate) fn environment_counter(project: &ProjectId) -> super::counted::Counter {
+    super::counted::Counter::new(project_pk(project), "ENVS#COUNT".to_owned(), "environment_count")
 }
 
 #[derive(Serialize, Deserialize)]
@@ -134,15 +145,23 @@ impl<'a> Environments<'a> {
         }
     }
 
-    pub async fn create(&self, environment: &Environment) -> Result<(), StoreError> {
+    /// Writes a new environment and counts it; `Conflict` when the project has `max` already.
+    pub async fn create(&self, environment: &Environment, max: u32) -> Result<(), StoreError> {
         let item = EnvironmentItem {
             pk: project_pk(&environment.project_id),
             sk: environment_sk(&environment.id),
             gsi1pk: environments_list(&environment.project_id),
             gsi1sk: created_sort_key(environment.created_at, &environment.id),
+            counted: true,
             environment: environment.clone(),
         };
-        put_new(self.store, &self.store.names.main_table, item).await
+        let counter = environment_counter(&environment.project_id);
+        super::counted::put(self.store, &counter, max, None, serde_dynamo::to_item(item)?).await
+    }
+
+    /// How many environments of the project are counted (not deleted).
+    pub async fn count(&self, project: &ProjectId) -> Result<u32, StoreError> {
+        super::counted::read(self.store, &environment_counter(project)).await
     }
 
     /// An environment of `project`; another project's, or a deleted one, is `NotFound`.

@@ -12,13 +12,14 @@ impl Environments<'_> {
         id: &EnvironmentId,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        if self.get_any(project, id).await?.deleted_at.is_some() {
+        let item: EnvironmentItem =
+            get_as(self.store, &self.store.names.main_table, project_pk(project), environment_sk(id))
+                .await?
+                .ok_or(StoreError::NotFound)?;
+        if item.environment.deleted_at.is_some() {
             return Ok(false);
         }
-        let result = self
-            .store
-            .dynamo
-            .update_item()
+        let mark = aws_sdk_dynamodb::types::Update::builder()
             .table_name(&self.store.names.main_table)
             .key("PK", s(project_pk(project)))
             .key("SK", s(environment_sk(id)))
@@ -27,11 +28,21 @@ impl Environments<'_> {
             .expression_attribute_values(":at", serde_dynamo::to_attribute_value(now)?)
             .expression_attribute_values(":due", s(PURGE_PARTITION))
             .expression_attribute_values(":key", s(purge_key(now, project, id)))
-            .send()
-            .await
-            .map_err(|e| conditional(e, |e| e.is_conditional_check_failed_exception()));
-        match result {
-            Ok(_) => Ok(true),
+            .build()
+            .map_err(StoreError::unavailable)?;
+        // The mark and, for a counted environment, its place given back: one transaction, so
+        // two concurrent deletes give back one place.
+        let mut tx = self
+            .store
+            .dynamo
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(mark).build());
+        if item.counted {
+            tx = tx
+                .transact_items(crate::dynamo::counted::uncount(self.store, &environment_counter(project))?);
+        }
+        match crate::dynamo::counted::send(tx).await {
+            Ok(()) => Ok(true),
             // Deleted concurrently (or gone meanwhile: read again to say which).
             Err(StoreError::Conflict) => self.get_any(project, id).await.map(|_| false),
             Err(err) => Err(err),

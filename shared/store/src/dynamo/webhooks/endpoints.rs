@@ -6,12 +6,27 @@ impl Webhooks<'_> {
     /// Writes a new endpoint and counts it; `Conflict` when its tenant (or its lone project)
     /// has [`MAX_ENDPOINTS`] already, `NotFound` when its owner does not exist.
     pub async fn create(&self, endpoint: &Endpoint) -> Result<(), StoreError> {
+        self.create_capped(endpoint, MAX_ENDPOINTS).await
+    }
+
+    /// [`Self::create`], a project's own count capped at `max_per_project` as well (its tenant's
+    /// stays at [`MAX_ENDPOINTS`]).
+    pub async fn create_capped(&self, endpoint: &Endpoint, max_per_project: u32) -> Result<(), StoreError> {
         for _ in 0..3 {
             let (counters, guard) = self.counters_of(&endpoint.owner).await?;
             let item = serde_dynamo::to_item(EndpointItem::of(endpoint))?;
+            let project_max = max_per_project.min(MAX_ENDPOINTS);
             let counts: Vec<crate::dynamo::counted::Counted<'_>> = counters
                 .iter()
-                .map(|counter| crate::dynamo::counted::Counted { counter, max: Some(MAX_ENDPOINTS) })
+                .enumerate()
+                .map(|(i, counter)| {
+                    // A project's own count comes first.
+                    let max = match endpoint.owner {
+                        Owner::Project(_) if i == 0 => project_max,
+                        _ => MAX_ENDPOINTS,
+                    };
+                    crate::dynamo::counted::Counted { counter, max: Some(max) }
+                })
                 .collect();
             match crate::dynamo::counted::put_counted(
                 self.store,
