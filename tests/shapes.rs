@@ -31,7 +31,7 @@ type R = anyhow::Result<()>;
 const SEALING_TEXT: &str = "agentplane stored-shape fixtures: not a production key";
 
 /// The releases whose items this code reads, oldest first; the last is the latest shape.
-const RELEASES: &[&str] = &["0.1.0"];
+const RELEASES: &[&str] = &["0.1.0", "0.2.0"];
 
 fn fixture_path(release: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/shapes/{release}.json"))
