@@ -84,6 +84,17 @@ if ! { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }; then
   params+=(--param "AwsEndpointUrl=$endpoint")
 fi
 
+# LocalStack resolves the node image's SSM dynamic reference even though no node resource is
+# created locally (SandboxNodeCount=0): a parameter of its own stands in for the public one.
+"$tools/bin/python" - "$endpoint" <<'PY'
+import sys, boto3
+ssm = boto3.client("ssm", endpoint_url=sys.argv[1], region_name="us-east-1",
+                   aws_access_key_id="test", aws_secret_access_key="test")
+ssm.put_parameter(Name="/agentplane/local/node-image", Value="ami-00000000000000000",
+                  Type="String", Overwrite=True)
+PY
+params+=(--param "NodeImageParameter=/agentplane/local/node-image")
+
 started=$(date +%s)
 api_url=$("$tools/bin/python" infra/deploy_local.py --endpoint "$endpoint" --stack "$stack" \
   --template "${AGENTPLANE_DEPLOY_TEMPLATE:-infra/template.yaml}" --lambda-dir "$target/lambda" --bucket "$stack-artifacts" \

@@ -27,7 +27,7 @@ port="${LOCALSTACK_PORT:-4566}"
 endpoint="http://127.0.0.1:$port"
 image="localstack/localstack:4.9.2"
 container="agentplane-localstack"
-services="dynamodb,s3,sqs,cloudformation,lambda,apigateway,secretsmanager,iam,sts,events,logs,cloudwatch,sns"
+services="dynamodb,s3,sqs,cloudformation,lambda,apigateway,secretsmanager,iam,sts,events,logs,cloudwatch,sns,ssm"
 executor_src="$here/runtime-executor"
 lambda_report="$state/lambda-report.jsonl"
 
@@ -201,10 +201,11 @@ case "${1:-start}" in
   install) docker_engine || { install_host_mode && install_executor; } ;;
   start)
     # One this script started before the deployed stack's services (CloudFormation; CloudWatch
-    # and SNS for its alarms) were among its services: restart.
+    # and SNS for its alarms; SSM for the node image's dynamic reference) were among its
+    # services: restart.
     if healthy && [ -f "$pidfile" ] && ! docker_engine \
       && curl -fsS --max-time 2 "$endpoint/_localstack/health" \
-        | grep -Eq '"(cloudformation|cloudwatch|sns)": *"disabled"'; then
+        | grep -Eq '"(cloudformation|cloudwatch|sns|ssm)": *"disabled"'; then
       log "running without the deployed stack's services: restarting it"
       stop
     fi

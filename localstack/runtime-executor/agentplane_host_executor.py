@@ -15,6 +15,10 @@ from the internet. On a machine with neither Docker nor that download, this exec
 - shortens LocalStack's CloudFormation poll of a resource still being created from 5 s to
   `AGENTPLANE_CFN_POLL_S` (default 0.2 s; a start hook), since it deploys one resource at a time
   and the stack's 86 functions would otherwise wait 5 s each;
+- makes a stack update that changes the REST API keep its stage: LocalStack 4.9 has no update
+  for `AWS::ApiGateway::Stage` and replaces it by creating it again ("Stage already exists"), so
+  the stage is patched to the new deployment in place, and the old resource's delete leaves a
+  stage that already serves a newer deployment (a start hook; the upgrade check needs it);
 - reports each environment's init duration (process start to its first `invocation/next`) in
   LocalStack's log as Lambda's REPORT line does, and as JSON lines in the file named by
   `AGENTPLANE_LAMBDA_REPORT` (kinds `init`, `invoke`, `chunk`).
@@ -472,6 +476,43 @@ def _stage_update(self, request):
     return ProgressEvent(status=OperationStatus.SUCCESS, resource_model=model, custom_context=request.custom_context)
 
 
+def _stage_create(original):
+    """A stage create that finds its stage already there (LocalStack replaces the stage when the
+    API it names is updated: the new one is created before the old one is deleted) patches that
+    stage to the new deployment instead of failing with "Stage already exists"."""
+
+    def create(self, request):
+        model = request.desired_state
+        apigw = request.aws_client_factory.apigateway
+        try:
+            apigw.get_stage(restApiId=model["RestApiId"], stageName=model.get("StageName", "default"))
+        except Exception:  # noqa: BLE001 - no such stage: create it as LocalStack does
+            return original(self, request)
+        return _stage_update(self, request)
+
+    return create
+
+
+def _stage_delete(original):
+    """The old stage's delete after such a replacement: the stage now serves a newer deployment
+    than the one this resource knew, so it is not this resource's to delete."""
+
+    def delete(self, request):
+        model = request.desired_state
+        apigw = request.aws_client_factory.apigateway
+        try:
+            stage = apigw.get_stage(restApiId=model["RestApiId"], stageName=model["StageName"])
+            if model.get("DeploymentId") and stage.get("deploymentId") != model["DeploymentId"]:
+                from localstack.services.cloudformation.resource_provider import OperationStatus, ProgressEvent
+
+                return ProgressEvent(status=OperationStatus.SUCCESS, resource_model=model)
+        except Exception:  # noqa: BLE001 - let LocalStack's delete decide
+            pass
+        return original(self, request)
+
+    return delete
+
+
 @hooks.on_infra_start()
 def agentplane_stage_update() -> None:
     """Stack updates that change the REST API update its stage in place (see `_stage_update`)."""
@@ -481,6 +522,8 @@ def agentplane_stage_update() -> None:
         )
 
         ApiGatewayStageProvider.update = _stage_update
+        ApiGatewayStageProvider.create = _stage_create(ApiGatewayStageProvider.create)
+        ApiGatewayStageProvider.delete = _stage_delete(ApiGatewayStageProvider.delete)
         LOG.info("AWS::ApiGateway::Stage updates patch the stage in place")
     except Exception as err:  # noqa: BLE001 - without it, such an update recreates the stack
         LOG.warning("could not install the stage update: %s", err)
