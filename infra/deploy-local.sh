@@ -72,7 +72,6 @@ params=(
   # Scaling), no dashboard (no CloudFormation resource for it), no account-level API Gateway
   # logging role, and no reserved concurrency (the host executor runs one invocation per
   # function at a time anyway). Log groups, alarms and the alarm topic are created.
-  --param "SandboxNodeCount=0"
   --param "CloudWatchDashboard=false"
   --param "ConfigureApiGatewayAccount=false"
   --param "StreamReservedConcurrency=0"
@@ -84,16 +83,6 @@ if ! { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }; then
   params+=(--param "AwsEndpointUrl=$endpoint")
 fi
 
-# LocalStack resolves the node image's SSM dynamic reference even though no node resource is
-# created locally (SandboxNodeCount=0): a parameter of its own stands in for the public one.
-"$tools/bin/python" - "$endpoint" <<'PY'
-import sys, boto3
-ssm = boto3.client("ssm", endpoint_url=sys.argv[1], region_name="us-east-1",
-                   aws_access_key_id="test", aws_secret_access_key="test")
-ssm.put_parameter(Name="/agentplane/local/node-image", Value="ami-00000000000000000",
-                  Type="String", Overwrite=True)
-PY
-params+=(--param "NodeImageParameter=/agentplane/local/node-image")
 
 started=$(date +%s)
 api_url=$("$tools/bin/python" infra/deploy_local.py --endpoint "$endpoint" --stack "$stack" \

@@ -926,6 +926,7 @@ fn the_template_is_cfn_lint_clean() {
         cfn_lint().expect("cfn-lint is not installed: run the README test command (bash tests/run.sh)");
     let out = std::process::Command::new(&lint)
         .arg(Path::new("infra/template.yaml"))
+        .arg(Path::new("infra/nodes.yaml"))
         .current_dir(root())
         .output()
         .expect("cfn-lint runs");

@@ -81,8 +81,8 @@ cargo fmt --all -- --check
 stage "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
-stage "cfn-lint infra/template.yaml"
-"$tools/bin/cfn-lint" infra/template.yaml
+stage "cfn-lint infra/template.yaml infra/nodes.yaml"
+"$tools/bin/cfn-lint" infra/template.yaml infra/nodes.yaml
 
 stage "sam validate --lint"
 # Offline: --lint needs a region and no credentials.

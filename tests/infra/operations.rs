@@ -243,24 +243,48 @@ fn long_lived_functions_hold_reserved_concurrency_that_a_parameter_turns_off() {
             }
         }
     }
-    // 0 reserves nothing (a reservation of 0 would stop the function).
+    // 0 reserves nothing (a reservation of 0 would stop the function). Compared as the string
+    // "0", as CloudFormation compares parameter values (LocalStack compares a Number
+    // parameter's "0" with a bare 0 as unequal, so the condition would hold).
     let conditions = &t["Conditions"];
     for (condition, parameter) in [
         ("HasStreamReservation", "StreamReservedConcurrency"),
         ("HasTurnReservation", "TurnReservedConcurrency"),
     ] {
         let text = format!("{:?}", conditions[condition]);
-        assert!(text.contains("!Not") && text.contains(parameter) && text.contains("Number(0)"), "{text}");
+        assert!(
+            text.contains("!Not") && text.contains(parameter) && text.contains("String(\"0\")"),
+            "{text}"
+        );
     }
 }
 
-/// Every resource that names a node resource, or a node parameter, is created only with nodes.
+/// Sandbox nodes are an optional stack of their own (infra/nodes.yaml): the main template holds
+/// none of their resources (a team without sandboxes deploys none; LocalStack's free edition has
+/// no Auto Scaling), only the enrollment key they use.
 #[test]
-fn sandbox_nodes_exist_only_when_asked_for_and_admit_nothing() {
-    let t = template();
+fn sandbox_nodes_are_an_optional_stack_that_admits_nothing() {
+    let main = template();
+    assert!(
+        !resources(&main).values().any(|r| {
+            let kind = str_of(&r["Type"]);
+            kind.starts_with("AWS::AutoScaling::") || kind.starts_with("AWS::EC2::")
+        }),
+        "no node resource in the main template"
+    );
+    // The enrollment key exists without nodes too (Core's enrollment reads it), and is an output.
+    let secret = &resources(&main)["NodeEnrollmentSecret"];
+    assert!(secret["Condition"].is_null() && secret["Properties"]["GenerateSecretString"].is_mapping());
+    assert!(main["Outputs"]["NodeEnrollmentSecretArn"].is_mapping());
+    assert!(main["Outputs"]["ApiUrl"].is_mapping());
+
+    let text = std::fs::read_to_string(root().join("infra/nodes.yaml")).expect("infra/nodes.yaml");
+    let t: Value = serde_yaml::from_str(&text).expect("nodes.yaml parses");
     let p = &t["Parameters"];
-    assert_eq!(p["SandboxNodeCount"]["Default"].as_u64(), Some(0), "no nodes unless asked for");
     for name in [
+        "CoreUrl",
+        "NodeEnrollmentSecretArn",
+        "SandboxNodeCount",
         "NodeSubnetIds",
         "NodeVpcId",
         "NodeInstanceType",
@@ -274,45 +298,18 @@ fn sandbox_nodes_exist_only_when_asked_for_and_admit_nothing() {
         str_of(&p["NodeImageParameter"]["Default"])
             .starts_with("/aws/service/ami-amazon-linux-latest/al2023-ami-")
     );
-    let node_resources: Vec<(String, &Value)> = resources(&t)
-        .iter()
-        .map(|(id, r)| (str_of(id), r))
-        .filter(|(_, r)| r["Condition"] == "HasSandboxNodes")
-        .collect();
-    let ids: BTreeSet<&str> = node_resources.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(
-        ids,
-        [
-            "NodeAutoScalingGroup",
-            "NodeInstanceProfile",
-            "NodeLaunchTemplate",
-            "NodeRole",
-            "NodeSecurityGroup"
-        ]
-        .into_iter()
-        .collect(),
-    );
-    let kinds: BTreeSet<String> = node_resources.iter().map(|(_, r)| str_of(&r["Type"])).collect();
-    for kind in [
-        "AWS::AutoScaling::AutoScalingGroup",
-        "AWS::EC2::LaunchTemplate",
-        "AWS::EC2::SecurityGroup",
-        "AWS::IAM::InstanceProfile",
-        "AWS::IAM::Role",
-    ] {
-        assert!(kinds.contains(kind), "{kind}: {kinds:?}");
-    }
-    // Nothing else names them (a resource of a false condition cannot be referenced).
-    for (id, r) in resources(&t) {
-        let id = str_of(id);
-        if node_resources.iter().any(|(n, _)| *n == id) {
-            continue;
-        }
-        let text = format!("{r:?}");
-        for (node, _) in &node_resources {
-            assert!(!text.contains(&format!("\"{node}")), "{id} names {node}");
-        }
-    }
+    let ids: BTreeSet<String> = resources(&t).keys().map(str_of).collect();
+    let expected: BTreeSet<String> = [
+        "NodeAutoScalingGroup",
+        "NodeInstanceProfile",
+        "NodeLaunchTemplate",
+        "NodeRole",
+        "NodeSecurityGroup",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(ids, expected);
     let sg = &resources(&t)["NodeSecurityGroup"]["Properties"];
     assert!(sg["SecurityGroupIngress"].is_null(), "the node serves nothing: no inbound rule");
     assert!(!resources(&t).values().any(|r| r["Type"] == "AWS::EC2::SecurityGroupIngress"));
@@ -330,7 +327,7 @@ fn sandbox_nodes_exist_only_when_asked_for_and_admit_nothing() {
         "systemd.unified_cgroup_hierarchy=1",
         "s3://${NodeArtifactBucket}/${NodeArtifactKey}",
         "secretsmanager get-secret-value",
-        "--secret-id '${NodeEnrollmentSecret}'",
+        "--secret-id '${NodeEnrollmentSecretArn}'",
         "export AGENTPLANE_NODE_ENROLLMENT_KEY",
         "Environment=AGENTPLANE_CORE_URL=${CoreUrl}",
         "Restart=always",
@@ -338,7 +335,7 @@ fn sandbox_nodes_exist_only_when_asked_for_and_admit_nothing() {
     ] {
         assert!(user_data.contains(needed), "user data: {needed}");
     }
-    // The node's role: its secret, its artifact, its own health; nothing else of the stack.
+    // The node's role: its secret, its artifact, its own health; nothing else.
     let statements = &resources(&t)["NodeRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"];
     let granted: Vec<(String, Vec<String>)> = statements
         .as_sequence()
@@ -351,7 +348,7 @@ fn sandbox_nodes_exist_only_when_asked_for_and_admit_nothing() {
         .collect();
     assert_eq!(
         granted[0],
-        ("secretsmanager:GetSecretValue".to_owned(), vec!["!Ref NodeEnrollmentSecret".to_owned()])
+        ("secretsmanager:GetSecretValue".to_owned(), vec!["!Ref NodeEnrollmentSecretArn".to_owned()])
     );
     assert_eq!(
         granted[1],
@@ -362,12 +359,9 @@ fn sandbox_nodes_exist_only_when_asked_for_and_admit_nothing() {
     );
     assert_eq!(granted[2].0, "autoscaling:SetInstanceHealth");
     assert_eq!(granted.len(), 3, "{granted:?}");
-    // The enrollment key exists without nodes too (Core's enrollment reads it).
-    let secret = &resources(&t)["NodeEnrollmentSecret"];
-    assert!(secret["Condition"].is_null() && secret["Properties"]["GenerateSecretString"].is_mapping());
-    // A local deploy runs none, and no dashboard or account setting LocalStack cannot make.
+    // A local deploy makes no dashboard or account setting LocalStack cannot make.
     let script = std::fs::read_to_string(root().join("infra/deploy-local.sh")).expect("deploy-local.sh");
-    for param in ["SandboxNodeCount=0", "CloudWatchDashboard=false", "ConfigureApiGatewayAccount=false"] {
+    for param in ["CloudWatchDashboard=false", "ConfigureApiGatewayAccount=false"] {
         assert!(script.contains(&format!("\"{param}\"")), "deploy-local.sh passes {param}");
     }
 }
