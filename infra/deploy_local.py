@@ -129,6 +129,21 @@ def change_set_changes(cfn, stack: str, name: str) -> list[dict]:
             return out
 
 
+def restore_stage(endpoint: str, api_id: str, stage: str = "v1") -> None:
+    """LocalStack 4.9 can lose the REST API's stage in a stack update that gives the API a new
+    deployment (it replaces the stage: the new one is created, then the old one's delete removes
+    it). AWS updates the stage in place. The stage holds no data, so a local deploy deploys the
+    API again onto it, and says so."""
+    if not api_id:
+        return
+    apigw = client("apigateway", endpoint)
+    if any(s["stageName"] == stage for s in apigw.get_stages(restApiId=api_id).get("item", [])):
+        return
+    # A new deployment: the API as the update left it (every route), on a new stage.
+    made = apigw.create_deployment(restApiId=api_id, stageName=stage)
+    log(f"LocalStack lost the API's stage {stage} in the update: made again on a new deployment {made['id']}")
+
+
 def stack_status(cfn, stack: str) -> str | None:
     try:
         return cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"]
@@ -265,6 +280,7 @@ def main() -> None:
 
     stack = cfn.describe_stacks(StackName=args.stack)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    restore_stage(args.endpoint, outputs.get("ApiId", ""))
     physical = {}
     token = None
     while True:
