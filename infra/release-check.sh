@@ -12,7 +12,7 @@
 #    AGENTPLANE_DEPLOY_NODE names the daemon binary);
 # 3. this release is built and deployed as an update of the same stack (never recreated);
 # 4. the `after` phase checks the change set (no stateful resource replaced or removed, every
-#    physical id kept) and reads everything back; then the smoke suite runs on the upgraded stack.
+#    physical id kept) and reads everything back; then the smoke suite runs on a fresh stack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -62,6 +62,10 @@ say "building this release and updating the stack"
 CARGO_TARGET_DIR="$target" bash infra/deploy-local.sh
 AGENTPLANE_UPGRADE_PHASE=after AGENTPLANE_UPGRADE_BEFORE="$state/deployed-before.json" \
   run_suite deployed::upgrade::after
+# The smoke suite on a fresh stack of this release: LocalStack's REST API update adds no route a
+# release adds (AWS's does), so the upgraded stack serves only the routes both releases have.
+AGENTPLANE_DEPLOY_STACK=agentplane-release-smoke AGENTPLANE_DEPLOY_FRESH=1 AGENTPLANE_DEPLOY_SKIP_BUILD=1 \
+  CARGO_TARGET_DIR="$target" bash infra/deploy-local.sh
 run_suite deployed::
 git worktree remove --force "$worktree"
 say "release check passed: $previous → $(grep -m1 '^version' Cargo.toml | cut -d'"' -f2)"
