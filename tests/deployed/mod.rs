@@ -412,6 +412,9 @@ fn assert_unauthenticated_envelope(path: &str, body: &Value) {
         assert_eq!(body, &authentication("invalid_api_key", "missing, invalid or revoked API key"), "{path}");
     } else if path.starts_with("/core/") {
         assert_eq!(body, &authentication("invalid_admin_key", "missing or invalid Core key"), "{path}");
+    } else if path == "/node/v1/enroll" {
+        let expected = authentication("invalid_enrollment_key", "missing or invalid node enrollment key");
+        assert_eq!(body, &expected, "{path}");
     } else if path.starts_with("/node/") {
         assert_eq!(body, &authentication("invalid_node_token", "missing or invalid node token"), "{path}");
     } else if path.starts_with("/sandbox/") {
@@ -554,6 +557,10 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
             _ => {}
         }
     }
+    // The re-seal job: every endpoint's secret already under the current key version.
+    let resealed = s.invoke(Job::WebhookReseal.function_name(), &scheduled).await?;
+    assert_eq!(resealed["failed"], 0, "webhook-reseal: {resealed}");
+    assert!(resealed["scanned"].is_u64(), "webhook-reseal: {resealed}");
     let sweep = s.invoke(Job::RetentionSweep.function_name(), &scheduled).await?;
     for key in job_report_keys(Job::RetentionSweep) {
         assert_eq!(count(&sweep, key), 0, "the second sweep pass found {key}: {sweep}");
