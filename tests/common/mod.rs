@@ -577,3 +577,23 @@ impl TestApp {
         Ok(body["data"]["id"].as_str().unwrap_or_default().to_owned())
     }
 }
+
+/// Binds a fixed address (the deployed smoke suite's model and webhook receiver), retrying for
+/// up to 30 s: a fixed port in the ephemeral range can be the local port of a short-lived
+/// outgoing connection for a moment (found in CI: `Address already in use` right after the
+/// deploy's uploads).
+pub async fn bind_fixed(addr: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    let started = std::time::Instant::now();
+    loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => return Ok(listener),
+            Err(err)
+                if err.kind() == std::io::ErrorKind::AddrInUse
+                    && started.elapsed() < Duration::from_secs(30) =>
+            {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(err) => return Err(anyhow::anyhow!("bind {addr}: {err}")),
+        }
+    }
+}

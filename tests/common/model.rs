@@ -130,7 +130,7 @@ impl ScriptedModel {
         let script = Arc::new(Mutex::new(Script::default()));
         let router =
             axum::Router::new().route("/v1/chat/completions", post(complete)).with_state(script.clone());
-        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let listener = crate::bind_fixed(addr).await?;
         let base_url = format!("http://{}/v1", listener.local_addr()?);
         tokio::spawn(async move { axum::serve(listener, router).await });
         Ok(Self { base_url, script })

@@ -251,8 +251,8 @@ async fn receiver() -> anyhow::Result<(String, Received)> {
     }
     let got = Received::default();
     let router = axum::Router::new().route("/hook", axum::routing::post(hook)).with_state(got.clone());
-    let listener = tokio::net::TcpListener::bind(
-        std::env::var("AGENTPLANE_DEPLOY_WEBHOOK_RECEIVER").unwrap_or_else(|_| "127.0.0.1:47812".into()),
+    let listener = agentplane_tests::bind_fixed(
+        &std::env::var("AGENTPLANE_DEPLOY_WEBHOOK_RECEIVER").unwrap_or_else(|_| "127.0.0.1:47812".into()),
     )
     .await?;
     let url = format!("http://{}/hook", listener.local_addr()?);
