@@ -31,31 +31,13 @@ pub async fn register(
     _admin: CoreAdmin,
     Wire(body, _): Wire<RegisterSandboxNode, CoreError>,
 ) -> Result<(StatusCode, Json<RegisteredSandboxNodeBody>), CoreError> {
-    let name = match body.name {
-        None => "node".to_owned(),
-        Some(s) if !s.trim().is_empty() && s.chars().count() <= 128 => s,
-        Some(_) => {
-            return Err(agentplane_domain::ValidationError::new(
-                "name",
-                "`name` must be a string of 1 to 128 characters",
-            )
-            .into());
-        }
-    };
+    let name = body.name.unwrap_or_else(|| "node".to_owned());
+    let node = Node::unseen(NodeId::from_random(edge::random()?), name, edge::now())?;
     let token = NodeTokenSecret::from_random(edge::random()?);
-    let now = edge::now();
-    let node = Node {
-        id: NodeId::from_random(edge::random()?),
-        name,
-        created_at: now,
-        connection_id: None,
-        last_seen_at: None,
-        host: None,
-    };
     app.store.nodes().register(&node, &token.hash()).await?;
     // The only time the plaintext token leaves the server.
     let body = RegisteredSandboxNodeBody {
-        node: SandboxNodeBody::new(&node, now),
+        node: SandboxNodeBody::new(&node, node.created_at),
         token: token.expose().to_owned(),
     };
     Ok((StatusCode::CREATED, Json(body)))

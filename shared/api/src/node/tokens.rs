@@ -102,24 +102,8 @@ pub async fn enroll(
     _enroller: Enroller,
     Wire(body, _): Wire<EnrollNode, NodeError>,
 ) -> Result<(StatusCode, Json<RegisteredSandboxNodeBody>), NodeError> {
-    let name = body.name;
-    if name.trim().is_empty() || name.chars().count() > 128 {
-        return Err(agentplane_domain::ValidationError::new(
-            "name",
-            "`name` must be a string of 1 to 128 characters",
-        )
-        .into());
-    }
+    let node = Node::unseen(NodeId::from_random(edge::random()?), body.name, edge::now())?;
     let token = NodeTokenSecret::from_random(edge::random()?);
-    let now = edge::now();
-    let node = Node {
-        id: NodeId::from_random(edge::random()?),
-        name,
-        created_at: now,
-        connection_id: None,
-        last_seen_at: None,
-        host: None,
-    };
     let (status, node) = match app.store.nodes().enroll(&node, &token.hash()).await {
         Ok(Enrollment::Created(node)) => (StatusCode::CREATED, node),
         Ok(Enrollment::Reissued(node)) => (StatusCode::OK, node),
@@ -129,7 +113,7 @@ pub async fn enroll(
     };
     tracing::info!(node = %node.id, name = %node.name, created = status == StatusCode::CREATED, "node enrolled");
     let body = RegisteredSandboxNodeBody {
-        node: SandboxNodeBody::new(&node, now),
+        node: SandboxNodeBody::new(&node, node.created_at),
         token: token.expose().to_owned(),
     };
     Ok((status, Json(body)))

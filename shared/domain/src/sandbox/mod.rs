@@ -72,6 +72,17 @@ pub struct Node {
 pub const NODE_ONLINE_WINDOW_MS: i64 = 20_000;
 
 impl Node {
+    /// A node just registered or enrolled: never heard from. Its name is 1 to 128 characters.
+    pub fn unseen(id: NodeId, name: String, now: Timestamp) -> Result<Self, crate::ValidationError> {
+        if name.trim().is_empty() || name.chars().count() > 128 {
+            return Err(crate::ValidationError::new(
+                "name",
+                "`name` must be a string of 1 to 128 characters",
+            ));
+        }
+        Ok(Self { id, name, created_at: now, connection_id: None, last_seen_at: None, host: None })
+    }
+
     pub fn online(&self, now: Timestamp) -> bool {
         self.last_seen_at.is_some_and(|t| now.unix_millis() - t.unix_millis() <= NODE_ONLINE_WINDOW_MS)
     }
