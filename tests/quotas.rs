@@ -366,3 +366,167 @@ async fn stored_bytes_are_capped_per_project_exactly_even_under_concurrent_creat
     assert_eq!(left, two_holds, "the purge gave back the deleted session's bytes, and only those");
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// Live sandboxes.
+
+#[tokio::test]
+async fn live_sandboxes_are_capped_per_project_and_an_ended_one_gives_its_place_back() -> R {
+    let env = agentplane_tests::sandbox::env_with(|app| {
+        app.with_caps(ProjectCaps { sandboxes: 2, ..ProjectCaps::default() })
+    })
+    .await;
+    let one = env.create(json!({"timeout": 120})).await;
+    let two = env.create(json!({"timeout": 120})).await;
+    // Paused still holds its place (its node keeps it frozen).
+    let (status, body) = env.call(Method::POST, &format!("/sandboxes/{two}/pause"), None).await;
+    assert!(status.is_success(), "{status} {body}");
+    let (status, body) = env.call(Method::POST, "/sandboxes", Some(json!({"timeout": 120}))).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["code"], 429, "E2B's envelope: {body}");
+    assert!(body["message"].as_str().unwrap_or_default().contains("2 live sandboxes"), "{body}");
+    // Another project of the same deployment is not held back by this one's sandboxes.
+    let other = env.app.tenant().await?;
+    let (status, body) =
+        send(env.app.sandbox(&other.key, Method::POST, "/sandboxes").json(&json!({"timeout": 120}))).await?;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let theirs = body["sandboxID"].as_str().unwrap_or_default().to_owned();
+    send(env.app.sandbox(&other.key, Method::DELETE, &format!("/sandboxes/{theirs}"))).await?;
+    // A kill gives the place back at once.
+    env.kill(&one).await;
+    let three = env.create(json!({"timeout": 120})).await;
+    let (status, _) = env.call(Method::POST, "/sandboxes", Some(json!({"timeout": 120}))).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    env.kill(&two).await;
+    env.kill(&three).await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn concurrent_sandbox_creates_at_the_cap_make_exactly_one() -> R {
+    let env = agentplane_tests::sandbox::env_with(|app| {
+        app.with_caps(ProjectCaps { sandboxes: 2, ..ProjectCaps::default() })
+    })
+    .await;
+    let first = env.create(json!({"timeout": 120})).await;
+    let creates = (0..4).map(|_| env.call(Method::POST, "/sandboxes", Some(json!({"timeout": 120}))));
+    let results = futures_util::future::join_all(creates).await;
+    let made: Vec<&Value> =
+        results.iter().filter(|(s, _)| *s == StatusCode::CREATED).map(|(_, b)| b).collect();
+    let refused = results.iter().filter(|(s, _)| *s == StatusCode::TOO_MANY_REQUESTS).count();
+    assert_eq!(made.len(), 1, "{results:?}");
+    assert_eq!(refused, 3, "{results:?}");
+    env.kill(&first).await;
+    env.kill(made[0]["sandboxID"].as_str().unwrap_or_default()).await;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The count backfill (items written before 0.2.0, shape 1).
+
+/// Turns a counted item back into what 0.1.0 wrote: no shape, no marker, not in its count.
+async fn as_written_by_0_1_0(
+    app: &TestApp,
+    sk: &str,
+    project: &ProjectId,
+    marker: &str,
+    count: (&str, &str, u64),
+) -> R {
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    let table = &app.store.names.main_table;
+    let pk = A::S(format!("PROJECT#{project}"));
+    app.store
+        .dynamo
+        .update_item()
+        .table_name(table)
+        .key("PK", pk.clone())
+        .key("SK", A::S(sk.to_owned()))
+        .update_expression(format!("REMOVE shape, {marker}"))
+        .send()
+        .await?;
+    let (count_sk, attr, by) = count;
+    app.store
+        .dynamo
+        .update_item()
+        .table_name(table)
+        .key("PK", pk)
+        .key("SK", A::S(count_sk.to_owned()))
+        .update_expression(format!("ADD {attr} :minus"))
+        .expression_attribute_values(":minus", A::N(format!("-{by}")))
+        .send()
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_count_backfill_counts_older_items_once_and_then_has_nothing_left() -> R {
+    let app = TestApp::spawn_with(|app| {
+        app.with_caps(ProjectCaps { environments: 2, stored_bytes: 1000, ..ProjectCaps::default() })
+    })
+    .await?;
+    let a = app.tenant().await?;
+    let project: ProjectId = a.project_id.parse()?;
+    // Two environments and a file as 0.1.0 left them: stored, but in no count.
+    let mut envs = Vec::new();
+    for _ in 0..2 {
+        let (status, env) = new_environment(&app, &a.key).await?;
+        assert_eq!(status, StatusCode::CREATED, "{env}");
+        let id = env["data"]["id"].as_str().unwrap_or_default().to_owned();
+        as_written_by_0_1_0(
+            &app,
+            &format!("ENV#{id}"),
+            &project,
+            "counted",
+            ("ENVS#COUNT", "environment_count", 1),
+        )
+        .await?;
+        envs.push(id);
+    }
+    let session = file_session(&app, &a.key).await?;
+    let (status, file) = new_file(&app, &a.key, &session, 700).await?;
+    assert_eq!(status, StatusCode::CREATED, "{file}");
+    let file_id = file["id"].as_str().unwrap_or_default().to_owned();
+    as_written_by_0_1_0(
+        &app,
+        &format!("SESSION#{session}#FILE#{file_id}"),
+        &project,
+        "bytes_counted",
+        ("FILES#BYTES", "stored_bytes", 700),
+    )
+    .await?;
+    // Before the backfill the caps are blind to them: a third environment, another 700 bytes.
+    assert_eq!(app.store.environments().count(&project).await?, 0);
+    assert_eq!(app.store.files().stored_bytes(&project).await?, 0);
+
+    // A pass with no time left reads nothing and keeps no position.
+    let idle = agentplane_api::jobs::count_backfill_once(&app.app, Duration::ZERO).await?;
+    assert_eq!((idle.pages, idle.done), (0, false), "{idle:?}");
+    let report = agentplane_api::jobs::count_backfill_once(&app.app, Duration::from_secs(60)).await?;
+    assert!(report.done, "{report:?}");
+    assert_eq!(
+        (report.items.environments, report.items.files, report.items.bytes),
+        (2, 1, 700),
+        "{report:?}"
+    );
+    assert_eq!(app.store.environments().count(&project).await?, 2);
+    assert_eq!(app.store.files().stored_bytes(&project).await?, 700);
+    // Counted now: the caps hold, 409 as for any create past them.
+    let (status, body) = new_environment(&app, &a.key).await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (status, body) = new_file(&app, &a.key, &session, 400).await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+
+    // Once through, a pass does nothing: nothing is counted twice.
+    let again = agentplane_api::jobs::count_backfill_once(&app.app, Duration::from_secs(60)).await?;
+    assert!(again.done && again.pages == 0, "{again:?}");
+    assert_eq!(app.store.environments().count(&project).await?, 2);
+    // And a delete gives back what the backfill counted.
+    let (status, body) = send(app.v1(&a.key, Method::DELETE, &format!("/environments/{}", envs[0]))).await?;
+    assert!(status.is_success(), "{status} {body}");
+    assert_eq!(app.store.environments().count(&project).await?, 1);
+    let (status, body) =
+        send(app.client(&a.key, Method::DELETE, &format!("/sessions/{session}/files/{file_id}"))).await?;
+    assert!(status.is_success(), "{status} {body}");
+    assert_eq!(app.store.files().stored_bytes(&project).await?, 0);
+    Ok(())
+}

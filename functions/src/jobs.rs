@@ -34,6 +34,7 @@ entry_points! {
     webhook_retry => serve_webhook_retry,
     retention_sweep => serve_retention_sweep,
     webhook_reseal => serve_webhook_reseal,
+    count_backfill => serve_count_backfill,
 }
 
 /// What a `sampler` pass did.
@@ -229,6 +230,14 @@ async fn serve_webhook_reseal() -> Result<(), lambda_runtime::Error> {
         jobs::webhook_reseal_once(&app, jobs::RESEAL_BUDGET).await.map_err(StoreError::from)
     }))
     .await
+}
+
+/// `count-backfill`: pre-0.2.0 environments and files counted toward their quotas, going on
+/// where the last invocation stopped (at once `done` once through).
+async fn serve_count_backfill() -> Result<(), lambda_runtime::Error> {
+    crate::init_tracing();
+    let app = App::from_env(Job::CountBackfill.grants()).await?;
+    Box::pin(every_tick(|| async { jobs::count_backfill_once(&app, jobs::BACKFILL_BUDGET).await })).await
 }
 
 /// Answers each batch of a queue's messages with `handle`'s partial failures.

@@ -19,8 +19,13 @@ pub struct Env {
 }
 
 pub async fn env() -> Env {
+    env_with(|app| app).await
+}
+
+/// [`env`] with the app configured by `configure` (caps, say).
+pub async fn env_with(configure: impl FnOnce(agentplane_api::App) -> agentplane_api::App) -> Env {
     agentplane_api::logs::init_local_tracing();
-    let app = TestApp::spawn().await.expect("app");
+    let app = TestApp::spawn_with(configure).await.expect("app");
     let node = TestNode::start(&app).await.expect("node");
     let tenant = app.tenant().await.expect("tenant");
     Env { app, node, tenant }

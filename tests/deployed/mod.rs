@@ -561,6 +561,17 @@ async fn the_deployed_stack_serves_every_function_through_its_rest_api() -> R {
     let resealed = s.invoke(Job::WebhookReseal.function_name(), &scheduled).await?;
     assert_eq!(resealed["failed"], 0, "webhook-reseal: {resealed}");
     assert!(resealed["scanned"].is_u64(), "webhook-reseal: {resealed}");
+    // The count backfill: on a fresh stack every item is counted already; once through, a
+    // second invocation answers done at once.
+    let backfill = s.invoke(Job::CountBackfill.function_name(), &scheduled).await?;
+    assert_eq!(backfill["done"], true, "count-backfill: {backfill}");
+    assert_eq!(
+        backfill["environments"].as_u64().map(|n| n + backfill["files"].as_u64().unwrap_or(0)),
+        Some(0),
+        "{backfill}"
+    );
+    let again = s.invoke(Job::CountBackfill.function_name(), &scheduled).await?;
+    assert_eq!((again["done"].clone(), again["pages"].clone()), (json!(true), json!(0)), "{again}");
     let sweep = s.invoke(Job::RetentionSweep.function_name(), &scheduled).await?;
     for key in job_report_keys(Job::RetentionSweep) {
         assert_eq!(count(&sweep, key), 0, "the second sweep pass found {key}: {sweep}");

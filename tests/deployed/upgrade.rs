@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use agentplane_api::jobs::Job;
 use agentplane_tests::model::{Reply, ScriptedModel};
 use agentplane_tests::send;
 use reqwest::{Method, StatusCode};
@@ -237,6 +238,17 @@ async fn after_the_update_nothing_stateful_was_replaced_and_everything_reads_bac
     let (status, got) = send(s.v1(&t.key, Method::GET, &run)).await?;
     assert_eq!(status, StatusCode::OK, "{got}");
     assert_eq!(got["data"]["status"], "stopped", "{got}");
+    // The count backfill brings the previous release's environment into its project's count:
+    // its first invocation counts it, the next finds the backfill through.
+    let scheduled = json!({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}});
+    let backfill = s.invoke(Job::CountBackfill.function_name(), &scheduled).await?;
+    assert_eq!(backfill["done"], true, "count-backfill: {backfill}");
+    assert!(
+        backfill["environments"].as_u64().unwrap_or(0) >= 1,
+        "the 0.1.0 environment is counted: {backfill}"
+    );
+    let again = s.invoke(Job::CountBackfill.function_name(), &scheduled).await?;
+    assert_eq!((again["done"].clone(), again["pages"].clone()), (json!(true), json!(0)), "{again}");
     Ok(())
 }
 

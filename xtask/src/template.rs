@@ -540,6 +540,7 @@ fn write_function(y: &mut Yaml, f: &Function) -> Result<(), String> {
         Trigger::Schedule { schedule } => {
             let event = match *schedule {
                 "rate(1 minute)" => "EveryMinute",
+                "rate(1 hour)" => "EveryHour",
                 "rate(1 day)" => "EveryDay",
                 _ => return Err(format!("{}: name its schedule's event in xtask/src/template.rs", f.name)),
             };

@@ -84,6 +84,18 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     });
+    // The count-backfill job's pass, once at start: a state folder an older version wrote gets
+    // its environments and files counted (a no-op once through).
+    tokio::spawn({
+        let app = app.clone();
+        async move {
+            if let Err(err) =
+                agentplane_api::jobs::count_backfill_once(&app, std::time::Duration::from_secs(3600)).await
+            {
+                tracing::warn!(error = %err, "count backfill pass failed");
+            }
+        }
+    });
     // The run-execution and retention-sweep jobs, in-process.
     tokio::spawn(agentplane_api::jobs::consume_runs_forever(app.clone()));
     tokio::spawn(agentplane_api::jobs::sweep_forever(

@@ -1,6 +1,7 @@
 //! Every job (a function run by a schedule or a queue, not by a route), named once, with its
 //! least-privilege grant. The local gateway runs the same job code in-process.
 
+mod count_backfill;
 mod environment_purge;
 mod rollbacks;
 mod run_content;
@@ -10,6 +11,7 @@ mod webhook_reseal;
 mod webhooks;
 
 pub use agentplane_engine::platform::outbox::{OutboxReport, sweep_outbox};
+pub use count_backfill::{BACKFILL_BUDGET, BackfillReport, count_backfill_once};
 pub use environment_purge::{PurgeReport, purge_environments_once};
 pub use rollbacks::{
     consume_rollbacks_forever, consume_rollbacks_once, handle_rollbacks_batch, handle_rollbacks_event,
@@ -48,6 +50,8 @@ pub enum Job {
     RollbackRestore,
     /// Re-seals every endpoint's signing secrets under the webhook key's current version.
     WebhookReseal,
+    /// Counts environments and session files written before 0.2.0 toward their quotas (once).
+    CountBackfill,
 }
 
 impl Job {
@@ -60,6 +64,7 @@ impl Job {
         Job::WebhookRetry,
         Job::RollbackRestore,
         Job::WebhookReseal,
+        Job::CountBackfill,
     ];
 
     pub fn function_name(self) -> &'static str {
@@ -72,6 +77,7 @@ impl Job {
             Job::WebhookRetry => "webhook-retry",
             Job::RollbackRestore => "rollback-restore",
             Job::WebhookReseal => "webhook-reseal",
+            Job::CountBackfill => "count-backfill",
         }
     }
 
@@ -81,17 +87,26 @@ impl Job {
             Job::RunExecution => Some(agentplane_store::resources::RUNS_QUEUE.logical_id),
             Job::WebhookDelivery => Some(agentplane_store::resources::WEBHOOKS_QUEUE.logical_id),
             Job::RollbackRestore => Some(agentplane_store::resources::ROLLBACKS_QUEUE.logical_id),
-            Job::Sampler | Job::Placer | Job::RetentionSweep | Job::WebhookRetry | Job::WebhookReseal => None,
+            Job::Sampler
+            | Job::Placer
+            | Job::RetentionSweep
+            | Job::WebhookRetry
+            | Job::WebhookReseal
+            | Job::CountBackfill => None,
         }
     }
 
     /// How often a scheduled job runs (an EventBridge schedule expression); `None` for a queue's.
     /// Every minute: the sampler's rate is the sampling interval (`AGENTPLANE_SAMPLING_INTERVAL_S`,
     /// 60 s in a deployment), and history buckets are never narrower.
-    /// The re-seal pass runs daily (operators invoke it after a key rotation).
+    /// The re-seal pass runs daily (operators invoke it after a key rotation), the count
+    /// backfill hourly.
     pub fn schedule(self) -> Option<&'static str> {
-        if self == Job::WebhookReseal {
-            return Some("rate(1 day)");
+        match self {
+            Job::WebhookReseal => return Some("rate(1 day)"),
+            // Until its one pass is through (after an upgrade), then a read of its cursor.
+            Job::CountBackfill => return Some("rate(1 hour)"),
+            _ => {}
         }
         self.queue().is_none().then_some("rate(1 minute)")
     }
@@ -106,7 +121,12 @@ impl Job {
             Job::WebhookDelivery => Some(10),
             // One rollback at a time: it stops, restores and reverts many Runs.
             Job::RollbackRestore => Some(1),
-            Job::Sampler | Job::Placer | Job::RetentionSweep | Job::WebhookRetry | Job::WebhookReseal => None,
+            Job::Sampler
+            | Job::Placer
+            | Job::RetentionSweep
+            | Job::WebhookRetry
+            | Job::WebhookReseal
+            | Job::CountBackfill => None,
         }
     }
 
@@ -126,6 +146,8 @@ impl Job {
             Job::RunExecution | Job::RollbackRestore => 900,
             // Its budget (`RESEAL_BUDGET`, 240 s) and a margin; the next invocation goes on.
             Job::WebhookReseal => 300,
+            // Its budget (`BACKFILL_BUDGET`, 240 s) and a margin.
+            Job::CountBackfill => 300,
         }
     }
 
@@ -140,7 +162,8 @@ impl Job {
             | Job::WebhookDelivery
             | Job::WebhookRetry
             | Job::RollbackRestore
-            | Job::WebhookReseal => None,
+            | Job::WebhookReseal
+            | Job::CountBackfill => None,
         }
     }
 
@@ -185,6 +208,8 @@ impl Job {
             // events go to the webhooks queue).
             // Reads every endpoint, opens and seals its secrets, writes them back.
             Job::WebhookReseal => &[MAIN_W, WEBHOOK_KEY],
+            // Scans the main table; marks environments and files counted, with their counts.
+            Job::CountBackfill => &[MAIN_W],
             Job::RetentionSweep => {
                 &[MAIN_W, EVENTS_W, FILES_W, DOCS_W, WORKSPACES_W, RUNS_SEND, ROLLBACKS_SEND, WEBHOOKS_SEND]
             }

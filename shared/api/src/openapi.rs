@@ -181,15 +181,23 @@ fn add_shared_responses(surface: Surface, paths: &mut Paths) {
                     .or_insert_with(|| answer(description).into());
             }
             if surface.rate_limited() {
-                operation.responses.responses.entry("429".to_owned()).or_insert_with(|| {
-                    let mut response = answer(
-                        "`rate_limit_exceeded`: the key made the most requests its window allows \
-                         (`AGENTPLANE_RATE_LIMIT_PER_MINUTE`); `Retry-After` says in how many seconds the \
-                         window ends.",
-                    );
-                    response.headers.insert("Retry-After".to_owned(), retry_after_header().into());
-                    response.into()
-                });
+                const RATE_LIMITED: &str = "`rate_limit_exceeded`: the key made the most requests its window \
+                     allows (`AGENTPLANE_RATE_LIMIT_PER_MINUTE`); `Retry-After` says in how many seconds the \
+                     window ends.";
+                match operation.responses.responses.entry("429".to_owned()) {
+                    // The route has a 429 of its own (a cap): the rate limit's is one more reason.
+                    std::collections::btree_map::Entry::Occupied(mut own) => {
+                        if let utoipa::openapi::RefOr::T(response) = own.get_mut() {
+                            response.description = format!("{} Or {RATE_LIMITED}", response.description);
+                            response.headers.insert("Retry-After".to_owned(), retry_after_header().into());
+                        }
+                    }
+                    std::collections::btree_map::Entry::Vacant(vacant) => {
+                        let mut response = answer(RATE_LIMITED);
+                        response.headers.insert("Retry-After".to_owned(), retry_after_header().into());
+                        vacant.insert(response.into());
+                    }
+                }
             }
         }
     }

@@ -12,7 +12,7 @@ pub fn rate_limit_from_env() -> Option<RateLimit> {
     }
 }
 
-/// `AGENTPLANE_MAX_ENVIRONMENTS_PER_PROJECT`,
+/// `AGENTPLANE_MAX_ENVIRONMENTS_PER_PROJECT`, `AGENTPLANE_MAX_SANDBOXES_PER_PROJECT`,
 /// `AGENTPLANE_MAX_WEBHOOK_ENDPOINTS_PER_PROJECT` (at most the tenant cap of 50) and
 /// `AGENTPLANE_MAX_STORED_BYTES_PER_PROJECT`, each at least 1; unset or unreadable: the
 /// defaults ([`ProjectCaps::default`]).
@@ -25,6 +25,7 @@ pub fn caps_from_env() -> ProjectCaps {
         environments: count("AGENTPLANE_MAX_ENVIRONMENTS_PER_PROJECT", default.environments),
         webhook_endpoints: count("AGENTPLANE_MAX_WEBHOOK_ENDPOINTS_PER_PROJECT", default.webhook_endpoints)
             .min(agentplane_domain::webhook::MAX_ENDPOINTS),
+        sandboxes: count("AGENTPLANE_MAX_SANDBOXES_PER_PROJECT", default.sandboxes),
         stored_bytes: read("AGENTPLANE_MAX_STORED_BYTES_PER_PROJECT")
             .map_or(default.stored_bytes, |n| n.max(1)),
     }

@@ -45,6 +45,8 @@ pub struct ProjectCaps {
     pub webhook_endpoints: u32,
     /// Bytes of session files (their declared sizes) the project stores.
     pub stored_bytes: u64,
+    /// Live (running or paused) sandboxes made through the sandbox API.
+    pub sandboxes: u32,
 }
 
 impl Default for ProjectCaps {
@@ -53,6 +55,7 @@ impl Default for ProjectCaps {
             environments: 100,
             webhook_endpoints: crate::webhook::MAX_ENDPOINTS,
             stored_bytes: 10 * 1024 * 1024 * 1024,
+            sandboxes: 20,
         }
     }
 }
@@ -63,6 +66,7 @@ pub enum Cap {
     Environments,
     WebhookEndpoints,
     StoredBytes,
+    Sandboxes,
 }
 
 impl Cap {
@@ -72,6 +76,7 @@ impl Cap {
             Cap::Environments => "environments",
             Cap::WebhookEndpoints => "webhook_endpoints",
             Cap::StoredBytes => "stored_bytes",
+            Cap::Sandboxes => "sandboxes",
         }
     }
 }

@@ -33,6 +33,9 @@ pub enum SandboxFailure {
     NodeRefused(String),
     #[error("no randomness for an id")]
     Randomness,
+    /// The project has `max` live sandboxes of the sandbox API already.
+    #[error("the project has {max} live sandboxes already")]
+    QuotaExceeded { max: u32 },
     /// The lifecycle does not allow the change.
     #[error(transparent)]
     Lifecycle(#[from] LifecycleError),
@@ -78,6 +81,24 @@ fn done(outcome: CommandOutcome) -> Result<BTreeMap<String, String>, SandboxFail
 /// Records a sandbox on the most recently heard online node and has that node create it,
 /// waiting for its answer. A sandbox the node could not make is recorded killed.
 pub async fn launch<S: SandboxLifecycle>(store: &S, launch: Launch) -> Result<Sandbox, SandboxFailure> {
+    launch_within(store, launch, None).await
+}
+
+/// [`launch`] for the sandbox API: only while the project has fewer than `max` live sandboxes
+/// of its own (`QuotaExceeded` otherwise; Sessions' and environments' sandboxes do not count).
+pub async fn launch_capped<S: SandboxLifecycle>(
+    store: &S,
+    launch: Launch,
+    max: u32,
+) -> Result<Sandbox, SandboxFailure> {
+    launch_within(store, launch, Some(max)).await
+}
+
+async fn launch_within<S: SandboxLifecycle>(
+    store: &S,
+    launch: Launch,
+    max: Option<u32>,
+) -> Result<Sandbox, SandboxFailure> {
     let now = crate::now();
     let node_id = pick_node(store, now).await?;
     let id = crate::random::secret().map_err(|_| SandboxFailure::Randomness)?;
@@ -92,7 +113,13 @@ pub async fn launch<S: SandboxLifecycle>(store: &S, launch: Launch) -> Result<Sa
         isolation: Default::default(),
         session_id: launch.session_id,
     };
-    store.create_sandbox(&sandbox).await?;
+    match max {
+        None => store.create_sandbox(&sandbox).await?,
+        Some(max) => match store.create_sandbox_within(&sandbox, max, now).await {
+            Err(PortError::Conflict) => return Err(SandboxFailure::QuotaExceeded { max }),
+            other => other?,
+        },
+    }
     let command = Command::CreateSandbox {
         sandbox_id: sandbox.id.clone(),
         end_at: sandbox.lifecycle.end_at,

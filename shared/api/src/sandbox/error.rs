@@ -28,6 +28,12 @@ pub enum SandboxError {
         "this API key made {max_requests} requests in {window_seconds} s, the most it may; try again in {retry_after_s} s"
     )]
     RateLimited { max_requests: u32, window_seconds: u32, retry_after_s: u64 },
+    /// 429 (E2B's answer when a team has its most concurrent sandboxes: the SDK raises its
+    /// `RateLimitException`): the project has `max` live sandboxes of the sandbox API.
+    #[error(
+        "the project has {max} live sandboxes, the most it may (AGENTPLANE_MAX_SANDBOXES_PER_PROJECT); kill one to start another"
+    )]
+    SandboxLimit { max: u32 },
     #[error("sandbox not found")]
     SandboxNotFound,
     #[error("process not found")]
@@ -98,7 +104,7 @@ impl SandboxError {
         match self {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Auth(err) => err.status,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. } | Self::SandboxLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::SandboxNotFound | Self::ProcessNotFound => StatusCode::NOT_FOUND,
             Self::Body(BodyError::TooLarge) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Body(_)
@@ -171,6 +177,7 @@ impl From<agentplane_engine::sandboxes::SandboxFailure> for SandboxError {
             SandboxFailure::NoNodeOnline => Self::NoNodeOnline,
             SandboxFailure::NodeRefused(message) => Self::NodeRefused(message),
             SandboxFailure::Randomness => Self::Internal("randomness"),
+            SandboxFailure::QuotaExceeded { max } => Self::SandboxLimit { max },
             SandboxFailure::Lifecycle(err) => err.into(),
             SandboxFailure::Dispatch(err) => err.into(),
             SandboxFailure::Write(err) => Self::sandbox_write(err.into()),

@@ -39,6 +39,7 @@ pub async fn load(app: &App, auth: &SandboxAuth, id: &str) -> Result<Sandbox, Sa
     responses(
         (status = 201, description = "The sandbox runs.", body = wire::Sandbox),
         (status = 400, description = "The body is not a valid request.", body = E2bError),
+        (status = 429, description = "The project has its most live sandboxes (`AGENTPLANE_MAX_SANDBOXES_PER_PROJECT`, default 20); no `Retry-After`: a kill frees a place.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
         (status = 503, description = "No node is online, the node did not answer in time or refused, or storage is unavailable.", body = E2bError),
     ),
@@ -54,9 +55,10 @@ pub async fn create(
 }
 
 /// Records a sandbox on the most recently heard online node and has that node create it,
-/// waiting for its answer (see [`sandboxes::launch`]).
+/// waiting for its answer, within the project's live-sandbox cap (see
+/// [`sandboxes::launch_capped`]).
 pub async fn launch(app: &App, launch: Launch) -> Result<Sandbox, SandboxError> {
-    Ok(sandboxes::launch(&app.store, launch).await?)
+    Ok(sandboxes::launch_capped(&app.store, launch, app.caps.sandboxes).await?)
 }
 
 /// Ends a sandbox from inside: recorded killed unless it has ended, and its node told.

@@ -17,6 +17,15 @@ pub trait SandboxLifecycle: SandboxRecords + NodeCommands + Send + Sync {
     /// Records a new sandbox (its id is new: `Conflict` otherwise).
     fn create_sandbox(&self, sandbox: &Sandbox) -> impl Future<Output = Result<(), PortError>> + Send;
 
+    /// Records a new sandbox if its project has fewer than `max` live sandboxes of the sandbox
+    /// API at `now`; `Conflict` when it has `max` already.
+    fn create_sandbox_within(
+        &self,
+        sandbox: &Sandbox,
+        max: u32,
+        now: agentplane_domain::Timestamp,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
     /// The sandbox `id` of `project`; `NotFound` when the project has none.
     fn project_sandbox(
         &self,

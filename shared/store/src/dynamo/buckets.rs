@@ -165,6 +165,7 @@ impl<'a> Buckets<'a> {
             self.store,
             &[&counter(project)],
             guards,
+            None,
             project_pk(project),
             bucket_sk(name),
         )

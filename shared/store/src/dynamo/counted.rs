@@ -128,20 +128,27 @@ pub(crate) async fn put_counted(
 
 /// Deletes the item at `(pk, sk)` with every counter of `counters` given its place back and
 /// every `guards` condition holding, in one transaction; `Conflict` when a guard fails (the item
-/// missing is `NotFound`: its condition is checked first, by a read, on a failure).
+/// missing is `NotFound`: its condition is checked first, by a read, on a failure). `as_read`:
+/// a condition (with no values) the item must still meet, so that what the caller computed from
+/// its read (what to give back) is still true.
 pub(crate) async fn delete_counted(
     store: &Store,
     counters: &[&Counter],
     guards: Vec<TransactWriteItem>,
+    as_read: Option<&str>,
     pk: String,
     sk: String,
 ) -> Result<(), StoreError> {
     let table = &store.names.main_table;
+    let condition = match as_read {
+        Some(extra) => format!("attribute_exists(PK) AND {extra}"),
+        None => "attribute_exists(PK)".to_owned(),
+    };
     let delete = Delete::builder()
         .table_name(table)
         .key("PK", s(pk.clone()))
         .key("SK", s(sk.clone()))
-        .condition_expression("attribute_exists(PK)")
+        .condition_expression(condition)
         .build()
         .map_err(StoreError::unavailable)?;
     let mut tx = store
@@ -154,7 +161,7 @@ pub(crate) async fn delete_counted(
             TransactWriteItem::builder().update(count_update(table, &counted, -1, None)?).build(),
         );
     }
-    let had_guards = !guards.is_empty();
+    let had_guards = !guards.is_empty() || as_read.is_some();
     for guard in guards {
         tx = tx.transact_items(guard);
     }

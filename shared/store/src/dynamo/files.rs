@@ -40,8 +40,8 @@ fn files_list(project: &ProjectId, session: &SessionId) -> String {
 fn count_sk(session: &SessionId) -> String {
     format!("SESSION#{session}#FILES#COUNT")
 }
-const BYTES_SK: &str = "FILES#BYTES";
-const BYTES_ATTR: &str = "stored_bytes";
+pub(crate) const BYTES_SK: &str = "FILES#BYTES";
+pub(crate) const BYTES_ATTR: &str = "stored_bytes";
 
 #[derive(Serialize, Deserialize)]
 struct FileItem {
@@ -63,6 +63,10 @@ struct FileItem {
     /// Its size is in the project's `stored_bytes`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     bytes_counted: bool,
+    /// The item's shape version (absent: 1). 2: its bytes are counted (`bytes_counted`); the
+    /// count backfill brings shape 1 items to 2.
+    #[serde(default = "super::count_backfill::first_shape")]
+    shape: u32,
     file: SessionFile,
 }
 
@@ -84,6 +88,7 @@ impl FileItem {
             gsi2sk: Some(due_sort_key(file.expires_at.unix_seconds(), &file.id)),
             expires_at: file.expires_at.unix_seconds(),
             bytes_counted: true,
+            shape: super::count_backfill::COUNTED_SHAPE,
             file: file.clone(),
         }
     }
@@ -182,30 +187,33 @@ impl<'a> Files<'a> {
     /// Deletes a file of a session being purged, giving its bytes back (its session's count goes
     /// with the session); a file gone already is done.
     pub async fn purge(&self, file: &SessionFile) -> Result<(), StoreError> {
-        let item: FileItem = match self.raw(&file.project_id, &file.session_id, &file.id).await {
-            Ok(raw) => serde_dynamo::from_item(raw)?,
-            Err(StoreError::NotFound) => return Ok(()),
-            Err(err) => return Err(err),
-        };
-        let delete = aws_sdk_dynamodb::types::Delete::builder()
-            .table_name(self.table())
-            .key("PK", s(project_pk(&file.project_id)))
-            .key("SK", s(file_sk(&file.session_id, &file.id)))
-            .condition_expression("attribute_exists(PK)")
-            .build()
-            .map_err(StoreError::unavailable)?;
-        let mut tx = self
-            .store
-            .dynamo
-            .transact_write_items()
-            .transact_items(aws_sdk_dynamodb::types::TransactWriteItem::builder().delete(delete).build());
-        for give in self.give_back(&item)? {
-            tx = tx.transact_items(give);
+        for _ in 0..3 {
+            let item: FileItem = match self.raw(&file.project_id, &file.session_id, &file.id).await {
+                Ok(raw) => serde_dynamo::from_item(raw)?,
+                Err(StoreError::NotFound) => return Ok(()),
+                Err(err) => return Err(err),
+            };
+            let delete = aws_sdk_dynamodb::types::Delete::builder()
+                .table_name(self.table())
+                .key("PK", s(project_pk(&file.project_id)))
+                .key("SK", s(file_sk(&file.session_id, &file.id)))
+                .condition_expression(format!("attribute_exists(PK) AND {}", counted_as(&item)))
+                .build()
+                .map_err(StoreError::unavailable)?;
+            let mut tx =
+                self.store.dynamo.transact_write_items().transact_items(
+                    aws_sdk_dynamodb::types::TransactWriteItem::builder().delete(delete).build(),
+                );
+            for give in self.give_back(&item)? {
+                tx = tx.transact_items(give);
+            }
+            match super::counted::send(tx).await {
+                // Gone meanwhile, or counted meanwhile: read again.
+                Err(StoreError::Conflict) => continue,
+                other => return other,
+            }
         }
-        match super::counted::send(tx).await {
-            Ok(()) | Err(StoreError::Conflict) => Ok(()),
-            Err(err) => Err(err),
-        }
+        Ok(())
     }
 
     async fn raw(&self, project: &ProjectId, session: &SessionId, id: &FileId) -> Result<Item, StoreError> {
@@ -279,24 +287,39 @@ impl<'a> Files<'a> {
         Ok(items.into_iter().map(|item| item.file).collect())
     }
 
-    /// Deletes the file and uncounts it; `NotFound` when it is not there.
+    /// Deletes the file and uncounts it; `NotFound` when it is not there. The delete holds only
+    /// while the file is counted as it was read (the count backfill may count it meanwhile: the
+    /// file is then read again, so its bytes are given back).
     pub async fn delete(
         &self,
         project: &ProjectId,
         session: &SessionId,
         id: &FileId,
     ) -> Result<(), StoreError> {
-        let item: FileItem = serde_dynamo::from_item(self.raw(project, session, id).await?)?;
-        let give_back = self.give_back(&item)?;
-        super::counted::delete_counted(
-            self.store,
-            &[&counter(project, session)],
-            give_back,
-            project_pk(project),
-            file_sk(session, id),
-        )
-        .await
+        for _ in 0..3 {
+            let item: FileItem = serde_dynamo::from_item(self.raw(project, session, id).await?)?;
+            let give_back = self.give_back(&item)?;
+            match super::counted::delete_counted(
+                self.store,
+                &[&counter(project, session)],
+                give_back,
+                Some(counted_as(&item)),
+                project_pk(project),
+                file_sk(session, id),
+            )
+            .await
+            {
+                Err(StoreError::Conflict) => continue,
+                other => return other,
+            }
+        }
+        Err(StoreError::Conflict)
     }
+}
+
+/// The condition that the file's bytes are (or are not) counted, as `item` was read.
+fn counted_as(item: &FileItem) -> &'static str {
+    if item.bytes_counted { "attribute_exists(bytes_counted)" } else { "attribute_not_exists(bytes_counted)" }
 }
 
 /// The session's file count.

@@ -35,7 +35,7 @@ fn due_key(end_at: Timestamp, id: &SandboxId) -> String {
 }
 
 #[derive(Serialize, Deserialize)]
-struct SandboxItem {
+pub(crate) struct SandboxItem {
     #[serde(rename = "PK")]
     pk: String,
     #[serde(rename = "SK")]
@@ -52,7 +52,7 @@ struct SandboxItem {
     #[serde(default)]
     processes_started: u32,
     #[serde(flatten)]
-    sandbox: Sandbox,
+    pub(crate) sandbox: Sandbox,
 }
 
 pub struct Sandboxes<'a> {
@@ -69,7 +69,22 @@ impl<'a> Sandboxes<'a> {
     }
 
     pub async fn create(&self, sandbox: &Sandbox) -> Result<(), StoreError> {
-        let item = SandboxItem {
+        put_new(self.store, self.table(), Self::item(sandbox)).await
+    }
+
+    /// Records a new sandbox if its project has fewer than `max` live sandboxes of the sandbox
+    /// API at `now` (see [`super::live_sandboxes`]).
+    pub async fn create_capped(
+        &self,
+        sandbox: &Sandbox,
+        max: u32,
+        now: Timestamp,
+    ) -> Result<(), super::live_sandboxes::CapError> {
+        super::live_sandboxes::create(self.store, Self::item(sandbox), sandbox, max, now).await
+    }
+
+    fn item(sandbox: &Sandbox) -> SandboxItem {
+        SandboxItem {
             pk: sandbox_pk(&sandbox.id),
             sk: SANDBOX_SK.into(),
             gsi1pk: sandboxes_list(&sandbox.project_id),
@@ -78,8 +93,7 @@ impl<'a> Sandboxes<'a> {
             gsi2sk: Some(due_key(sandbox.lifecycle.end_at, &sandbox.id)),
             processes_started: 0,
             sandbox: sandbox.clone(),
-        };
-        put_new(self.store, self.table(), item).await
+        }
     }
 
     /// Any sandbox, whoever owns it (the node API's view).

@@ -16,6 +16,20 @@ impl SandboxLifecycle for Store {
         Ok(self.sandboxes().create(sandbox).await?)
     }
 
+    async fn create_sandbox_within(
+        &self,
+        sandbox: &Sandbox,
+        max: u32,
+        now: agentplane_domain::Timestamp,
+    ) -> Result<(), PortError> {
+        use crate::dynamo::live_sandboxes::CapError;
+        match self.sandboxes().create_capped(sandbox, max, now).await {
+            Ok(()) => Ok(()),
+            Err(CapError::Full { .. }) => Err(PortError::Conflict),
+            Err(CapError::Store(err)) => Err(err.into()),
+        }
+    }
+
     async fn project_sandbox(&self, project: &ProjectId, id: &SandboxId) -> Result<Sandbox, PortError> {
         Ok(self.sandboxes().get(project, id).await?)
     }

@@ -85,6 +85,10 @@ pub(crate) struct EnvironmentItem {
     /// exists); deleting it gives its place back.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) counted: bool,
+    /// The item's shape version (absent: 1). 2: it is counted (`counted`); the count backfill
+    /// brings shape 1 items to 2.
+    #[serde(default = "super::count_backfill::first_shape")]
+    pub(crate) shape: u32,
     #[serde(flatten)]
     pub(crate) environment: Environment,
 }
@@ -93,8 +97,10 @@ pub(crate) struct EnvironmentItem {
 /// `PROJECT#{pid}` / `ENVS#COUNT`), moved with each create and delete so the cap holds under
 /// concurrent creates.
 pub(crate) fn environment_counter(project: &ProjectId) -> super::counted::Counter {
-    super::counted::Counter::new(project_pk(project), "ENVS#COUNT".to_owned(), "environment_count")
+    super::counted::Counter::new(project_pk(project), COUNT_SK.to_owned(), COUNT_ATTR)
 }
+pub(crate) const COUNT_SK: &str = "ENVS#COUNT";
+pub(crate) const COUNT_ATTR: &str = "environment_count";
 
 #[derive(Serialize, Deserialize)]
 struct LinkItem {
@@ -153,6 +159,7 @@ impl<'a> Environments<'a> {
             gsi1pk: environments_list(&environment.project_id),
             gsi1sk: created_sort_key(environment.created_at, &environment.id),
             counted: true,
+            shape: super::count_backfill::COUNTED_SHAPE,
             environment: environment.clone(),
         };
         let counter = environment_counter(&environment.project_id);

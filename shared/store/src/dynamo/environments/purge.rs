@@ -12,41 +12,52 @@ impl Environments<'_> {
         id: &EnvironmentId,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let item: EnvironmentItem =
-            get_as(self.store, &self.store.names.main_table, project_pk(project), environment_sk(id))
-                .await?
-                .ok_or(StoreError::NotFound)?;
-        if item.environment.deleted_at.is_some() {
-            return Ok(false);
+        // Lost to the count backfill counting it meanwhile: read again (a few times).
+        for _ in 0..3 {
+            let item: EnvironmentItem =
+                get_as(self.store, &self.store.names.main_table, project_pk(project), environment_sk(id))
+                    .await?
+                    .ok_or(StoreError::NotFound)?;
+            if item.environment.deleted_at.is_some() {
+                return Ok(false);
+            }
+            // Counted as read, so the place given back (or not) is the one taken.
+            let counted_as =
+                if item.counted { "attribute_exists(counted)" } else { "attribute_not_exists(counted)" };
+            let mark = aws_sdk_dynamodb::types::Update::builder()
+                .table_name(&self.store.names.main_table)
+                .key("PK", s(project_pk(project)))
+                .key("SK", s(environment_sk(id)))
+                .update_expression("SET deleted_at = :at, GSI2PK = :due, GSI2SK = :key REMOVE GSI1PK, GSI1SK")
+                .condition_expression(format!(
+                    "attribute_exists(PK) AND attribute_not_exists(deleted_at) AND {counted_as}"
+                ))
+                .expression_attribute_values(":at", serde_dynamo::to_attribute_value(now)?)
+                .expression_attribute_values(":due", s(PURGE_PARTITION))
+                .expression_attribute_values(":key", s(purge_key(now, project, id)))
+                .build()
+                .map_err(StoreError::unavailable)?;
+            // The mark and, for a counted environment, its place given back: one transaction,
+            // so two concurrent deletes give back one place.
+            let mut tx = self
+                .store
+                .dynamo
+                .transact_write_items()
+                .transact_items(TransactWriteItem::builder().update(mark).build());
+            if item.counted {
+                tx = tx.transact_items(crate::dynamo::counted::uncount(
+                    self.store,
+                    &environment_counter(project),
+                )?);
+            }
+            match crate::dynamo::counted::send(tx).await {
+                Ok(()) => return Ok(true),
+                // Deleted concurrently, counted meanwhile, or gone: read again to say which.
+                Err(StoreError::Conflict) => continue,
+                Err(err) => return Err(err),
+            }
         }
-        let mark = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(&self.store.names.main_table)
-            .key("PK", s(project_pk(project)))
-            .key("SK", s(environment_sk(id)))
-            .update_expression("SET deleted_at = :at, GSI2PK = :due, GSI2SK = :key REMOVE GSI1PK, GSI1SK")
-            .condition_expression("attribute_exists(PK) AND attribute_not_exists(deleted_at)")
-            .expression_attribute_values(":at", serde_dynamo::to_attribute_value(now)?)
-            .expression_attribute_values(":due", s(PURGE_PARTITION))
-            .expression_attribute_values(":key", s(purge_key(now, project, id)))
-            .build()
-            .map_err(StoreError::unavailable)?;
-        // The mark and, for a counted environment, its place given back: one transaction, so
-        // two concurrent deletes give back one place.
-        let mut tx = self
-            .store
-            .dynamo
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().update(mark).build());
-        if item.counted {
-            tx = tx
-                .transact_items(crate::dynamo::counted::uncount(self.store, &environment_counter(project))?);
-        }
-        match crate::dynamo::counted::send(tx).await {
-            Ok(()) => Ok(true),
-            // Deleted concurrently (or gone meanwhile: read again to say which).
-            Err(StoreError::Conflict) => self.get_any(project, id).await.map(|_| false),
-            Err(err) => Err(err),
-        }
+        Err(StoreError::Conflict)
     }
 
     /// Up to `limit` deleted environments waiting for their purge, deleted at or before `now`,

@@ -184,6 +184,7 @@ impl Webhooks<'_> {
                 self.store,
                 &counters,
                 guard.item.into_iter().collect(),
+                None,
                 owner_pk(owner),
                 endpoint_sk(id),
             )
