@@ -53,6 +53,23 @@ fn commands_serialize_as_the_domain_types() {
     }
 }
 
+/// The node's envd reads the sandbox's access token by this name; a command queued before
+/// tokens existed reads as none.
+#[test]
+fn create_sandbox_carries_the_envd_access_token() {
+    let at = Timestamp::from_unix_millis(1);
+    let command = Command::CreateSandbox {
+        sandbox_id: sandbox(),
+        end_at: at,
+        env_vars: BTreeMap::new(),
+        envd_access_token: Some("tok".into()),
+    };
+    assert_eq!(json!(CommandBody::from(&command))["envd_access_token"], "tok");
+    let older = json!({"type": "create_sandbox", "sandbox_id": sandbox(), "end_at": 1, "env_vars": {}});
+    let read: Command = serde_json::from_value(older).expect("an older command");
+    assert!(matches!(read, Command::CreateSandbox { envd_access_token: None, .. }));
+}
+
 /// What the daemon sends (the domain types, serialized) reads back as the same domain value.
 #[test]
 fn node_bodies_read_as_the_domain_types() {
