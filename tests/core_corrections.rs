@@ -360,6 +360,7 @@ async fn processes_of_an_away_node_read_as_a_gap_and_lost_output_as_truncated() 
         env_vars: Default::default(),
         isolation: Default::default(),
         session_id: None,
+        envd_token_sealed: None,
     };
     app.store.sandboxes().create(&sandbox).await?;
     let id = sandbox.id.clone();
@@ -480,6 +481,7 @@ async fn a_pid_reused_after_a_gap_shows_the_new_process() -> R {
         env_vars: Default::default(),
         isolation: Default::default(),
         session_id: None,
+        envd_token_sealed: None,
     };
     app.store.sandboxes().create(&sandbox).await?;
     let id = sandbox.id.clone();

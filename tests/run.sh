@@ -44,15 +44,16 @@ bash localstack/prereqs.sh bwrap javac curl mkfs.ext4 mount
 # cfn-lint checks the template; schemathesis drives each surface's OpenAPI document
 # (tests/contract.rs); standardwebhooks (the reference library) verifies real webhook deliveries
 # (tests/webhooks.rs); openai and openai-agents drive the Responses API as their users do
-# (tests/openai_sdk.rs). infra/deploy-local.sh installs its own (cargo-lambda, boto3).
+# (tests/openai_sdk.rs); e2b drives the sandbox API's lifecycle as its users do (tests/e2b_sdk.rs).
+# infra/deploy-local.sh installs its own (cargo-lambda, boto3).
 tools="$root/.localstack/tools"
 stage "pip tools"
 if [ ! -x "$tools/bin/cfn-lint" ] || [ ! -x "$tools/bin/schemathesis" ] \
-  || ! "$tools/bin/python" -c 'import standardwebhooks, openai, agents' 2>/dev/null; then
-  say "installing cfn-lint, schemathesis, standardwebhooks, openai and openai-agents"
+  || ! "$tools/bin/python" -c 'import standardwebhooks, openai, agents, e2b' 2>/dev/null; then
+  say "installing cfn-lint, schemathesis, standardwebhooks, openai, openai-agents and e2b"
   python3 -m venv "$tools"
   "$tools/bin/pip" install -q --disable-pip-version-check 'cfn-lint==1.*' 'schemathesis==4.32.*' \
-    'standardwebhooks==1.*' 'openai==3.*' 'openai-agents==0.*'
+    'standardwebhooks==1.*' 'openai==3.*' 'openai-agents==0.*' 'e2b==2.*'
 fi
 # SAM CLI for `sam validate --lint` (the SAM transform's own checks, then cfn-lint), in a venv of
 # its own: it pins many packages the tools above also use.

@@ -211,12 +211,18 @@ route_table! {
     NodeSandboxesList => "node-sandboxes-list", &[MAIN_R], Buffered, node::handlers::sandboxes;
     NodeTokenRotate => "node-token-rotate", &[MAIN_W], Buffered, node::tokens::rotate, without_body;
     NodeEnroll => "node-enroll", &[MAIN_W, NODE_ENROLLMENT_KEY], Buffered, node::tokens::enroll;
-    SandboxCreate => "sandbox-create", &[MAIN_W], Buffered, sandbox::sandboxes::create;
+    // Sandboxes clients make get an envd access token sealed with the deployment's key, shown
+    // back to the project on create, connect, resume and read.
+    SandboxCreate => "sandbox-create", &[MAIN_W, WEBHOOK_KEY], Buffered, sandbox::sandboxes::create;
     SandboxList => "sandbox-list", &[MAIN_R], Buffered, sandbox::sandboxes::list;
-    SandboxGet => "sandbox-get", &[MAIN_R], Buffered, sandbox::sandboxes::get;
+    SandboxGet => "sandbox-get", &[MAIN_R, WEBHOOK_KEY], Buffered, sandbox::sandboxes::get;
+    SandboxV2Create => "sandbox-v2-create", &[MAIN_W, WEBHOOK_KEY], Buffered, sandbox::e2b::create;
+    SandboxV2List => "sandbox-v2-list", &[MAIN_R], Buffered, sandbox::e2b::list;
+    SandboxConnect => "sandbox-connect", &[MAIN_W, WEBHOOK_KEY], Buffered, sandbox::e2b::connect;
+    SandboxV2Connect => "sandbox-v2-connect", &[MAIN_W, WEBHOOK_KEY], Buffered, sandbox::e2b::connect_v2;
     SandboxKill => "sandbox-kill", &[MAIN_W], Buffered, sandbox::sandboxes::kill;
     SandboxPause => "sandbox-pause", &[MAIN_W], Buffered, sandbox::sandboxes::pause, without_body;
-    SandboxResume => "sandbox-resume", &[MAIN_W], Buffered, sandbox::sandboxes::resume, without_body;
+    SandboxResume => "sandbox-resume", &[MAIN_W, WEBHOOK_KEY], Buffered, sandbox::sandboxes::resume, without_body;
     SandboxTimeout => "sandbox-timeout", &[MAIN_W], Buffered, sandbox::sandboxes::set_timeout;
     SandboxProcessStart => "sandbox-process-start", &[MAIN_W], Buffered, sandbox::processes::start;
     SandboxProcessList => "sandbox-process-list", &[MAIN_R], Buffered, sandbox::processes::list;

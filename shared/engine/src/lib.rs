@@ -12,6 +12,7 @@ pub mod chat;
 pub mod compute;
 pub mod continuation;
 pub mod dispatch;
+pub mod envd_token;
 pub mod environment_purge;
 pub mod feedback;
 pub mod files;

@@ -36,6 +36,9 @@ pub enum SandboxFailure {
     /// The project has `max` live sandboxes of the sandbox API already.
     #[error("the project has {max} live sandboxes already")]
     QuotaExceeded { max: u32 },
+    /// The sandbox's envd access token could not be made or sealed.
+    #[error("the envd access token: {0}")]
+    EnvdToken(#[from] crate::envd_token::EnvdTokenError),
     /// The lifecycle does not allow the change.
     #[error(transparent)]
     Lifecycle(#[from] LifecycleError),
@@ -54,6 +57,9 @@ pub struct Launch {
     pub new: CreateSandbox,
     /// Set for a Session's managed compute.
     pub session_id: Option<SessionId>,
+    /// The key to seal a new envd access token with: set for a sandbox clients reach through
+    /// envd; none for the platform's own (managed compute, workspaces).
+    pub envd_key: Option<std::sync::Arc<crate::webhooks::SealKey>>,
 }
 
 /// The node that takes a new sandbox: the online node heard from most recently.
@@ -101,9 +107,13 @@ async fn launch_within<S: SandboxLifecycle>(
 ) -> Result<Sandbox, SandboxFailure> {
     let now = crate::now();
     let node_id = pick_node(store, now).await?;
-    let id = crate::random::secret().map_err(|_| SandboxFailure::Randomness)?;
+    let id = SandboxId::from_random(crate::random::secret().map_err(|_| SandboxFailure::Randomness)?);
+    let token = match &launch.envd_key {
+        Some(key) => Some(crate::envd_token::issue(key, &id)?),
+        None => None,
+    };
     let sandbox = Sandbox {
-        id: SandboxId::from_random(id),
+        id,
         project_id: launch.project_id,
         node_id,
         started_at: now,
@@ -112,6 +122,7 @@ async fn launch_within<S: SandboxLifecycle>(
         env_vars: launch.new.env_vars,
         isolation: Default::default(),
         session_id: launch.session_id,
+        envd_token_sealed: token.as_ref().map(|t| t.sealed.clone()),
     };
     match max {
         None => store.create_sandbox(&sandbox).await?,
@@ -124,6 +135,7 @@ async fn launch_within<S: SandboxLifecycle>(
         sandbox_id: sandbox.id.clone(),
         end_at: sandbox.lifecycle.end_at,
         env_vars: sandbox.env_vars.clone(),
+        envd_access_token: token.map(|t| t.text),
     };
     let outcome = dispatch::run(store, &node_id, command).await.map_err(SandboxFailure::from).and_then(done);
     let isolation = match outcome {
@@ -241,6 +253,32 @@ pub async fn extend<S: SandboxLifecycle>(
     Ok(extended)
 }
 
+/// E2B's connect: a paused sandbox is resumed (with the time it had left), then, given a
+/// `timeout`, its deadline moves to that many seconds from now when that is later. Answers the
+/// sandbox as it runs, and whether it was resumed.
+pub async fn connect<S: SandboxLifecycle>(
+    store: &S,
+    sandbox: &Sandbox,
+    timeout_s: Option<i64>,
+) -> Result<(Sandbox, bool), SandboxFailure> {
+    if sandbox.lifecycle.effective(crate::now()).is_final() {
+        return Err(SandboxFailure::NotFound);
+    }
+    let (running, resumed) = match sandbox.lifecycle.state {
+        agentplane_domain::sandbox::SandboxState::Paused => (resume(store, sandbox).await?, true),
+        _ => (sandbox.clone(), false),
+    };
+    let next = running.lifecycle.connect(timeout_s, crate::now())?;
+    if next == running.lifecycle {
+        return Ok((running, resumed));
+    }
+    let moved =
+        store.transition_sandbox(&running, &running.lifecycle, &next).await.map_err(SandboxFailure::Write)?;
+    let command = Command::SetDeadline { sandbox_id: moved.id.clone(), end_at: moved.lifecycle.end_at };
+    let _ = dispatch::enqueue(store, &moved.node_id, command).await?;
+    Ok((moved, resumed))
+}
+
 /// The compute sandboxes run on, for the use cases that start and end sandboxes of their own (a
 /// Session's managed compute, an environment's workspace): Core's nodes, over `store`.
 pub struct OnNodes<'a, S>(pub &'a S);
@@ -254,7 +292,7 @@ impl<S: SandboxLifecycle> crate::ports::Compute for OnNodes<'_, S> {
         new: CreateSandbox,
         session_id: Option<SessionId>,
     ) -> Result<Sandbox, SandboxFailure> {
-        launch(self.0, Launch { project_id, new, session_id }).await
+        launch(self.0, Launch { project_id, new, session_id, envd_key: None }).await
     }
 
     async fn end(&self, sandbox: &Sandbox) {

@@ -68,6 +68,9 @@ pub enum SandboxError {
     EnvironmentWorkspace(String),
     #[error("no sandbox node is online")]
     NoNodeOnline,
+    /// Envd access tokens are sealed with the deployment's secret key; this deployment has none.
+    #[error("this deployment has no key to seal sandbox access tokens with")]
+    NoSealKey,
     #[error("the sandbox's node did not answer in time; try again")]
     NodeTimeout,
     #[error("the sandbox node could not do it: {0}")]
@@ -120,6 +123,7 @@ impl SandboxError {
             | Self::ManagedCompute(_)
             | Self::EnvironmentWorkspace(_) => StatusCode::CONFLICT,
             Self::NoNodeOnline
+            | Self::NoSealKey
             | Self::NodeTimeout
             | Self::NodeRefused(_)
             | Self::ProcessNotStarted(_)
@@ -178,6 +182,10 @@ impl From<agentplane_engine::sandboxes::SandboxFailure> for SandboxError {
             SandboxFailure::NodeRefused(message) => Self::NodeRefused(message),
             SandboxFailure::Randomness => Self::Internal("randomness"),
             SandboxFailure::QuotaExceeded { max } => Self::SandboxLimit { max },
+            SandboxFailure::EnvdToken(err) => {
+                tracing::error!(error = %err, "envd access token");
+                Self::Internal("envd access token")
+            }
             SandboxFailure::Lifecycle(err) => err.into(),
             SandboxFailure::Dispatch(err) => err.into(),
             SandboxFailure::Write(err) => Self::sandbox_write(err.into()),
@@ -317,6 +325,11 @@ mod tests {
                 "this sandbox holds the workspace of Platform environment e-1; it ends when the environment is deleted".into(),
             ),
             (SandboxError::NoNodeOnline, 503, "no sandbox node is online".into()),
+            (
+                SandboxError::NoSealKey,
+                503,
+                "this deployment has no key to seal sandbox access tokens with".into(),
+            ),
             (SandboxError::NodeTimeout, 503, "the sandbox's node did not answer in time; try again".into()),
             (SandboxError::NodeRefused("no".into()), 503, "the sandbox node could not do it: no".into()),
             (

@@ -2,6 +2,8 @@
 //! output. Project key in `X-API-Key` or as a bearer token; E2B error format.
 
 pub mod auth;
+pub mod e2b;
+pub mod e2b_wire;
 pub mod error;
 pub mod managed;
 pub mod processes;

@@ -11,6 +11,7 @@ use axum::extract::{Path, State};
 use http::StatusCode;
 
 use super::auth::SandboxAuth;
+use super::e2b;
 use super::error::E2bError;
 use super::error::SandboxError;
 use super::wire;
@@ -41,7 +42,7 @@ pub async fn load(app: &App, auth: &SandboxAuth, id: &str) -> Result<Sandbox, Sa
         (status = 400, description = "The body is not a valid request.", body = E2bError),
         (status = 429, description = "The project has its most live sandboxes (`AGENTPLANE_MAX_SANDBOXES_PER_PROJECT`, default 20); no `Retry-After`: a kill frees a place.", body = E2bError),
         (status = 500, description = "An internal error.", body = E2bError),
-        (status = 503, description = "No node is online, the node did not answer in time or refused, or storage is unavailable.", body = E2bError),
+        (status = 503, description = "No node is online, the node did not answer in time or refused, the deployment has no sealing key, or storage is unavailable.", body = E2bError),
     ),
 )]
 pub async fn create(
@@ -50,8 +51,14 @@ pub async fn create(
     Wire(body, _): Wire<wire::NewSandbox, SandboxError>,
 ) -> Result<(StatusCode, Json<wire::Sandbox>), SandboxError> {
     let new = CreateSandbox::try_from(body)?;
-    let sandbox = launch(&app, Launch { project_id: auth.0.project_id, new, session_id: None }).await?;
-    Ok((StatusCode::CREATED, Json(wire::Sandbox::at(&sandbox, edge::now()))))
+    let sandbox = e2b::launch_with_token(&app, auth.0.project_id, new).await?;
+    Ok((StatusCode::CREATED, Json(detail(&app, &sandbox)?)))
+}
+
+/// The sandbox as its owning project reads it now: with its envd access token.
+fn detail(app: &App, sandbox: &Sandbox) -> Result<wire::Sandbox, SandboxError> {
+    let token = e2b::envd_access_token(app, sandbox)?;
+    Ok(wire::Sandbox::at(sandbox, edge::now()).with_access(token, e2b::e2b_domain()))
 }
 
 /// Records a sandbox on the most recently heard online node and has that node create it,
@@ -105,7 +112,7 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<wire::Sandbox>, SandboxError> {
     let sandbox = load(&app, &auth, &id).await?;
-    Ok(Json(wire::Sandbox::at(&sandbox, edge::now())))
+    Ok(Json(detail(&app, &sandbox)?))
 }
 
 /// Kill a sandbox and every process in it.
@@ -182,7 +189,7 @@ pub async fn resume(
     let sandbox = load(&app, &auth, &id).await?;
     lifecycle_is_ours(&sandbox)?;
     let resumed = sandboxes::resume(&app.store, &sandbox).await?;
-    Ok((StatusCode::CREATED, Json(wire::Sandbox::at(&resumed, edge::now()))))
+    Ok((StatusCode::CREATED, Json(detail(&app, &resumed)?)))
 }
 
 /// Move a running sandbox's deadline to `timeout` seconds from now; never shortens it and never
@@ -218,7 +225,7 @@ pub async fn set_timeout(
 /// A Session's managed compute lives and ends with its Session, and an environment's workspace
 /// sandbox with its environment (the platform's: it holds files a Run or a restore relies on):
 /// the sandbox API may run processes in them but not change their lifecycle.
-fn lifecycle_is_ours(sandbox: &Sandbox) -> Result<(), SandboxError> {
+pub(super) fn lifecycle_is_ours(sandbox: &Sandbox) -> Result<(), SandboxError> {
     if let Some(session) = sandbox.session_id {
         return Err(SandboxError::ManagedCompute(session));
     }

@@ -22,6 +22,10 @@ use utoipa::{IntoParams, ToSchema};
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewSandbox {
+    /// `base` (the one template Agentplane runs); absent reads as `base`.
+    #[serde(rename = "templateID")]
+    #[schema(pattern = "^base$")]
+    pub template_id: Option<String>,
     /// Seconds until the sandbox expires: 1 to 3600 (default 300).
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 3600)]
     pub timeout: Option<Integer>,
@@ -38,6 +42,12 @@ impl TryFrom<NewSandbox> for request::CreateSandbox {
     type Error = ValidationError;
 
     fn try_from(body: NewSandbox) -> Result<Self, ValidationError> {
+        if body.template_id.as_deref().is_some_and(|t| t != super::e2b_wire::TEMPLATE_ID) {
+            return Err(ValidationError::new(
+                "templateID",
+                "`templateID` must be `base`: this deployment runs one sandbox template",
+            ));
+        }
         request::create_sandbox(
             body.timeout.map(|t| t.0),
             body.metadata.map(|m| m.0),
@@ -247,12 +257,20 @@ impl From<DomainState> for SandboxState {
     }
 }
 
-/// A sandbox.
+/// A sandbox: E2B's `SandboxDetail`, with what Agentplane adds (`envVars`, `isolation`) and
+/// its own states (`expired` and `killed` sandboxes stay readable here).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Sandbox {
+    /// `base`: the one template Agentplane runs.
+    #[serde(rename = "templateID")]
+    #[schema(example = "base")]
+    pub template_id: &'static str,
     #[serde(rename = "sandboxID")]
     #[schema(pattern = "^sbx_")]
     pub sandbox_id: String,
+    /// Deprecated by E2B; the same for every sandbox.
+    #[serde(rename = "clientID")]
+    pub client_id: &'static str,
     /// UTC.
     #[serde(rename = "startedAt")]
     #[schema(format = DateTime)]
@@ -261,31 +279,79 @@ pub struct Sandbox {
     #[serde(rename = "endAt")]
     #[schema(format = DateTime)]
     pub end_at: String,
+    /// The envd protocol version the sandbox's node speaks.
+    #[serde(rename = "envdVersion")]
+    #[schema(example = "0.2.0")]
+    pub envd_version: &'static str,
+    /// The token envd clients present as `X-Access-Token`: shown to the owning project on
+    /// create, connect, resume and read; absent for a sandbox made without one (and in lists).
+    #[serde(rename = "envdAccessToken", skip_serializing_if = "Option::is_none")]
+    pub envd_access_token: Option<String>,
+    /// Where envd clients reach the sandbox (`AGENTPLANE_E2B_DOMAIN`); `null` unless configured.
+    pub domain: Option<String>,
+    /// CPU cores the node gives it; 0 when it enforces no limit.
+    #[serde(rename = "cpuCount")]
+    pub cpu_count: u32,
+    /// Memory the node gives it, MiB; 0 when it enforces no limit.
+    #[serde(rename = "memoryMB")]
+    pub memory_mb: u64,
+    /// The size of the sandbox's disk (`/workspace` and `/tmp` together), MiB; 0 when its node
+    /// gives it none.
+    #[serde(rename = "diskSizeMB")]
+    pub disk_size_mb: u64,
     pub state: SandboxState,
     pub metadata: BTreeMap<String, String>,
     #[serde(rename = "envVars")]
     pub env_vars: BTreeMap<String, String>,
     /// What the node reports about how the sandbox is isolated.
     pub isolation: BTreeMap<String, String>,
-    /// The size of the sandbox's disk (`/workspace` and `/tmp` together), MiB; absent when
-    /// its node gives it none.
-    #[serde(rename = "diskSizeMB", skip_serializing_if = "Option::is_none")]
-    pub disk_size_mb: Option<u64>,
+}
+
+/// The CPU cores, memory (MiB) and disk (MiB) a node reported for a sandbox; 0 for a limit it
+/// does not enforce.
+pub fn resources(isolation: &BTreeMap<String, String>) -> (u32, u64, u64) {
+    let cores = isolation
+        .get("cpu_limit_cores")
+        .and_then(|c| c.parse::<f64>().ok())
+        .filter(|c| c.is_finite() && *c > 0.0)
+        .map_or(0, |c| c.ceil().min(f64::from(u32::MAX)) as u32);
+    let memory = isolation
+        .get("memory_limit_bytes")
+        .and_then(|b| b.parse::<u64>().ok())
+        .map_or(0, |b| b / (1024 * 1024));
+    let disk = isolation.get("disk_size_mb").and_then(|mb| mb.parse().ok()).unwrap_or(0);
+    (cores, memory, disk)
 }
 
 impl Sandbox {
-    /// `sandbox` as it reads at `now` (a running sandbox past its `endAt` reads `expired`).
+    /// `sandbox` as it reads at `now` (a running sandbox past its `endAt` reads `expired`),
+    /// without its access token.
     pub fn at(sandbox: &domain::Sandbox, now: Timestamp) -> Self {
+        let (cpu_count, memory_mb, disk_size_mb) = resources(&sandbox.isolation);
         Self {
+            template_id: super::e2b_wire::TEMPLATE_ID,
             sandbox_id: sandbox.id.as_str().to_owned(),
+            client_id: super::e2b_wire::CLIENT_ID,
             started_at: sandbox.started_at.rfc3339(),
             end_at: sandbox.lifecycle.end_at.rfc3339(),
+            envd_version: domain::ENVD_VERSION,
+            envd_access_token: None,
+            domain: None,
+            cpu_count,
+            memory_mb,
+            disk_size_mb,
             state: sandbox.lifecycle.effective(now).into(),
             metadata: sandbox.metadata.as_map().clone(),
             env_vars: sandbox.env_vars.clone(),
             isolation: sandbox.isolation.clone(),
-            disk_size_mb: sandbox.isolation.get("disk_size_mb").and_then(|mb| mb.parse().ok()),
         }
+    }
+
+    /// The same, with what the owning project uses to reach its envd.
+    pub fn with_access(mut self, envd_access_token: Option<String>, domain: Option<String>) -> Self {
+        self.envd_access_token = envd_access_token;
+        self.domain = domain;
+        self
     }
 }
 
@@ -590,7 +656,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(operations, 10);
+        assert_eq!(operations, 14);
         let error = &doc["components"]["schemas"]["SandboxError"];
         assert_eq!(error["required"], json!(["code", "message"]), "{error}");
     }

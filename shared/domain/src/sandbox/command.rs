@@ -17,6 +17,10 @@ pub enum Command {
         sandbox_id: SandboxId,
         end_at: Timestamp,
         env_vars: BTreeMap<String, String>,
+        /// The token envd clients must present (`X-Access-Token`); none: the sandbox serves no
+        /// envd clients.
+        #[serde(default)]
+        envd_access_token: Option<String>,
     },
     StartProcess {
         sandbox_id: SandboxId,

@@ -135,6 +135,18 @@ impl Lifecycle {
         }
     }
 
+    /// E2B's connect once the sandbox runs (a paused one is resumed first): its deadline moves
+    /// to `timeout_s` seconds from now when that is later, and is never shortened.
+    pub fn connect(&self, timeout_s: Option<i64>, now: Timestamp) -> Result<Self, LifecycleError> {
+        match self.ended(now)? {
+            SandboxState::Paused => Err(LifecycleError::Paused),
+            _ => {
+                let end_at = timeout_s.map_or(self.end_at, |t| self.end_at.max(now.plus_seconds(t)));
+                Ok(Self { end_at, ..*self })
+            }
+        }
+    }
+
     pub fn kill(&self, now: Timestamp) -> Result<Self, LifecycleError> {
         self.ended(now)?;
         Ok(Self { state: SandboxState::Killed, paused_remaining_ms: None, ..*self })
@@ -214,6 +226,17 @@ mod tests {
         let killed = paused.kill(t(3)).expect("kills");
         assert_eq!(killed.kill(t(4)), Err(LifecycleError::Killed));
         assert_eq!(killed.resume(t(4)), Err(LifecycleError::Killed));
+    }
+
+    #[test]
+    fn connect_moves_the_deadline_later_only() {
+        let life = Lifecycle::start(t(0), 600);
+        assert_eq!(life.connect(None, t(10)).map(|l| l.end_at), Ok(t(600)));
+        assert_eq!(life.connect(Some(60), t(10)).map(|l| l.end_at), Ok(t(600)));
+        assert_eq!(life.connect(Some(900), t(10)).map(|l| l.end_at), Ok(t(910)));
+        assert_eq!(life.connect(Some(900), t(600)), Err(LifecycleError::Expired));
+        let paused = life.pause(t(1)).expect("pauses");
+        assert_eq!(paused.connect(Some(900), t(2)), Err(LifecycleError::Paused));
     }
 
     proptest! {

@@ -6,6 +6,7 @@ pub mod command;
 pub mod host;
 pub mod ids;
 pub mod lifecycle;
+pub mod listing;
 pub mod process;
 pub mod request;
 pub mod retention;
@@ -52,7 +53,14 @@ pub struct Sandbox {
     /// sandbox API may use it but not pause, resume, extend or kill it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<SessionId>,
+    /// The access token of the sandbox's envd, sealed at rest with the deployment's key (bound
+    /// to the sandbox id); absent for sandboxes made before tokens, or by the platform itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envd_token_sealed: Option<String>,
 }
+
+/// The envd protocol version the node daemon speaks (E2B's `envdVersion`).
+pub const ENVD_VERSION: &str = "0.2.0";
 
 /// A registered sandbox node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

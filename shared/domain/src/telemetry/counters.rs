@@ -88,6 +88,7 @@ mod tests {
             env_vars: BTreeMap::new(),
             isolation: BTreeMap::new(),
             session_id: None,
+            envd_token_sealed: None,
         }
     }
 

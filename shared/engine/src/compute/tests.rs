@@ -110,6 +110,7 @@ impl Compute for Nodes {
             env_vars: new.env_vars,
             isolation: Default::default(),
             session_id: session,
+            envd_token_sealed: None,
         };
         lock(&self.launched).push(sandbox.clone());
         Ok(sandbox)
@@ -153,6 +154,7 @@ fn sandbox(n: u8, killed: bool) -> Sandbox {
         env_vars: Default::default(),
         isolation: Default::default(),
         session_id: None,
+        envd_token_sealed: None,
     }
 }
 

@@ -180,6 +180,7 @@ fn with_sandbox() -> (Fake, SandboxId) {
         env_vars: BTreeMap::new(),
         isolation: BTreeMap::new(),
         session_id: None,
+        envd_token_sealed: None,
     };
     let fake = Fake::default();
     fake.state().sandboxes.insert(id.clone(), sandbox);

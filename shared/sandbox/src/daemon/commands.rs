@@ -19,7 +19,7 @@ pub(super) async fn execute(node: Arc<Node>, envelope: CommandEnvelope) {
         _ if late => {
             CommandOutcome::Failed { message: "the command arrived after its caller gave up".into() }
         }
-        Command::CreateSandbox { sandbox_id, end_at, env_vars } => {
+        Command::CreateSandbox { sandbox_id, end_at, env_vars, .. } => {
             create(&node, sandbox_id, end_at, env_vars).await
         }
         Command::StartProcess { sandbox_id, number, config, tag } => {

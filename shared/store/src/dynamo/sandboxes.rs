@@ -9,7 +9,9 @@
 //! was computed from, so two concurrent changes never both apply.
 
 use agentplane_domain::ids::NodeId;
-use agentplane_domain::page::{Order, PageLimit, created_sort_key};
+use std::collections::HashMap;
+
+use agentplane_domain::page::{Order, Page, PageLimit, created_sort_key};
 use agentplane_domain::sandbox::{Lifecycle, Sandbox, SandboxId};
 use agentplane_domain::{ProjectId, Timestamp};
 use aws_sdk_dynamodb::types::ReturnValue;
@@ -114,6 +116,29 @@ impl<'a> Sandboxes<'a> {
             query_created::<SandboxItem>(self.store, &sandboxes_list(project), None, limit, Order::Desc)
                 .await?;
         Ok(page.items.into_iter().map(|i| i.sandbox).collect())
+    }
+
+    /// One keyset page of the project's sandboxes, newest first, after `after` (exclusive; a
+    /// sandbox of the project, as read). A caller filtering what it shows pages on from the last
+    /// sandbox it examined.
+    pub async fn page_after(
+        &self,
+        project: &ProjectId,
+        after: Option<&Sandbox>,
+        limit: PageLimit,
+    ) -> Result<Page<Sandbox>, StoreError> {
+        let start = after.map(|a| {
+            HashMap::from([
+                ("PK".to_owned(), s(sandbox_pk(&a.id))),
+                ("SK".to_owned(), s(SANDBOX_SK)),
+                ("GSI1PK".to_owned(), s(sandboxes_list(project))),
+                ("GSI1SK".to_owned(), s(created_sort_key(a.started_at, &a.id))),
+            ])
+        });
+        let page =
+            query_created::<SandboxItem>(self.store, &sandboxes_list(project), start, limit, Order::Desc)
+                .await?;
+        Ok(Page { items: page.items.into_iter().map(|i| i.sandbox).collect(), has_more: page.has_more })
     }
 
     /// The sandboxes a node hosts and has not seen end.

@@ -46,6 +46,9 @@ pub enum CommandBody {
         #[schema(value_type = i64)]
         end_at: Timestamp,
         env_vars: BTreeMap<String, String>,
+        /// The token envd clients of this sandbox present (`X-Access-Token`); `null`: the
+        /// sandbox serves no envd clients.
+        envd_access_token: Option<String>,
     },
     StartProcess {
         #[schema(value_type = String)]
@@ -123,11 +126,14 @@ pub enum CommandBody {
 impl From<&Command> for CommandBody {
     fn from(command: &Command) -> Self {
         match command {
-            Command::CreateSandbox { sandbox_id, end_at, env_vars } => Self::CreateSandbox {
-                sandbox_id: sandbox_id.clone(),
-                end_at: *end_at,
-                env_vars: env_vars.clone(),
-            },
+            Command::CreateSandbox { sandbox_id, end_at, env_vars, envd_access_token } => {
+                Self::CreateSandbox {
+                    sandbox_id: sandbox_id.clone(),
+                    end_at: *end_at,
+                    env_vars: env_vars.clone(),
+                    envd_access_token: envd_access_token.clone(),
+                }
+            }
             Command::StartProcess { sandbox_id, number, config, tag } => Self::StartProcess {
                 sandbox_id: sandbox_id.clone(),
                 number: *number,

@@ -22,7 +22,18 @@ fn commands_serialize_as_the_domain_types() {
     };
     let at = Timestamp::from_unix_millis(1_790_000_000_123);
     let commands = [
-        Command::CreateSandbox { sandbox_id: sandbox(), end_at: at, env_vars: BTreeMap::new() },
+        Command::CreateSandbox {
+            sandbox_id: sandbox(),
+            end_at: at,
+            env_vars: BTreeMap::new(),
+            envd_access_token: None,
+        },
+        Command::CreateSandbox {
+            sandbox_id: sandbox(),
+            end_at: at,
+            env_vars: BTreeMap::new(),
+            envd_access_token: Some("tok".into()),
+        },
         Command::StartProcess { sandbox_id: sandbox(), number: 3, config: config.clone(), tag: None },
         Command::StartProcess {
             sandbox_id: sandbox(),
@@ -40,6 +51,23 @@ fn commands_serialize_as_the_domain_types() {
             CommandEnvelope { id: CommandId::from_random([1; 16]), issued_at: at, expires_at: at, command };
         assert_eq!(json!(CommandEnvelopeBody::from(&envelope)), json!(envelope));
     }
+}
+
+/// The node's envd reads the sandbox's access token by this name; a command queued before
+/// tokens existed reads as none.
+#[test]
+fn create_sandbox_carries_the_envd_access_token() {
+    let at = Timestamp::from_unix_millis(1);
+    let command = Command::CreateSandbox {
+        sandbox_id: sandbox(),
+        end_at: at,
+        env_vars: BTreeMap::new(),
+        envd_access_token: Some("tok".into()),
+    };
+    assert_eq!(json!(CommandBody::from(&command))["envd_access_token"], "tok");
+    let older = json!({"type": "create_sandbox", "sandbox_id": sandbox(), "end_at": 1, "env_vars": {}});
+    let read: Command = serde_json::from_value(older).expect("an older command");
+    assert!(matches!(read, Command::CreateSandbox { envd_access_token: None, .. }));
 }
 
 /// What the daemon sends (the domain types, serialized) reads back as the same domain value.
