@@ -97,6 +97,8 @@ pub async fn launch<S: SandboxLifecycle>(store: &S, launch: Launch) -> Result<Sa
         sandbox_id: sandbox.id.clone(),
         end_at: sandbox.lifecycle.end_at,
         env_vars: sandbox.env_vars.clone(),
+        // Core's side (issue 29, part 1) sets the sandbox's token here.
+        envd_access_token: None,
     };
     let outcome = dispatch::run(store, &node_id, command).await.map_err(SandboxFailure::from).and_then(done);
     let isolation = match outcome {

@@ -17,6 +17,10 @@ pub enum Command {
         sandbox_id: SandboxId,
         end_at: Timestamp,
         env_vars: BTreeMap<String, String>,
+        /// The sandbox's envd access token (`X-Access-Token`); `None`: the sandbox is not
+        /// reachable through the node's envd at all.
+        #[serde(default)]
+        envd_access_token: Option<String>,
     },
     StartProcess {
         sandbox_id: SandboxId,

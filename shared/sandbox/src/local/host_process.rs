@@ -60,6 +60,11 @@ impl HostProcess {
         pidfd_send_signal(&self.fd, Signal::KILL).is_ok()
     }
 
+    /// Sends `signal`; false when the process had already ended.
+    pub fn signal(&self, signal: Signal) -> bool {
+        pidfd_send_signal(&self.fd, signal).is_ok()
+    }
+
     /// Sends SIGCONT; false when the process had already ended.
     pub fn resume(&self) -> bool {
         pidfd_send_signal(&self.fd, Signal::CONT).is_ok()

@@ -46,6 +46,9 @@ pub enum CommandBody {
         #[schema(value_type = i64)]
         end_at: Timestamp,
         env_vars: BTreeMap<String, String>,
+        /// The sandbox's envd access token; absent: not reachable through envd.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        envd_access_token: Option<String>,
     },
     StartProcess {
         #[schema(value_type = String)]
@@ -123,11 +126,14 @@ pub enum CommandBody {
 impl From<&Command> for CommandBody {
     fn from(command: &Command) -> Self {
         match command {
-            Command::CreateSandbox { sandbox_id, end_at, env_vars } => Self::CreateSandbox {
-                sandbox_id: sandbox_id.clone(),
-                end_at: *end_at,
-                env_vars: env_vars.clone(),
-            },
+            Command::CreateSandbox { sandbox_id, end_at, env_vars, envd_access_token } => {
+                Self::CreateSandbox {
+                    sandbox_id: sandbox_id.clone(),
+                    end_at: *end_at,
+                    env_vars: env_vars.clone(),
+                    envd_access_token: envd_access_token.clone(),
+                }
+            }
             Command::StartProcess { sandbox_id, number, config, tag } => Self::StartProcess {
                 sandbox_id: sandbox_id.clone(),
                 number: *number,

@@ -22,7 +22,12 @@ fn commands_serialize_as_the_domain_types() {
     };
     let at = Timestamp::from_unix_millis(1_790_000_000_123);
     let commands = [
-        Command::CreateSandbox { sandbox_id: sandbox(), end_at: at, env_vars: BTreeMap::new() },
+        Command::CreateSandbox {
+            sandbox_id: sandbox(),
+            end_at: at,
+            env_vars: BTreeMap::new(),
+            envd_access_token: None,
+        },
         Command::StartProcess { sandbox_id: sandbox(), number: 3, config: config.clone(), tag: None },
         Command::StartProcess {
             sandbox_id: sandbox(),
