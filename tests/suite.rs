@@ -26,6 +26,7 @@ mod corrections;
 mod deployed;
 mod documents;
 mod edge;
+mod envd;
 mod events;
 mod experience;
 mod feedback;

@@ -130,7 +130,15 @@ async fn create(
     env_vars: std::collections::BTreeMap<String, String>,
     envd_access_token: Option<String>,
 ) -> CommandOutcome {
-    if let Some(h) = node.sandboxes.lock().await.get(&id) {
+    if let Some(h) = node.sandboxes.lock().await.get_mut(&id) {
+        // A create sent again (Core retried it) carries the sandbox's token too: a sandbox
+        // created without one gains it, one that has a token keeps it.
+        if h.envd.is_none()
+            && let Some(token) = envd_access_token.filter(|t| !t.is_empty())
+        {
+            envd::keep_token(node, &id, &token);
+            h.envd = Some(envd::Access::new(token));
+        }
         return CommandOutcome::Done { pid: None, details: node.provider.isolation(&h.sandbox) };
     }
     match node.provider.create(&id, env_vars).await {

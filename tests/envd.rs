@@ -1,0 +1,335 @@
+//! envd on the node (the E2B SDK's data plane) over real HTTP: a small Connect client (JSON
+//! codec, as the SDK speaks it) drives the embedded node's envd. Processes run in the sandbox's
+//! containment and appear in its observations; files are its `/workspace`; a request without
+//! the sandbox's own token, a path outside the workspace and a symlink planted by the sandbox
+//! all fail, and the host is unchanged.
+// The helpers below are test code too: a failed expectation should fail the test right there.
+#![allow(clippy::expect_used)]
+
+use std::time::Duration;
+
+use agentplane_domain::sandbox::SandboxId;
+use agentplane_domain::sandbox::command::{Command, CommandOutcome};
+use agentplane_tests::sandbox::{Env, env};
+use base64::Engine;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// A client of one sandbox's envd.
+struct Envd {
+    http: reqwest::Client,
+    base: String,
+    sandbox: String,
+    token: Option<String>,
+}
+
+impl Envd {
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let mut request =
+            self.http.request(method, format!("{}{path}", self.base)).header("E2b-Sandbox-Id", &self.sandbox);
+        if let Some(token) = &self.token {
+            request = request.header("X-Access-Token", token);
+        }
+        request
+    }
+
+    fn as_other(&self, sandbox: &str, token: Option<&str>) -> Self {
+        Self {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            sandbox: sandbox.to_owned(),
+            token: token.map(str::to_owned),
+        }
+    }
+
+    async fn unary(&self, method: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .request(reqwest::Method::POST, &format!("/{method}"))
+            .header("Content-Type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("envd answers");
+        let status = response.status();
+        let text = response.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Opens a server stream: its status and a reader of its messages.
+    async fn stream(&self, method: &str, body: &Value) -> (StatusCode, Frames) {
+        let json = body.to_string().into_bytes();
+        let mut framed = vec![0u8];
+        framed.extend_from_slice(&u32::try_from(json.len()).expect("small").to_be_bytes());
+        framed.extend_from_slice(&json);
+        let response = self
+            .request(reqwest::Method::POST, &format!("/{method}"))
+            .header("Content-Type", "application/connect+json")
+            .body(framed)
+            .send()
+            .await
+            .expect("envd answers");
+        (response.status(), Frames { response, buffer: Vec::new() })
+    }
+
+    /// Starts `cmd args` and reads its stream to the end: (stdout, stderr, exit code, pid).
+    async fn run(&self, cmd: &str, args: &[&str]) -> (String, String, i64, u64) {
+        let (status, mut frames) = self.start(cmd, args, false).await;
+        assert_eq!(status, StatusCode::OK);
+        let pid = frames.pid().await;
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        loop {
+            let event = frames.event().await;
+            if let Some(data) = event.pointer("/data/stdout") {
+                out.extend(b64(data));
+            } else if let Some(data) = event.pointer("/data/stderr") {
+                err.extend(b64(data));
+            } else if let Some(end) = event.get("end") {
+                let code = end["exitCode"].as_i64().unwrap_or(0);
+                assert!(frames.next().await.is_none(), "the end of stream follows the end event");
+                return (String::from_utf8_lossy(&out).into(), String::from_utf8_lossy(&err).into(), code, pid);
+            }
+        }
+    }
+
+    async fn start(&self, cmd: &str, args: &[&str], stdin: bool) -> (StatusCode, Frames) {
+        self.stream(
+            "process.Process/Start",
+            &json!({"process": {"cmd": cmd, "args": args, "envs": {}}, "stdin": stdin}),
+        )
+        .await
+    }
+}
+
+fn b64(data: &Value) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD.decode(data.as_str().expect("base64")).expect("base64")
+}
+
+/// The messages of a Connect server stream, as they arrive.
+struct Frames {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl Frames {
+    /// The next message (`None`: the end-of-stream envelope, which must carry no error).
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if self.buffer.len() >= 5 {
+                let length = u32::from_be_bytes(self.buffer[1..5].try_into().expect("4 bytes")) as usize;
+                if self.buffer.len() >= 5 + length {
+                    let flags = self.buffer[0];
+                    let message: Value = serde_json::from_slice(&self.buffer[5..5 + length]).expect("json");
+                    self.buffer.drain(..5 + length);
+                    if flags & 0x02 != 0 {
+                        assert!(message.get("error").is_none(), "the stream ended in error: {message}");
+                        return None;
+                    }
+                    return Some(message);
+                }
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.response.chunk())
+                .await
+                .expect("a frame within 30 s")
+                .expect("the stream reads");
+            self.buffer.extend_from_slice(&chunk.expect("the stream ended before its end-of-stream envelope"));
+        }
+    }
+
+    async fn event(&mut self) -> Value {
+        self.next().await.expect("an event")["event"].clone()
+    }
+
+    async fn pid(&mut self) -> u64 {
+        let event = self.event().await;
+        event.pointer("/start/pid").and_then(Value::as_u64).expect("the start event comes first")
+    }
+
+    /// Reads to the process's end event; its exit code.
+    async fn exit_code(&mut self) -> i64 {
+        loop {
+            if let Some(end) = self.event().await.get("end") {
+                return end["exitCode"].as_i64().unwrap_or(0);
+            }
+        }
+    }
+}
+
+/// A sandbox of `env` with an envd token (the create command sent again with its token, as
+/// Core sends it with its create), and its envd client.
+async fn sandbox(env: &Env) -> Envd {
+    let id = env.create(json!({"timeout": 300})).await;
+    let token = format!("envd-{}", uuid::Uuid::new_v4().simple());
+    let command = Command::CreateSandbox {
+        sandbox_id: id.parse::<SandboxId>().expect("sandbox id"),
+        end_at: agentplane_api::edge::now().plus_millis(300_000),
+        env_vars: Default::default(),
+        envd_access_token: Some(token.clone()),
+    };
+    let node = env.node.node_id.parse().expect("node id");
+    let outcome = agentplane_engine::dispatch::run(&env.app.store, &node, command).await.expect("dispatched");
+    assert!(matches!(outcome, CommandOutcome::Done { .. }), "{outcome:?}");
+    Envd { http: reqwest::Client::new(), base: env.node.envd_url.clone(), sandbox: id, token: Some(token) }
+}
+
+#[tokio::test]
+async fn a_process_started_through_envd_streams_its_output_and_is_observed() {
+    let env = env().await;
+    let envd = sandbox(&env).await;
+    let (out, err, code, pid) = envd.run("sh", &["-c", "echo hi; echo oops >&2"]).await;
+    assert_eq!((out.as_str(), err.as_str(), code), ("hi\n", "oops\n", 0));
+    let observed = env.wait_exit(&envd.sandbox, "obs-1").await;
+    assert_eq!(observed["exitCode"], 0);
+    assert_eq!(observed["observed"], true);
+    assert_eq!(observed["pid"], pid);
+    let (stdout, stderr, _) = env.output(&envd.sandbox, "obs-1").await;
+    assert_eq!((stdout.as_slice(), stderr.as_slice()), (b"hi\n".as_slice(), b"oops\n".as_slice()));
+    // A failing command's exit code, and its number the next one (Core's counter: no duplicates).
+    let (_, _, code, _) = envd.run("sh", &["-c", "exit 7"]).await;
+    assert_eq!(code, 7);
+    assert_eq!(env.wait_exit(&envd.sandbox, "obs-2").await["exitCode"], 7);
+    // Started by Core after it: the next number.
+    let (id, _) = env.start(&envd.sandbox, json!({"cmd": "true"})).await;
+    assert_eq!(id, "obs-3");
+    env.kill(&envd.sandbox).await;
+}
+
+#[tokio::test]
+async fn input_reaches_cat_and_a_kill_signal_ends_a_sleeper() {
+    let env = env().await;
+    let envd = sandbox(&env).await;
+    let (status, mut cat) = envd.start("cat", &[], true).await;
+    assert_eq!(status, StatusCode::OK);
+    let pid = cat.pid().await;
+    let listed = envd.unary("process.Process/List", json!({})).await;
+    assert_eq!(listed.0, StatusCode::OK, "{}", listed.1);
+    assert_eq!(listed.1["processes"][0]["pid"], pid);
+    let input = json!({"process": {"pid": pid}, "input": {"stdin": "aGVsbG8K"}});
+    let sent = envd.unary("process.Process/SendInput", input).await;
+    assert_eq!(sent.0, StatusCode::OK, "{}", sent.1);
+    let echoed = cat.event().await;
+    assert_eq!(b64(&echoed["data"]["stdout"]), b"hello\n");
+    let closed = envd.unary("process.Process/CloseStdin", json!({"process": {"pid": pid}})).await;
+    assert_eq!(closed.0, StatusCode::OK, "{}", closed.1);
+    assert_eq!(cat.exit_code().await, 0);
+
+    let (_, mut sleeper) = envd.start("sleep", &["300"], false).await;
+    let pid = sleeper.pid().await;
+    let signal = json!({"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"});
+    let killed = envd.unary("process.Process/SendSignal", signal).await;
+    assert_eq!(killed.0, StatusCode::OK, "{}", killed.1);
+    assert_eq!(sleeper.exit_code().await, 128 + 9);
+    assert_eq!(env.wait_exit(&envd.sandbox, "obs-2").await["exitCode"], 128 + 9);
+    env.kill(&envd.sandbox).await;
+}
+
+#[tokio::test]
+async fn files_are_written_read_listed_and_removed_in_the_workspace() {
+    let env = env().await;
+    let envd = sandbox(&env).await;
+    let upload = envd
+        .request(reqwest::Method::POST, "/files?path=/home/user/notes/a.txt")
+        .header("Content-Type", "application/octet-stream")
+        .body("alpha")
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(upload.status(), StatusCode::OK);
+    let written: Value = upload.json().await.expect("json");
+    assert_eq!(written[0]["path"], "/workspace/notes/a.txt");
+    let multipart = "--b0\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/workspace/b.txt\"\r\n\r\nbravo\r\n--b0--\r\n";
+    let upload = envd
+        .request(reqwest::Method::POST, "/files")
+        .header("Content-Type", "multipart/form-data; boundary=b0")
+        .body(multipart)
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(upload.status(), StatusCode::OK);
+    let read = envd.request(reqwest::Method::GET, "/files?path=/workspace/notes/a.txt").send().await.expect("get");
+    assert_eq!(read.status(), StatusCode::OK);
+    assert_eq!(read.bytes().await.expect("bytes").as_ref(), b"alpha");
+    // The sandbox's processes see what was written.
+    assert_eq!(envd.run("cat", &["/workspace/b.txt"]).await.0, "bravo");
+    let (status, listed) = envd.unary("filesystem.Filesystem/ListDir", json!({"path": "/workspace", "depth": 1})).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let names: Vec<&str> = listed["entries"].as_array().expect("entries").iter().filter_map(|e| e["name"].as_str()).collect();
+    assert_eq!(names, vec!["b.txt", "notes"]);
+    assert_eq!(listed["entries"][1]["type"], "FILE_TYPE_DIRECTORY");
+    let (status, made) = envd.unary("filesystem.Filesystem/MakeDir", json!({"path": "/workspace/d"})).await;
+    assert_eq!(status, StatusCode::OK, "{made}");
+    let (status, moved) = envd
+        .unary("filesystem.Filesystem/Move", json!({"source": "/workspace/b.txt", "destination": "/workspace/d/c.txt"}))
+        .await;
+    assert_eq!((status, &moved["entry"]["path"]), (StatusCode::OK, &json!("/workspace/d/c.txt")), "{moved}");
+    let (status, _) = envd.unary("filesystem.Filesystem/Remove", json!({"path": "/workspace/d/c.txt"})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, gone) = envd.unary("filesystem.Filesystem/Stat", json!({"path": "/workspace/d/c.txt"})).await;
+    assert_eq!((status, &gone["code"]), (StatusCode::NOT_FOUND, &json!("not_found")), "{gone}");
+    let health = envd.request(reqwest::Method::GET, "/health").send().await.expect("health");
+    assert_eq!(health.status(), StatusCode::NO_CONTENT);
+    env.kill(&envd.sandbox).await;
+}
+
+#[tokio::test]
+async fn attack_envd_without_the_sandboxs_own_token_is_unauthenticated() {
+    let env = env().await;
+    let (a, b) = (sandbox(&env).await, sandbox(&env).await);
+    let no_token = a.as_other(&a.sandbox, None);
+    let others_token = a.as_other(&a.sandbox, b.token.as_deref());
+    let tokenless_sandbox = a.as_other(&env.create(json!({"timeout": 300})).await, a.token.as_deref());
+    for client in [&no_token, &others_token, &tokenless_sandbox] {
+        let (status, body) = client.unary("process.Process/List", json!({})).await;
+        assert_eq!((status, &body["code"]), (StatusCode::UNAUTHORIZED, &json!("unauthenticated")), "{body}");
+        let (status, _) = client.start("sh", &["-c", "touch /workspace/pwned"], false).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let files = client.request(reqwest::Method::GET, "/files?path=/workspace/x").send().await.expect("files");
+        assert_eq!(files.status(), StatusCode::UNAUTHORIZED);
+        let body: Value = files.json().await.expect("json");
+        assert_eq!(body["code"], 401);
+    }
+    // Nothing ran: the sandbox has no observed process.
+    assert!(env.processes(&a.sandbox, "all").await.is_empty());
+    env.kill(&a.sandbox).await;
+    env.kill(&b.sandbox).await;
+}
+
+#[tokio::test]
+async fn attack_envd_paths_outside_the_workspace_and_planted_symlinks_are_refused() {
+    let env = env().await;
+    let envd = sandbox(&env).await;
+    for path in ["/etc/passwd", "/workspace/../etc/passwd", "/tmp/x", "../x"] {
+        let read = envd.request(reqwest::Method::GET, &format!("/files?path={path}")).send().await.expect("get");
+        assert_eq!(read.status(), StatusCode::BAD_REQUEST, "{path}");
+        let (status, body) = envd.unary("filesystem.Filesystem/Stat", json!({"path": path})).await;
+        assert!(status == StatusCode::FORBIDDEN || status == StatusCode::BAD_REQUEST, "{path}: {status} {body}");
+    }
+    // The sandbox plants symlinks to host paths (the node, root on the host, must not follow).
+    let marker = format!("agentplane-envd-{}", uuid::Uuid::new_v4().simple());
+    let (_, _, code, _) =
+        envd.run("sh", &["-c", "ln -s /tmp /workspace/out && ln -s /etc/hostname /workspace/name"]).await;
+    assert_eq!(code, 0);
+    let through_dir = envd
+        .request(reqwest::Method::POST, &format!("/files?path=/workspace/out/{marker}"))
+        .header("Content-Type", "application/octet-stream")
+        .body("pwned")
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(through_dir.status(), StatusCode::BAD_REQUEST);
+    assert!(!std::path::Path::new("/tmp").join(&marker).exists(), "written through the symlink");
+    let before = std::fs::read("/etc/hostname").ok();
+    let onto_link = envd
+        .request(reqwest::Method::POST, "/files?path=/workspace/name")
+        .header("Content-Type", "application/octet-stream")
+        .body("pwned")
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(onto_link.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(std::fs::read("/etc/hostname").ok(), before, "the host file changed");
+    let read = envd.request(reqwest::Method::GET, "/files?path=/workspace/name").send().await.expect("get");
+    assert_eq!(read.status(), StatusCode::BAD_REQUEST);
+    let (status, _) = envd.unary("filesystem.Filesystem/ListDir", json!({"path": "/workspace/out"})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    env.kill(&envd.sandbox).await;
+}
