@@ -86,7 +86,12 @@ impl Envd {
             } else if let Some(end) = event.get("end") {
                 let code = end["exitCode"].as_i64().unwrap_or(0);
                 assert!(frames.next().await.is_none(), "the end of stream follows the end event");
-                return (String::from_utf8_lossy(&out).into(), String::from_utf8_lossy(&err).into(), code, pid);
+                return (
+                    String::from_utf8_lossy(&out).into(),
+                    String::from_utf8_lossy(&err).into(),
+                    code,
+                    pid,
+                );
             }
         }
     }
@@ -131,7 +136,8 @@ impl Frames {
                 .await
                 .expect("a frame within 30 s")
                 .expect("the stream reads");
-            self.buffer.extend_from_slice(&chunk.expect("the stream ended before its end-of-stream envelope"));
+            self.buffer
+                .extend_from_slice(&chunk.expect("the stream ended before its end-of-stream envelope"));
         }
     }
 
@@ -245,25 +251,32 @@ async fn files_are_written_read_listed_and_removed_in_the_workspace() {
         .await
         .expect("upload");
     assert_eq!(upload.status(), StatusCode::OK);
-    let read = envd.request(reqwest::Method::GET, "/files?path=/workspace/notes/a.txt").send().await.expect("get");
+    let read =
+        envd.request(reqwest::Method::GET, "/files?path=/workspace/notes/a.txt").send().await.expect("get");
     assert_eq!(read.status(), StatusCode::OK);
     assert_eq!(read.bytes().await.expect("bytes").as_ref(), b"alpha");
     // The sandbox's processes see what was written.
     assert_eq!(envd.run("cat", &["/workspace/b.txt"]).await.0, "bravo");
-    let (status, listed) = envd.unary("filesystem.Filesystem/ListDir", json!({"path": "/workspace", "depth": 1})).await;
+    let (status, listed) =
+        envd.unary("filesystem.Filesystem/ListDir", json!({"path": "/workspace", "depth": 1})).await;
     assert_eq!(status, StatusCode::OK, "{listed}");
-    let names: Vec<&str> = listed["entries"].as_array().expect("entries").iter().filter_map(|e| e["name"].as_str()).collect();
+    let names: Vec<&str> =
+        listed["entries"].as_array().expect("entries").iter().filter_map(|e| e["name"].as_str()).collect();
     assert_eq!(names, vec!["b.txt", "notes"]);
     assert_eq!(listed["entries"][1]["type"], "FILE_TYPE_DIRECTORY");
     let (status, made) = envd.unary("filesystem.Filesystem/MakeDir", json!({"path": "/workspace/d"})).await;
     assert_eq!(status, StatusCode::OK, "{made}");
     let (status, moved) = envd
-        .unary("filesystem.Filesystem/Move", json!({"source": "/workspace/b.txt", "destination": "/workspace/d/c.txt"}))
+        .unary(
+            "filesystem.Filesystem/Move",
+            json!({"source": "/workspace/b.txt", "destination": "/workspace/d/c.txt"}),
+        )
         .await;
     assert_eq!((status, &moved["entry"]["path"]), (StatusCode::OK, &json!("/workspace/d/c.txt")), "{moved}");
     let (status, _) = envd.unary("filesystem.Filesystem/Remove", json!({"path": "/workspace/d/c.txt"})).await;
     assert_eq!(status, StatusCode::OK);
-    let (status, gone) = envd.unary("filesystem.Filesystem/Stat", json!({"path": "/workspace/d/c.txt"})).await;
+    let (status, gone) =
+        envd.unary("filesystem.Filesystem/Stat", json!({"path": "/workspace/d/c.txt"})).await;
     assert_eq!((status, &gone["code"]), (StatusCode::NOT_FOUND, &json!("not_found")), "{gone}");
     let health = envd.request(reqwest::Method::GET, "/health").send().await.expect("health");
     assert_eq!(health.status(), StatusCode::NO_CONTENT);
@@ -282,7 +295,8 @@ async fn attack_envd_without_the_sandboxs_own_token_is_unauthenticated() {
         assert_eq!((status, &body["code"]), (StatusCode::UNAUTHORIZED, &json!("unauthenticated")), "{body}");
         let (status, _) = client.start("sh", &["-c", "touch /workspace/pwned"], false).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
-        let files = client.request(reqwest::Method::GET, "/files?path=/workspace/x").send().await.expect("files");
+        let files =
+            client.request(reqwest::Method::GET, "/files?path=/workspace/x").send().await.expect("files");
         assert_eq!(files.status(), StatusCode::UNAUTHORIZED);
         let body: Value = files.json().await.expect("json");
         assert_eq!(body["code"], 401);
@@ -298,10 +312,14 @@ async fn attack_envd_paths_outside_the_workspace_and_planted_symlinks_are_refuse
     let env = env().await;
     let envd = sandbox(&env).await;
     for path in ["/etc/passwd", "/workspace/../etc/passwd", "/tmp/x", "../x"] {
-        let read = envd.request(reqwest::Method::GET, &format!("/files?path={path}")).send().await.expect("get");
+        let read =
+            envd.request(reqwest::Method::GET, &format!("/files?path={path}")).send().await.expect("get");
         assert_eq!(read.status(), StatusCode::BAD_REQUEST, "{path}");
         let (status, body) = envd.unary("filesystem.Filesystem/Stat", json!({"path": path})).await;
-        assert!(status == StatusCode::FORBIDDEN || status == StatusCode::BAD_REQUEST, "{path}: {status} {body}");
+        assert!(
+            status == StatusCode::FORBIDDEN || status == StatusCode::BAD_REQUEST,
+            "{path}: {status} {body}"
+        );
     }
     // The sandbox plants symlinks to host paths (the node, root on the host, must not follow).
     let marker = format!("agentplane-envd-{}", uuid::Uuid::new_v4().simple());
@@ -331,5 +349,75 @@ async fn attack_envd_paths_outside_the_workspace_and_planted_symlinks_are_refuse
     assert_eq!(read.status(), StatusCode::BAD_REQUEST);
     let (status, _) = envd.unary("filesystem.Filesystem/ListDir", json!({"path": "/workspace/out"})).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+    env.kill(&envd.sandbox).await;
+}
+
+#[tokio::test]
+async fn the_local_gateway_forwards_requests_naming_a_sandbox_to_the_nodes_envd() {
+    let env = env().await;
+    let direct = sandbox(&env).await;
+    // The gateway's own layer, in front of a stand-in for its routes.
+    let envd_addr = direct.base.trim_start_matches("http://").parse().expect("envd address");
+    let routes = axum::Router::new().route("/health", axum::routing::get(|| async { "the gateway's own" }));
+    let router = agentplane_local::envd_proxy::layer(routes, Some(envd_addr));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    let through = Envd { base: base.clone(), ..direct.as_other(&direct.sandbox, direct.token.as_deref()) };
+    // Streams pass through as they come: the start, then the output, then the end.
+    let (out, _, code, _) = through.run("sh", &["-c", "echo through the gateway"]).await;
+    assert_eq!((out.as_str(), code), ("through the gateway\n", 0));
+    let (status, body) =
+        through.as_other(&direct.sandbox, None).unary("process.Process/List", json!({})).await;
+    assert_eq!((status, &body["code"]), (StatusCode::UNAUTHORIZED, &json!("unauthenticated")));
+    // Without the header the gateway answers itself.
+    let own = reqwest::get(format!("{base}/health")).await.expect("health");
+    assert_eq!(own.text().await.expect("text"), "the gateway's own");
+    server.abort();
+    env.kill(&direct.sandbox).await;
+}
+
+fn python() -> String {
+    std::env::var("AGENTPLANE_TOOLS_PYTHON")
+        .unwrap_or_else(|_| format!("{}/../.localstack/tools/bin/python", env!("CARGO_MANIFEST_DIR")))
+}
+
+/// The real client: the e2b SDK (tests/sdk/e2b_envd.py) runs commands and files through envd.
+#[tokio::test]
+async fn the_e2b_sdk_runs_commands_and_files_through_envd() {
+    let env = env().await;
+    let envd = sandbox(&env).await;
+    let script = format!("{}/sdk/e2b_envd.py", env!("CARGO_MANIFEST_DIR"));
+    let vars = [
+        ("AP_SANDBOX", envd.sandbox.clone()),
+        ("AP_TOKEN", envd.token.clone().unwrap_or_default()),
+        ("E2B_SANDBOX_URL", envd.base.clone()),
+        ("E2B_API_KEY", "e2b_local".to_owned()),
+    ];
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python()).arg(script).envs(vars).output()
+    })
+    .await
+    .expect("joined")
+    .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the SDK script failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or_default()).expect("json");
+    assert_eq!(seen["stdout"], "hi\n");
+    assert_eq!(seen["stderr"], "oops\n");
+    assert_eq!(seen["exit"], 0);
+    assert_eq!(seen["failed"], 3);
+    assert_eq!(seen["cat"], "piped\n");
+    assert_eq!(seen["killed"], true);
+    assert_eq!(seen["read"], "alpha");
+    assert_eq!(seen["list"], json!(["a.txt", "d"]));
+    assert_eq!(seen["exists"], false);
+    // Every command the SDK ran is an observed process of the sandbox.
+    let all = env.processes(&envd.sandbox, "all").await;
+    assert_eq!(all.len(), 4, "{all:?}");
     env.kill(&envd.sandbox).await;
 }

@@ -16,6 +16,11 @@ use hyper_util::rt::TokioIo;
 /// The header that routes a request to envd.
 pub const SANDBOX_HEADER: &str = "e2b-sandbox-id";
 
+/// `router` with envd's requests (those carrying `E2b-Sandbox-Id`) sent to `envd` instead.
+pub fn layer(router: axum::Router, envd: Option<SocketAddr>) -> axum::Router {
+    router.layer(axum::middleware::from_fn(move |request, next| route(envd, request, next)))
+}
+
 /// A middleware sending envd's requests to `envd`, the rest on.
 pub async fn route(envd: Option<SocketAddr>, request: Request, next: Next) -> Response {
     match envd {

@@ -152,7 +152,9 @@ async fn embedded_node(
         None => None,
     };
     let envd = match envd {
-        Some(Listen::Addr(addr)) => std::net::TcpListener::bind(addr).with_context(|| format!("binding envd on {addr}"))?,
+        Some(Listen::Addr(addr)) => {
+            std::net::TcpListener::bind(addr).with_context(|| format!("binding envd on {addr}"))?
+        }
         _ => std::net::TcpListener::bind("127.0.0.1:0").context("binding envd")?,
     };
     let envd_addr = envd.local_addr()?;
@@ -186,9 +188,7 @@ async fn axum_serve(
     envd: Option<std::net::SocketAddr>,
     timeouts: agentplane_local::server::HttpTimeouts,
 ) -> anyhow::Result<()> {
-    let router = routes::full_router(app).layer(axum::middleware::from_fn(move |request, next| {
-        agentplane_local::envd_proxy::route(envd, request, next)
-    }));
+    let router = agentplane_local::envd_proxy::layer(routes::full_router(app), envd);
     agentplane_local::server::serve(listener, router, timeouts, shutdown()).await?;
     Ok(())
 }

@@ -149,7 +149,10 @@ impl CoreClient {
 
     /// Reserves the next `obs-<n>` number of a sandbox this node hosts, for a process the node
     /// starts itself (envd): the same conditional counter Core hands numbers out from.
-    pub async fn reserve_process(&self, sandbox: &agentplane_domain::sandbox::SandboxId) -> anyhow::Result<u32> {
+    pub async fn reserve_process(
+        &self,
+        sandbox: &agentplane_domain::sandbox::SandboxId,
+    ) -> anyhow::Result<u32> {
         #[derive(Deserialize)]
         struct Answer {
             number: u32,

@@ -86,9 +86,12 @@ impl NodeError {
             Self::NotFound(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "not_found_error", self.to_string())
             }
-            Self::SandboxNotRunning => {
-                ApiError::new(StatusCode::CONFLICT, "invalid_request_error", "sandbox_not_running", self.to_string())
-            }
+            Self::SandboxNotRunning => ApiError::new(
+                StatusCode::CONFLICT,
+                "invalid_request_error",
+                "sandbox_not_running",
+                self.to_string(),
+            ),
             Self::ReportConflict => {
                 ApiError::new(StatusCode::CONFLICT, "invalid_request_error", "conflict", self.to_string())
             }

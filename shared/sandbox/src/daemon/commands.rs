@@ -256,10 +256,10 @@ async fn forward(
                     });
                 }
                 node.emit(NodeEvent::Output {
-                sandbox_id: sandbox.clone(),
-                process,
-                stream,
-                at: now(),
+                    sandbox_id: sandbox.clone(),
+                    process,
+                    stream,
+                    at: now(),
                     data: base64::engine::general_purpose::STANDARD.encode(&buf[..n]),
                 });
             }

@@ -104,7 +104,10 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ConnectError> {
 }
 
 /// The message of a unary call.
-pub fn unary_request<T: DeserializeOwned>(headers: &http::HeaderMap, body: &Bytes) -> Result<T, ConnectError> {
+pub fn unary_request<T: DeserializeOwned>(
+    headers: &http::HeaderMap,
+    body: &Bytes,
+) -> Result<T, ConnectError> {
     match media(headers).as_str() {
         "application/json" | "" => decode(body),
         other => Err(unsupported(other)),
@@ -126,7 +129,10 @@ pub fn unary_response<T: Serialize>(message: &T) -> Response {
 }
 
 /// The single message of a server-streaming call.
-pub fn stream_request<T: DeserializeOwned>(headers: &http::HeaderMap, body: &Bytes) -> Result<T, ConnectError> {
+pub fn stream_request<T: DeserializeOwned>(
+    headers: &http::HeaderMap,
+    body: &Bytes,
+) -> Result<T, ConnectError> {
     match media(headers).as_str() {
         "application/connect+json" => {}
         other => return Err(unsupported(other)),
@@ -158,14 +164,14 @@ pub fn envelopes(body: &[u8]) -> impl Iterator<Item = Result<&[u8], ConnectError
         let (message, after) = tail.split_at(length);
         rest = after;
         // An end-of-stream envelope from a client carries nothing to act on.
-        (flags & END_STREAM == 0).then_some(Ok(message)).or(Some(Ok(&[][..])))
+        Some(Ok(if flags & END_STREAM == 0 { message } else { &[][..] }))
     })
     .filter(|m| !matches!(m, Ok(b) if b.is_empty()))
 }
 
 /// One message enveloped.
 pub fn envelope<T: Serialize>(message: &T) -> Bytes {
-    frame(0, serde_json::to_vec(message).unwrap_or_else(|_| b"{}".to_vec()))
+    frame(0, &serde_json::to_vec(message).unwrap_or_else(|_| b"{}".to_vec()))
 }
 
 /// The end-of-stream envelope: success, or the error that ended the stream.
@@ -174,21 +180,19 @@ pub fn end_of_stream(error: Option<&ConnectError>) -> Bytes {
         None => serde_json::json!({}),
         Some(err) => serde_json::json!({ "error": err.json() }),
     };
-    frame(END_STREAM, serde_json::to_vec(&body).unwrap_or_default())
+    frame(END_STREAM, &serde_json::to_vec(&body).unwrap_or_default())
 }
 
-fn frame(flags: u8, json: Vec<u8>) -> Bytes {
+fn frame(flags: u8, json: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(json.len() + 5);
     out.push(flags);
     out.extend_from_slice(&u32::try_from(json.len()).unwrap_or(u32::MAX).to_be_bytes());
-    out.extend_from_slice(&json);
+    out.extend_from_slice(json);
     Bytes::from(out)
 }
 
 /// A server stream's response around a stream of already enveloped frames.
-pub fn stream_response(
-    frames: impl futures_util::Stream<Item = Bytes> + Send + 'static,
-) -> Response {
+pub fn stream_response(frames: impl futures_util::Stream<Item = Bytes> + Send + 'static) -> Response {
     use futures_util::StreamExt;
     let body = Body::from_stream(frames.map(Ok::<_, std::convert::Infallible>));
     let mut response = Response::new(body);

@@ -43,7 +43,9 @@ impl From<super::connect::ConnectError> for FilesError {
 }
 
 fn query_path(raw: Option<&str>) -> Option<String> {
-    form_urlencoded::parse(raw.unwrap_or("").as_bytes()).find(|(k, _)| k == "path").map(|(_, v)| v.into_owned())
+    form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "path")
+        .map(|(_, v)| v.into_owned())
 }
 
 pub(super) async fn download(
@@ -51,8 +53,9 @@ pub(super) async fn download(
     RawQuery(raw): RawQuery,
     headers: http::HeaderMap,
 ) -> Result<Response, FilesError> {
-    let admitted =
-        admit(&node, &headers).await.map_err(|r| FilesError::Status(StatusCode::UNAUTHORIZED, r.to_string()))?;
+    let admitted = admit(&node, &headers)
+        .await
+        .map_err(|r| FilesError::Status(StatusCode::UNAUTHORIZED, r.to_string()))?;
     let path = query_path(raw.as_deref()).ok_or_else(|| bad("`path` is required"))?;
     let relative = paths::relative(&path)?;
     let (root, _) = admitted.sandbox.workspace();
@@ -77,8 +80,9 @@ pub(super) async fn upload(
     headers: http::HeaderMap,
     body: Bytes,
 ) -> Result<Response, FilesError> {
-    let admitted =
-        admit(&node, &headers).await.map_err(|r| FilesError::Status(StatusCode::UNAUTHORIZED, r.to_string()))?;
+    let admitted = admit(&node, &headers)
+        .await
+        .map_err(|r| FilesError::Status(StatusCode::UNAUTHORIZED, r.to_string()))?;
     let path = query_path(raw.as_deref());
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let files: Vec<(String, Vec<u8>)> = if content_type.starts_with("multipart/form-data") {
@@ -161,7 +165,10 @@ mod tests {
     fn a_multipart_body_yields_its_files() {
         let body = b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/workspace/a.txt\"\r\nContent-Type: application/octet-stream\r\n\r\nhello\r\n--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"b\"\r\n\r\n\r\n--XyZ--\r\n";
         let parts = multipart(body, "XyZ").expect("parts");
-        assert_eq!(parts, vec![(Some("/workspace/a.txt".into()), b"hello".to_vec()), (Some("b".into()), Vec::new())]);
+        assert_eq!(
+            parts,
+            vec![(Some("/workspace/a.txt".into()), b"hello".to_vec()), (Some("b".into()), Vec::new())]
+        );
         assert_eq!(boundary("multipart/form-data; boundary=\"XyZ\"").as_deref(), Some("XyZ"));
         assert!(multipart(b"--XyZ\r\nbroken", "XyZ").is_none());
     }

@@ -28,18 +28,23 @@ pub(super) async fn call(
     };
     let (root, uid) = admitted.sandbox.workspace();
     let answer = match method.as_str() {
-        "Stat" | "ListDir" | "MakeDir" | "Remove" => match connect::unary_request::<PathRequest>(&headers, &body) {
-            Ok(request) => path_call(method.as_str(), root, uid, request).await,
-            Err(err) => Err(err),
-        },
+        "Stat" | "ListDir" | "MakeDir" | "Remove" => {
+            match connect::unary_request::<PathRequest>(&headers, &body) {
+                Ok(request) => path_call(method.as_str(), root, uid, &request).await,
+                Err(err) => Err(err),
+            }
+        }
         "Move" => match connect::unary_request::<MoveRequest>(&headers, &body) {
-            Ok(request) => moved(root, uid, request).await,
+            Ok(request) => moved(root, uid, &request).await,
             Err(err) => Err(err),
         },
         "WatchDir" | "CreateWatcher" | "GetWatcherEvents" | "RemoveWatcher" => {
             Err(ConnectError::new(Code::Unimplemented, "directory watches are not served"))
         }
-        _ => Err(ConnectError::new(Code::Unimplemented, format!("filesystem.Filesystem/{method} is not served"))),
+        _ => Err(ConnectError::new(
+            Code::Unimplemented,
+            format!("filesystem.Filesystem/{method} is not served"),
+        )),
     };
     answer.unwrap_or_else(IntoResponse::into_response)
 }
@@ -57,7 +62,7 @@ async fn path_call(
     method: &str,
     root: std::path::PathBuf,
     uid: u32,
-    request: PathRequest,
+    request: &PathRequest,
 ) -> Result<Response, ConnectError> {
     let relative = paths::relative(&request.path)?;
     match method {
@@ -87,7 +92,7 @@ async fn path_call(
     }
 }
 
-async fn moved(root: std::path::PathBuf, uid: u32, request: MoveRequest) -> Result<Response, ConnectError> {
+async fn moved(root: std::path::PathBuf, uid: u32, request: &MoveRequest) -> Result<Response, ConnectError> {
     let (from, to) = (paths::relative(&request.source)?, paths::relative(&request.destination)?);
     let info = blocking(move || {
         entries::rename(&root, uid, &from, &to)?;

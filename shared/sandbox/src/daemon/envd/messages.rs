@@ -227,12 +227,21 @@ mod tests {
 
     #[test]
     fn events_render_as_proto_json() {
-        let start = serde_json::to_value(EventResponse { event: ProcessEvent::Start { pid: 2 } }).expect("json");
+        let start =
+            serde_json::to_value(EventResponse { event: ProcessEvent::Start { pid: 2 } }).expect("json");
         assert_eq!(start, serde_json::json!({"event": {"start": {"pid": 2}}}));
         let data = EventResponse { event: ProcessEvent::Data(DataEvent::Stdout(b"hi\n".to_vec())) };
-        assert_eq!(serde_json::to_value(data).expect("json"), serde_json::json!({"event": {"data": {"stdout": "aGkK"}}}));
+        assert_eq!(
+            serde_json::to_value(data).expect("json"),
+            serde_json::json!({"event": {"data": {"stdout": "aGkK"}}})
+        );
         let end = EventResponse {
-            event: ProcessEvent::End(EndEvent { exit_code: 3, exited: true, status: "exit status 3".into(), error: None }),
+            event: ProcessEvent::End(EndEvent {
+                exit_code: 3,
+                exited: true,
+                status: "exit status 3".into(),
+                error: None,
+            }),
         };
         assert_eq!(
             serde_json::to_value(end).expect("json"),

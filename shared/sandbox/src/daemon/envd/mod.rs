@@ -23,14 +23,14 @@ use super::Node;
 use crate::local::LocalSandbox;
 
 pub mod connect;
-mod filesystem;
 mod files;
+mod filesystem;
 pub mod messages;
 mod paths;
 mod process;
 
-pub use process::Tapped;
 use process::Running;
+pub use process::Tapped;
 
 use connect::{Code, ConnectError};
 

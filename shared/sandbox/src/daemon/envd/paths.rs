@@ -46,9 +46,15 @@ pub fn absolute(relative: &str) -> String {
 pub fn failure(failure: Failure) -> ConnectError {
     match failure {
         Failure::NotFound => ConnectError::new(Code::NotFound, "no such file or directory"),
-        Failure::Symlink => ConnectError::new(Code::PermissionDenied, "the path goes through a symlink, which envd never follows"),
+        Failure::Symlink => ConnectError::new(
+            Code::PermissionDenied,
+            "the path goes through a symlink, which envd never follows",
+        ),
         Failure::NotRegular => ConnectError::new(Code::InvalidArgument, "the path is not a regular file"),
-        Failure::NotADirectory => ConnectError::new(Code::InvalidArgument, "the path goes through something that is not a directory"),
+        Failure::NotADirectory => ConnectError::new(
+            Code::InvalidArgument,
+            "the path goes through something that is not a directory",
+        ),
         Failure::InvalidPath(err) => ConnectError::new(Code::InvalidArgument, format!("invalid path: {err}")),
         Failure::TooLarge(too_large) => ConnectError::new(Code::InvalidArgument, too_large.message()),
         Failure::Io(message) => ConnectError::new(Code::Internal, message),

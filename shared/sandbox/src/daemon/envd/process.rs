@@ -15,8 +15,9 @@ use tokio::sync::broadcast;
 
 use super::connect::{self, Code, ConnectError};
 use super::messages::{
-    CloseStdinRequest, ConnectRequest, DataEvent, Empty, EndEvent, EventResponse, ListResponse, ProcessConfig,
-    ProcessEvent, ProcessInfo, ProcessSelector, SendInputRequest, SendSignalRequest, StartRequest,
+    CloseStdinRequest, ConnectRequest, DataEvent, Empty, EndEvent, EventResponse, ListResponse,
+    ProcessConfig, ProcessEvent, ProcessInfo, ProcessSelector, SendInputRequest, SendSignalRequest,
+    StartRequest,
 };
 use super::{Admitted, Node, admit, paths};
 use crate::local::host_process::HostProcess;
@@ -58,7 +59,7 @@ pub(super) async fn call(
     };
     let answer = match method.as_str() {
         "Start" => match connect::stream_request(&headers, &body) {
-            Ok(request) => start(&node, admitted, request).await,
+            Ok(request) => start(&node, &admitted, request).await,
             Err(err) => Err(err),
         },
         "Connect" => match connect::stream_request::<ConnectRequest>(&headers, &body) {
@@ -87,7 +88,9 @@ pub(super) async fn call(
 
 /// The configuration Core would accept for the same process (the same rules), with the E2B
 /// user's home read as the workspace.
-fn config_of(request: StartRequest) -> Result<(agentplane_domain::sandbox::ProcessConfig, Option<String>), ConnectError> {
+fn config_of(
+    request: StartRequest,
+) -> Result<(agentplane_domain::sandbox::ProcessConfig, Option<String>), ConnectError> {
     let cwd = match request.process.cwd.filter(|c| !c.is_empty()) {
         None => None,
         Some(cwd) => Some(paths::absolute(&paths::relative(&cwd)?)),
@@ -99,7 +102,11 @@ fn config_of(request: StartRequest) -> Result<(agentplane_domain::sandbox::Proce
         .map_err(|e| ConnectError::new(Code::InvalidArgument, e.to_string()))
 }
 
-async fn start(node: &std::sync::Arc<Node>, admitted: Admitted, request: StartRequest) -> Result<Response, ConnectError> {
+async fn start(
+    node: &std::sync::Arc<Node>,
+    admitted: &Admitted,
+    request: StartRequest,
+) -> Result<Response, ConnectError> {
     if request.pty.is_some() {
         return Err(ConnectError::new(Code::Unimplemented, "pseudo-terminals are not served"));
     }
@@ -113,8 +120,11 @@ async fn start(node: &std::sync::Arc<Node>, admitted: Admitted, request: StartRe
         tracing::warn!(sandbox = %id, error = %err, "Core did not reserve a process number");
         ConnectError::new(Code::Unavailable, "the process could not be recorded, so it was not started")
     })?;
-    let mut started =
-        node.provider.start_with(&admitted.sandbox, &config, stdin).await.map_err(|e| ConnectError::new(Code::Internal, e))?;
+    let mut started = node
+        .provider
+        .start_with(&admitted.sandbox, &config, stdin)
+        .await
+        .map_err(|e| ConnectError::new(Code::Internal, e))?;
     let pid = started.pid;
     let process = ProcessId::Observed(number);
     let (events, receiver) = broadcast::channel(TAP_CAPACITY);
@@ -136,7 +146,14 @@ async fn start(node: &std::sync::Arc<Node>, admitted: Admitted, request: StartRe
     });
     admitted.access.processes.lock().await.insert(pid, running);
     tracing::info!(sandbox = %id, %process, pid, "envd started a process");
-    node.emit(NodeEvent::ProcessStarted { sandbox_id: id.clone(), process, pid, config, tag, at: super::super::now() });
+    node.emit(NodeEvent::ProcessStarted {
+        sandbox_id: id.clone(),
+        process,
+        pid,
+        config,
+        tag,
+        at: super::super::now(),
+    });
     let (n, access) = (node.clone(), admitted.access.clone());
     node.spawn(async move {
         super::super::commands::watch(n, id, process, started, Some(events)).await;
@@ -163,7 +180,9 @@ fn stream(pid: u32, receiver: broadcast::Receiver<Tapped>) -> impl futures_util:
                 Ok(Tapped::Stdout(bytes)) => ProcessEvent::Data(DataEvent::Stdout(bytes)),
                 Ok(Tapped::Stderr(bytes)) => ProcessEvent::Data(DataEvent::Stderr(bytes)),
                 Ok(Tapped::End(exit)) => {
-                    let mut last = connect::envelope(&EventResponse { event: ProcessEvent::End(end_event(exit)) }).to_vec();
+                    let mut last =
+                        connect::envelope(&EventResponse { event: ProcessEvent::End(end_event(exit)) })
+                            .to_vec();
                     last.extend_from_slice(&connect::end_of_stream(None));
                     return Some((Bytes::from(last), None));
                 }
@@ -202,14 +221,21 @@ fn end_event(exit: Option<(Option<i32>, Option<i32>)>) -> EndEvent {
     }
 }
 
-async fn find(admitted: &Admitted, selector: &ProcessSelector) -> Result<std::sync::Arc<Running>, ConnectError> {
+async fn find(
+    admitted: &Admitted,
+    selector: &ProcessSelector,
+) -> Result<std::sync::Arc<Running>, ConnectError> {
     let processes = admitted.access.processes.lock().await;
     let found = match (selector.pid, &selector.tag) {
         (Some(pid), _) => processes.get(&pid).cloned(),
         (None, Some(tag)) => processes.values().find(|p| p.tag.as_ref() == Some(tag)).cloned(),
-        (None, None) => return Err(ConnectError::new(Code::InvalidArgument, "name the process by pid or tag")),
+        (None, None) => {
+            return Err(ConnectError::new(Code::InvalidArgument, "name the process by pid or tag"));
+        }
     };
-    found.ok_or_else(|| ConnectError::new(Code::NotFound, "no running process started through envd has that pid or tag"))
+    found.ok_or_else(|| {
+        ConnectError::new(Code::NotFound, "no running process started through envd has that pid or tag")
+    })
 }
 
 async fn reattach(admitted: &Admitted, selector: &ProcessSelector) -> Result<Response, ConnectError> {
@@ -242,7 +268,9 @@ async fn send_input(admitted: &Admitted, request: SendInputRequest) -> Result<Re
     let running = find(admitted, &request.process).await?;
     match (request.input.stdin, request.input.pty) {
         (_, Some(_)) => Err(ConnectError::new(Code::Unimplemented, "pseudo-terminals are not served")),
-        (Some(bytes), None) => write_stdin(&running, &bytes).await.map(|()| connect::unary_response(&Empty {})),
+        (Some(bytes), None) => {
+            write_stdin(&running, &bytes).await.map(|()| connect::unary_response(&Empty {}))
+        }
         (None, None) => Ok(connect::unary_response(&Empty {})),
     }
 }
@@ -263,15 +291,16 @@ async fn stream_input(admitted: &Admitted, body: &Bytes) -> Result<Response, Con
     }
     let mut running = None;
     for message in connect::envelopes(body) {
-        let message: Message = serde_json::from_slice(message?)
-            .map_err(|e| ConnectError::new(Code::InvalidArgument, format!("the input message is invalid: {e}")))?;
+        let message: Message = serde_json::from_slice(message?).map_err(|e| {
+            ConnectError::new(Code::InvalidArgument, format!("the input message is invalid: {e}"))
+        })?;
         if let Some(start) = message.start {
             running = Some(find(admitted, &start.process).await?);
         }
         if let Some(bytes) = message.data.and_then(|d| d.input.stdin) {
-            let target = running
-                .as_ref()
-                .ok_or_else(|| ConnectError::new(Code::InvalidArgument, "input came before the start naming its process"))?;
+            let target = running.as_ref().ok_or_else(|| {
+                ConnectError::new(Code::InvalidArgument, "input came before the start naming its process")
+            })?;
             write_stdin(target, &bytes).await?;
         }
     }
@@ -280,11 +309,9 @@ async fn stream_input(admitted: &Admitted, body: &Bytes) -> Result<Response, Con
 }
 
 async fn send_signal(admitted: &Admitted, request: &SendSignalRequest) -> Result<Response, ConnectError> {
-    let signal = request
-        .signal
-        .as_ref()
-        .and_then(super::messages::SignalName::signal)
-        .ok_or_else(|| ConnectError::new(Code::InvalidArgument, "the signal must be SIGNAL_SIGTERM or SIGNAL_SIGKILL"))?;
+    let signal = request.signal.as_ref().and_then(super::messages::SignalName::signal).ok_or_else(|| {
+        ConnectError::new(Code::InvalidArgument, "the signal must be SIGNAL_SIGTERM or SIGNAL_SIGKILL")
+    })?;
     let running = find(admitted, &request.process).await?;
     if !running.process.signal(signal) {
         return Err(ConnectError::new(Code::NotFound, "the process has already ended"));
