@@ -74,7 +74,10 @@ impl Envd {
     /// Starts `cmd args` and reads its stream to the end: (stdout, stderr, exit code, pid).
     async fn run(&self, cmd: &str, args: &[&str]) -> (String, String, i64, u64) {
         let (status, mut frames) = self.start(cmd, args, false).await;
-        assert_eq!(status, StatusCode::OK);
+        if status != StatusCode::OK {
+            let body = frames.response.text().await.unwrap_or_default();
+            panic!("Start answered {status}: {body}");
+        }
         let pid = frames.pid().await;
         let (mut out, mut err) = (Vec::new(), Vec::new());
         loop {

@@ -128,8 +128,8 @@ async fn start(
     let pid = started.pid;
     let process = ProcessId::Observed(number);
     let (events, receiver) = broadcast::channel(TAP_CAPACITY);
-    let Some(handle) = HostProcess::open(started.inner.pid(), started.inner.start()) else {
-        return Err(ConnectError::new(Code::Internal, "the process ended before it could be watched"));
+    let Some(handle) = started.inner.try_clone() else {
+        return Err(ConnectError::new(Code::Internal, "no handle on the process could be kept"));
     };
     let running = std::sync::Arc::new(Running {
         pid,
