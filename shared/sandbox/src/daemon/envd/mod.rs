@@ -186,3 +186,39 @@ pub(super) async fn serve(node: Arc<Node>, listener: tokio::net::TcpListener) {
         tracing::error!(error = %err, "envd stopped");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, value.parse().expect("header value"));
+        }
+        map
+    }
+
+    #[test]
+    fn a_request_names_its_sandbox_by_header_or_by_host() {
+        let id = SandboxId::from_random([7; 16]);
+        let by_header = headers(&[("e2b-sandbox-id", id.as_str()), ("host", "127.0.0.1:49983")]);
+        assert_eq!(sandbox_named(&by_header), Some(id.clone()));
+        let host = format!("49983-{}.sandboxes.example.com", id.as_str());
+        assert_eq!(sandbox_named(&headers(&[("host", &host)])), Some(id.clone()));
+        // Another port's host, a malformed id, or nothing: no sandbox.
+        let other_port = format!("8080-{}.sandboxes.example.com", id.as_str());
+        assert_eq!(sandbox_named(&headers(&[("host", &other_port)])), None);
+        assert_eq!(sandbox_named(&headers(&[("e2b-sandbox-id", "../etc")])), None);
+        assert_eq!(sandbox_named(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn only_the_sandboxs_own_token_is_admitted() {
+        let access = Access::new("secret-token".into());
+        assert!(access.admits(b"secret-token"));
+        assert!(!access.admits(b"secret-toke"));
+        assert!(!access.admits(b"secret-token2"));
+        assert!(!access.admits(b""));
+    }
+}
