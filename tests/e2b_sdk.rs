@@ -40,7 +40,7 @@ async fn the_e2b_python_sdk_drives_the_sandbox_lifecycle() -> anyhow::Result<()>
         (&info["id"], &info["template"], &info["state"]),
         (&json!(id), &json!("base"), &json!("running"))
     );
-    assert_eq!(info["envd_version"], "0.2.0");
+    assert_eq!(info["envd_version"], "0.5.7");
     assert_eq!(info["metadata"]["role"], "main");
     let lasts = info["end_at"].as_f64().unwrap_or_default() - info["started_at"].as_f64().unwrap_or_default();
     assert!((299.0..=301.0).contains(&lasts), "{info}");

@@ -58,7 +58,7 @@ async fn create_read_and_connect_show_one_envd_token_and_e2b_fields() {
         v2_create(&env, json!({"templateID": "base", "metadata": {"app": "a"}, "envVars": {}})).await;
     let id = created["sandboxID"].as_str().expect("sandboxID").to_owned();
     assert_eq!(created["templateID"], "base");
-    assert_eq!(created["envdVersion"], "0.2.0");
+    assert_eq!(created["envdVersion"], "0.5.7");
     assert!(created["clientID"].is_string(), "{created}");
     assert!(created["domain"].is_null(), "{created}");
     let token = created["envdAccessToken"].as_str().expect("a token").to_owned();

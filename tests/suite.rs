@@ -27,6 +27,7 @@ mod deployed;
 mod documents;
 mod e2b_sdk;
 mod edge;
+mod envd;
 mod events;
 mod experience;
 mod feedback;

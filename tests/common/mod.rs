@@ -419,6 +419,8 @@ pub fn assert_error(actual: (StatusCode, &Value), status: StatusCode, code: &str
 pub struct TestNode {
     pub node_id: String,
     pub config: agentplane_sandbox::NodeConfig,
+    /// The base URL of the daemon's envd (empty: none).
+    pub envd_url: String,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -436,6 +438,10 @@ impl TestNode {
             base = "/tmp".into();
         }
         let state_dir = base.join(format!("agentplane-test-{}", unique_prefix()));
+        // envd on a loopback port of its own, bound here so the test knows it.
+        let envd = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let envd_url = format!("http://{}", envd.local_addr()?);
+        let envd = agentplane_sandbox::daemon::envd::Listen::Bound(std::sync::Arc::new(envd));
         let config = agentplane_sandbox::NodeConfig {
             core_url: app.base.clone(),
             token: str_field(&body, "token")?,
@@ -445,8 +451,9 @@ impl TestNode {
             heartbeat_every: Duration::from_secs(1),
             workspace_limits: Default::default(),
             disk_size_mb: agentplane_sandbox::local::DEFAULT_DISK_MB,
+            envd: Some(envd),
         };
-        let mut node = Self { node_id: str_field(&body, "id")?, config, task: None };
+        let mut node = Self { node_id: str_field(&body, "id")?, config, envd_url, task: None };
         node.run();
         node.wait_online(app).await?;
         Ok(node)
@@ -468,8 +475,9 @@ impl TestNode {
             heartbeat_every: Duration::from_secs(1),
             workspace_limits: Default::default(),
             disk_size_mb: agentplane_sandbox::local::DEFAULT_DISK_MB,
+            envd: None,
         };
-        let mut node = Self { node_id: String::new(), config, task: None };
+        let mut node = Self { node_id: String::new(), config, envd_url: String::new(), task: None };
         node.run();
         for _ in 0..100 {
             let named = app

@@ -2,6 +2,7 @@
 //! (`secrets`) and its webhook targets (`webhooks`), so that tests run the very code the
 //! gateway runs.
 
+pub mod envd_proxy;
 pub mod secrets;
 pub mod server;
 pub mod webhooks;

@@ -113,19 +113,27 @@ async fn main() -> anyhow::Result<()> {
     let listener =
         tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("binding {listen}"))?;
     announce(&listen, &core_key);
-    let node = if std::env::var("AGENTPLANE_EMBEDDED_NODE").as_deref() == Ok("0") {
-        None
+    let (node, envd) = if std::env::var("AGENTPLANE_EMBEDDED_NODE").as_deref() == Ok("0") {
+        (None, None)
     } else {
-        Some(embedded_node(&app, &listen).await?)
+        let (node, envd) = embedded_node(&app, &listen).await?;
+        (Some(node), envd)
     };
-    let served = axum_serve(listener, app, timeouts).await;
+    let served = axum_serve(listener, app, envd, timeouts).await;
     drop(node);
     served
 }
 
 /// Registers (once; the token is kept in `.agentplane/node-token`) and runs a sandbox node in
 /// this process. It talks to the gateway over HTTP like any other node.
-async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+///
+/// Its envd listens on `AGENTPLANE_NODE_ENVD_ADDR` when that is set, else on an ephemeral
+/// loopback port; either way the gateway forwards requests carrying `E2b-Sandbox-Id` to it, so
+/// `E2B_SANDBOX_URL` set to the gateway's URL reaches it.
+async fn embedded_node(
+    app: &App,
+    listen: &str,
+) -> anyhow::Result<(tokio::task::JoinHandle<()>, Option<std::net::SocketAddr>)> {
     use agentplane_domain::api_key::KeyHash;
     use agentplane_domain::ids::NodeId;
     use agentplane_domain::sandbox::{Node, NodeTokenSecret};
@@ -150,6 +158,20 @@ async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::J
             secret.expose().to_owned()
         }
     };
+    use agentplane_sandbox::daemon::envd::Listen;
+    let envd = match std::env::var_os("AGENTPLANE_NODE_ENVD_ADDR") {
+        Some(_) => agentplane_sandbox::daemon::envd::listen_from_env()?,
+        None => None,
+    };
+    let envd = match envd {
+        Some(Listen::Addr(addr)) => {
+            std::net::TcpListener::bind(addr).with_context(|| format!("binding envd on {addr}"))?
+        }
+        _ => std::net::TcpListener::bind("127.0.0.1:0").context("binding envd")?,
+    };
+    let envd_addr = envd.local_addr()?;
+    tracing::info!(%envd_addr, "the embedded node's envd (reached through the gateway with E2b-Sandbox-Id)");
+    let envd = Listen::Bound(std::sync::Arc::new(envd));
     let config = agentplane_sandbox::NodeConfig {
         core_url: format!("http://{listen}"),
         token,
@@ -160,20 +182,26 @@ async fn embedded_node(app: &App, listen: &str) -> anyhow::Result<tokio::task::J
         heartbeat_every: std::time::Duration::from_secs(5),
         workspace_limits: agentplane_sandbox::local::workspace::Limits::from_env(),
         disk_size_mb: agentplane_sandbox::disk_size_mb_from_env()?,
+        envd: Some(envd),
     };
-    Ok(tokio::spawn(async move {
-        if let Err(err) = agentplane_sandbox::run(config).await {
-            tracing::error!(error = %err, "the embedded sandbox node stopped");
-        }
-    }))
+    Ok((
+        tokio::spawn(async move {
+            if let Err(err) = agentplane_sandbox::run(config).await {
+                tracing::error!(error = %err, "the embedded sandbox node stopped");
+            }
+        }),
+        Some(envd_addr),
+    ))
 }
 
 async fn axum_serve(
     listener: tokio::net::TcpListener,
     app: App,
+    envd: Option<std::net::SocketAddr>,
     timeouts: agentplane_local::server::HttpTimeouts,
 ) -> anyhow::Result<()> {
-    agentplane_local::server::serve(listener, routes::full_router(app), timeouts, shutdown()).await?;
+    let router = agentplane_local::envd_proxy::layer(routes::full_router(app), envd);
+    agentplane_local::server::serve(listener, router, timeouts, shutdown()).await?;
     Ok(())
 }
 

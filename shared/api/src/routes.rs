@@ -209,6 +209,8 @@ route_table! {
     NodeHeartbeat => "node-heartbeat", &[MAIN_W, TELEMETRY_W], Buffered, node::handlers::heartbeat;
     NodeReports => "node-reports", &[MAIN_W, TELEMETRY_W], Buffered, node::handlers::reports;
     NodeSandboxesList => "node-sandboxes-list", &[MAIN_R], Buffered, node::handlers::sandboxes;
+    // The obs-<n> number of a process the node starts itself (envd).
+    NodeProcessReserve => "node-process-reserve", &[MAIN_W], Buffered, node::processes::reserve, without_body;
     NodeTokenRotate => "node-token-rotate", &[MAIN_W], Buffered, node::tokens::rotate, without_body;
     NodeEnroll => "node-enroll", &[MAIN_W, NODE_ENROLLMENT_KEY], Buffered, node::tokens::enroll;
     // Sandboxes clients make get an envd access token sealed with the deployment's key, shown

@@ -146,4 +146,23 @@ impl CoreClient {
         let body: Value = Self::check(response).await?.json().await?;
         Ok(serde_json::from_value(body.get("sandboxes").cloned().unwrap_or(Value::Null))?)
     }
+
+    /// Reserves the next `obs-<n>` number of a sandbox this node hosts, for a process the node
+    /// starts itself (envd): the same conditional counter Core hands numbers out from.
+    pub async fn reserve_process(
+        &self,
+        sandbox: &agentplane_domain::sandbox::SandboxId,
+    ) -> anyhow::Result<u32> {
+        #[derive(Deserialize)]
+        struct Answer {
+            number: u32,
+        }
+        let response = self
+            .http
+            .post(format!("{}/node/v1/sandboxes/{}/processes", self.base, sandbox.as_str()))
+            .bearer_auth(self.token())
+            .send()
+            .await?;
+        Ok(Self::check(response).await?.json::<Answer>().await.context("process reservation")?.number)
+    }
 }

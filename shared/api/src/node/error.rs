@@ -36,6 +36,8 @@ pub enum NodeError {
     NotFound(&'static str),
     #[error("the sandbox's observations changed concurrently; send the report again")]
     ReportConflict,
+    #[error("the sandbox is not running")]
+    SandboxNotRunning,
     #[error("no randomness for a token; try again")]
     Randomness,
     /// A storage failure: the detail goes to the log, never to the node.
@@ -84,6 +86,12 @@ impl NodeError {
             Self::NotFound(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "not_found_error", self.to_string())
             }
+            Self::SandboxNotRunning => ApiError::new(
+                StatusCode::CONFLICT,
+                "invalid_request_error",
+                "sandbox_not_running",
+                self.to_string(),
+            ),
             Self::ReportConflict => {
                 ApiError::new(StatusCode::CONFLICT, "invalid_request_error", "conflict", self.to_string())
             }

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod error;
 pub mod handlers;
+pub mod processes;
 pub mod report;
 pub mod tokens;
 pub mod wire;

@@ -148,7 +148,7 @@ pub struct StartedSandbox {
     pub client_id: &'static str,
     /// The envd protocol version the sandbox's node speaks.
     #[serde(rename = "envdVersion")]
-    #[schema(example = "0.2.0")]
+    #[schema(example = "0.5.7")]
     pub envd_version: &'static str,
     /// The token envd clients present as `X-Access-Token`; `null` for a sandbox made without one.
     #[serde(rename = "envdAccessToken")]

@@ -281,7 +281,7 @@ pub struct Sandbox {
     pub end_at: String,
     /// The envd protocol version the sandbox's node speaks.
     #[serde(rename = "envdVersion")]
-    #[schema(example = "0.2.0")]
+    #[schema(example = "0.5.7")]
     pub envd_version: &'static str,
     /// The token envd clients present as `X-Access-Token`: shown to the owning project on
     /// create, connect, resume and read; absent for a sandbox made without one (and in lists).

@@ -60,7 +60,7 @@ pub struct Sandbox {
 }
 
 /// The envd protocol version the node daemon speaks (E2B's `envdVersion`).
-pub const ENVD_VERSION: &str = "0.2.0";
+pub const ENVD_VERSION: &str = "0.5.7";
 
 /// A registered sandbox node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -12,6 +12,8 @@
 //! - `AGENTPLANE_NODE_WORKSPACE_MAX_{DEPTH,ENTRIES,PATH_BYTES,LISTING_BYTES}`: the caps of a walk
 //!   over a workspace (default 64, 100000, 4084, 32 MiB; see `workspace::Limits`).
 //! - `AGENTPLANE_NODE_DISK_MB`: each sandbox's disk in MiB (default 10240; 0: none).
+//! - `AGENTPLANE_NODE_ENVD_ADDR`: where envd (the E2B SDK's data plane) listens (default
+//!   `127.0.0.1:49983`; `off`: not served).
 
 use std::time::Duration;
 
@@ -63,6 +65,7 @@ async fn main() -> anyhow::Result<()> {
         ),
         workspace_limits: agentplane_sandbox::local::workspace::Limits::from_env(),
         disk_size_mb: agentplane_sandbox::disk_size_mb_from_env()?,
+        envd: agentplane_sandbox::daemon::envd::listen_from_env()?,
     };
     tokio::select! {
         result = agentplane_sandbox::run(config) => result,

@@ -19,8 +19,8 @@ pub(super) async fn execute(node: Arc<Node>, envelope: CommandEnvelope) {
         _ if late => {
             CommandOutcome::Failed { message: "the command arrived after its caller gave up".into() }
         }
-        Command::CreateSandbox { sandbox_id, end_at, env_vars, .. } => {
-            create(&node, sandbox_id, end_at, env_vars).await
+        Command::CreateSandbox { sandbox_id, end_at, env_vars, envd_access_token } => {
+            create(&node, sandbox_id, end_at, env_vars, envd_access_token).await
         }
         Command::StartProcess { sandbox_id, number, config, tag } => {
             start(&node, sandbox_id, ProcessId::Observed(number), config, tag).await
@@ -128,16 +128,30 @@ async fn create(
     id: SandboxId,
     end_at: Timestamp,
     env_vars: std::collections::BTreeMap<String, String>,
+    envd_access_token: Option<String>,
 ) -> CommandOutcome {
-    if let Some(h) = node.sandboxes.lock().await.get(&id) {
+    if let Some(h) = node.sandboxes.lock().await.get_mut(&id) {
+        // A create sent again (Core retried it) carries the sandbox's token too: a sandbox
+        // created without one gains it, one that has a token keeps it.
+        if h.envd.is_none()
+            && let Some(token) = envd_access_token.filter(|t| !t.is_empty())
+        {
+            envd::keep_token(node, &id, &token);
+            h.envd = Some(envd::Access::new(token));
+        }
         return CommandOutcome::Done { pid: None, details: node.provider.isolation(&h.sandbox) };
     }
     match node.provider.create(&id, env_vars).await {
         Ok(local) => {
             let details = node.provider.isolation(&local);
-            tracing::info!(sandbox = %id, ?details, "sandbox created");
+            tracing::info!(sandbox = %id, ?details, envd = envd_access_token.is_some(), "sandbox created");
+            let envd = envd_access_token.filter(|t| !t.is_empty()).map(|token| {
+                envd::keep_token(node, &id, &token);
+                envd::Access::new(token)
+            });
             let local = Arc::new(local);
-            node.sandboxes.lock().await.insert(id, Hosted { sandbox: local.clone(), end_at, paused: false });
+            let hosted = Hosted { sandbox: local.clone(), end_at, paused: false, envd };
+            node.sandboxes.lock().await.insert(id, hosted);
             node.spawn(watch_init(node.clone(), local)).await;
             CommandOutcome::Done { pid: None, details }
         }
@@ -164,19 +178,28 @@ async fn start(
     let pid = started.pid;
     node.emit(NodeEvent::ProcessStarted { sandbox_id: id.clone(), process, pid, config, tag, at: now() });
     let n = node.clone();
-    node.spawn(watch(n, id, process, started)).await;
+    node.spawn(watch(n, id, process, started, None)).await;
     done(Some(pid))
 }
 
-/// Forwards a process's output as it comes and its exit once witnessed.
-async fn watch(node: Arc<Node>, sandbox: SandboxId, process: ProcessId, mut started: Started) {
+/// Forwards a process's output as it comes and its exit once witnessed, to Core and to the
+/// `tap` (the envd callers of a process started through envd).
+pub(super) async fn watch(
+    node: Arc<Node>,
+    sandbox: SandboxId,
+    process: ProcessId,
+    mut started: Started,
+    tap: Option<Tap>,
+) {
     let child = &mut started.child;
     let mut readers = Vec::new();
     if let Some(out) = child.stdout.take() {
-        readers.push(tokio::spawn(forward(node.clone(), sandbox.clone(), process, Stream::Stdout, out)));
+        let reader = forward(node.clone(), sandbox.clone(), process, Stream::Stdout, out, tap.clone());
+        readers.push(tokio::spawn(reader));
     }
     if let Some(err) = child.stderr.take() {
-        readers.push(tokio::spawn(forward(node.clone(), sandbox.clone(), process, Stream::Stderr, err)));
+        let reader = forward(node.clone(), sandbox.clone(), process, Stream::Stderr, err, tap.clone());
+        readers.push(tokio::spawn(reader));
     }
     let guards: Vec<AbortOnDropHandle<()>> = readers.into_iter().map(AbortOnDropHandle::new).collect();
     let status = child.wait().await;
@@ -193,14 +216,24 @@ async fn watch(node: Arc<Node>, sandbox: SandboxId, process: ProcessId, mut star
     .await;
     drop(guards);
     let at = now();
-    match status {
+    let exit = match status {
         Ok(status) => {
             let (exit_code, signal) = started.exit_of(status);
             node.emit(NodeEvent::ProcessExited { sandbox_id: sandbox, process, exit_code, signal, at });
+            Some((exit_code, signal))
         }
-        Err(err) => tracing::warn!(error = %err, %process, "lost a process's exit status"),
+        Err(err) => {
+            tracing::warn!(error = %err, %process, "lost a process's exit status");
+            None
+        }
+    };
+    if let Some(tap) = tap {
+        let _ = tap.send(envd::Tapped::End(exit));
     }
 }
+
+/// Where a process's output and exit go besides Core.
+pub(super) type Tap = tokio::sync::broadcast::Sender<envd::Tapped>;
 
 async fn forward(
     node: Arc<Node>,
@@ -208,18 +241,28 @@ async fn forward(
     process: ProcessId,
     stream: Stream,
     mut pipe: impl tokio::io::AsyncRead + Unpin,
+    tap: Option<Tap>,
 ) {
     let mut buf = vec![0u8; MAX_CHUNK_BYTES];
     loop {
         match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => node.emit(NodeEvent::Output {
-                sandbox_id: sandbox.clone(),
-                process,
-                stream,
-                at: now(),
-                data: base64::engine::general_purpose::STANDARD.encode(&buf[..n]),
-            }),
+            Ok(n) => {
+                if let Some(tap) = &tap {
+                    let bytes = buf[..n].to_vec();
+                    let _ = tap.send(match stream {
+                        Stream::Stdout => envd::Tapped::Stdout(bytes),
+                        Stream::Stderr => envd::Tapped::Stderr(bytes),
+                    });
+                }
+                node.emit(NodeEvent::Output {
+                    sandbox_id: sandbox.clone(),
+                    process,
+                    stream,
+                    at: now(),
+                    data: base64::engine::general_purpose::STANDARD.encode(&buf[..n]),
+                });
+            }
         }
     }
 }

@@ -26,6 +26,7 @@ use crate::local::{LocalProvider, LocalSandbox, Started, workspace};
 
 mod commands;
 mod deadlines;
+pub mod envd;
 mod report;
 pub mod token;
 mod transfer;
@@ -53,6 +54,8 @@ pub struct NodeConfig {
     /// Each sandbox's disk (`/workspace` and `/tmp` together), MiB; 0: none (unbounded on the
     /// host's filesystem).
     pub disk_size_mb: u64,
+    /// Where envd listens for the E2B SDK ([`envd::listen_from_env`]); `None`: not served.
+    pub envd: Option<envd::Listen>,
 }
 
 /// `AGENTPLANE_NODE_DISK_MB`: each sandbox's disk in MiB ([`DEFAULT_DISK_MB`] unset; 0: none).
@@ -76,6 +79,8 @@ struct Hosted {
     sandbox: Arc<LocalSandbox>,
     end_at: Timestamp,
     paused: bool,
+    /// Its envd access (token, processes started through envd); `None`: not served by envd.
+    envd: Option<Arc<envd::Access>>,
 }
 
 struct Node {
@@ -134,6 +139,13 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
         tracing::error!(%problem, "this host cannot run sandboxes: every create will fail until it is fixed");
     }
     let _tasks = AbortTasks(node.clone());
+    let _envd = match &config.envd {
+        Some(listen) => {
+            let listener = listen.bind().await?;
+            Some(AbortOnDropHandle::new(tokio::spawn(envd::serve(node.clone(), listener))))
+        }
+        None => None,
+    };
     let reporter = tokio::spawn(report_loop(node.clone(), inbox));
     let _reporter = AbortOnDropHandle::new(reporter);
     heartbeat_once(&node, &config).await;
@@ -199,10 +211,11 @@ async fn adopt(node: &Arc<Node>) {
         }
         let paused = h.state == "paused";
         let local = Arc::new(local);
+        let envd = envd::kept_token(node, &h.sandbox_id);
         node.sandboxes
             .lock()
             .await
-            .insert(h.sandbox_id.clone(), Hosted { sandbox: local.clone(), end_at: h.end_at, paused });
+            .insert(h.sandbox_id.clone(), Hosted { sandbox: local.clone(), end_at: h.end_at, paused, envd });
         node.spawn(watch_init(node.clone(), local)).await;
     }
 }

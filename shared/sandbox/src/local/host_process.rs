@@ -60,6 +60,17 @@ impl HostProcess {
         pidfd_send_signal(&self.fd, Signal::KILL).is_ok()
     }
 
+    /// A second handle on the same process (the pidfd duplicated): it names this process even
+    /// after it has exited, never whatever reuses its pid.
+    pub fn try_clone(&self) -> Option<Self> {
+        Some(Self { pid: self.pid, start: self.start, fd: self.fd.try_clone().ok()? })
+    }
+
+    /// Sends `signal`; false when the process had already ended.
+    pub fn signal(&self, signal: Signal) -> bool {
+        pidfd_send_signal(&self.fd, signal).is_ok()
+    }
+
     /// Sends SIGCONT; false when the process had already ended.
     pub fn resume(&self) -> bool {
         pidfd_send_signal(&self.fd, Signal::CONT).is_ok()

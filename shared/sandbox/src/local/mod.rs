@@ -151,6 +151,8 @@ pub struct Started {
     pub child: Child,
     /// The process's pid inside the sandbox.
     pub pid: u32,
+    /// The process itself (its pidfd): what a signal sent to it reaches.
+    pub inner: HostProcess,
     ended_by_node: Arc<AtomicBool>,
 }
 

@@ -5,6 +5,17 @@ use super::*;
 
 impl LocalProvider {
     pub async fn start(&self, sandbox: &LocalSandbox, config: &ProcessConfig) -> Result<Started, String> {
+        self.start_with(sandbox, config, false).await
+    }
+
+    /// [`start`](Self::start), with its stdin a pipe the caller writes (`stdin`) or
+    /// `/dev/null`.
+    pub async fn start_with(
+        &self,
+        sandbox: &LocalSandbox,
+        config: &ProcessConfig,
+        stdin: bool,
+    ) -> Result<Started, String> {
         let files = self.files()?;
         let mut env = sandbox.env_vars.clone();
         env.extend(config.envs.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -23,7 +34,7 @@ impl LocalProvider {
         )
         .map_err(|e| format!("writing the process's arguments: {e}"))?;
         let spawned = command
-            .stdin(std::process::Stdio::null())
+            .stdin(if stdin { std::process::Stdio::piped() } else { std::process::Stdio::null() })
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(false)
@@ -54,7 +65,7 @@ impl LocalProvider {
                     return Err(INIT_ENDED.into());
                 }
                 if inner.resume() {
-                    return Ok(Started { child, pid, ended_by_node: sandbox.ended_by_node.clone() });
+                    return Ok(Started { child, pid, inner, ended_by_node: sandbox.ended_by_node.clone() });
                 }
             }
             if let Ok(Some(status)) = child.try_wait() {

@@ -46,8 +46,8 @@ pub enum CommandBody {
         #[schema(value_type = i64)]
         end_at: Timestamp,
         env_vars: BTreeMap<String, String>,
-        /// The token envd clients of this sandbox present (`X-Access-Token`); `null`: the
-        /// sandbox serves no envd clients.
+        /// The sandbox's envd access token; absent: not reachable through envd.
+        #[serde(skip_serializing_if = "Option::is_none")]
         envd_access_token: Option<String>,
     },
     StartProcess {

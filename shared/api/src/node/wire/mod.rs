@@ -56,6 +56,13 @@ impl From<&ProcessConfig> for ProcessConfigWire {
 
 // ---- GET /node/v1/commands ----
 
+/// A process number reserved for the node (`POST /node/v1/sandboxes/{sandbox_id}/processes`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ReservedProcess {
+    /// The process is `obs-<number>` in the sandbox's observations.
+    pub number: u32,
+}
+
 /// The sandboxes this node hosts, as Core knows them.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NodeSandboxesBody {

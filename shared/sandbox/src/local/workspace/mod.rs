@@ -17,6 +17,7 @@ use rustix::io::Errno;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+pub mod entries;
 mod files;
 #[cfg(test)]
 mod tests;
