@@ -7,7 +7,10 @@
 //!   captured (the exit is recorded after the last chunk), with the retention limits checked;
 //! - the cost of listing 256 retained observations, p50/p99;
 //! - session create with managed compute (`openai_hosted`: a sandbox placed on the node before
-//!   the answer) next to a session without (`none`), p50/p99.
+//!   the answer) next to a session without (`none`), p50/p99;
+//! - the real e2b SDK (tests/bench/e2b_sdk.py, with `AGENTPLANE_TOOLS_PYTHON` or the test
+//!   tools' Python): `commands.run("true")` round trip through the node's envd, and
+//!   `Sandbox.create()` to the first command's return, p50/p99.
 
 #![allow(clippy::print_stdout)]
 
@@ -198,6 +201,50 @@ async fn main() -> anyhow::Result<()> {
         let (p50, p99) = percentiles(samples);
         println!("POST /sessions environment_mode={mode:<14} n={m:<4} p50 {p50:7.1} ms   p99 {p99:7.1} ms");
     }
+
+    // 5. The e2b SDK: commands through envd, and create to first command.
+    e2b_sdk(&bench, &node, n).await?;
     drop(node);
+    Ok(())
+}
+
+async fn e2b_sdk(bench: &Bench, node: &TestNode, n: usize) -> anyhow::Result<()> {
+    let python = std::env::var("AGENTPLANE_TOOLS_PYTHON")
+        .unwrap_or_else(|_| format!("{}/../../.localstack/tools/bin/python", env!("CARGO_MANIFEST_DIR")));
+    let script = format!("{}/e2b_sdk.py", env!("CARGO_MANIFEST_DIR"));
+    let vars = [
+        ("E2B_API_URL", format!("{}/sandbox/v1", bench.app.base)),
+        ("E2B_API_KEY", bench.key.clone()),
+        ("E2B_SANDBOX_URL", node.envd_url.clone()),
+        ("BENCH_N", n.to_string()),
+    ];
+    let output = tokio::process::Command::new(&python)
+        .arg(script)
+        .envs(vars)
+        .env_remove("E2B_DOMAIN")
+        .env_remove("E2B_DEBUG")
+        .output()
+        .await?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        println!("e2b SDK bench skipped ({python}): {}", String::from_utf8_lossy(&output.stderr).trim());
+        return Ok(());
+    }
+    let seen: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or_default())?;
+    for (key, label) in [
+        ("run_true", "e2b SDK commands.run(\"true\") round trip       "),
+        ("create_to_first", "e2b SDK Sandbox.create() → first command done "),
+    ] {
+        let samples: Vec<Duration> = seen[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_f64)
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+            .collect();
+        let count = samples.len();
+        let (p50, p99) = percentiles(samples);
+        println!("{label} n={count:<4} p50 {p50:7.1} ms   p99 {p99:7.1} ms");
+    }
     Ok(())
 }

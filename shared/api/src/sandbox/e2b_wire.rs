@@ -41,7 +41,7 @@ pub struct NewSandboxV2 {
     /// Only `false` (a sandbox is never paused on its timeout).
     #[serde(rename = "autoPause")]
     pub auto_pause: Option<bool>,
-    /// Only `true` (the node decides the sandbox's network).
+    /// Accepted either way; not honoured yet: sandboxes have no network.
     pub allow_internet_access: Option<bool>,
     /// Not supported: any value but `null` is a 400.
     #[schema(value_type = Option<Object>)]
@@ -79,9 +79,8 @@ impl TryFrom<NewSandboxV2> for request::CreateSandbox {
         if body.auto_pause == Some(true) {
             return Err(unsupported("autoPause"));
         }
-        if body.allow_internet_access == Some(false) {
-            return Err(unsupported("allow_internet_access"));
-        }
+        // Sandboxes have no network yet: `false` is what they get; `true` (the SDKs' default,
+        // sent on every create) is accepted and not honoured (README, The E2B SDK).
         let others = [
             ("mcp", &body.mcp),
             ("network", &body.network),
@@ -258,6 +257,9 @@ mod tests {
         assert_eq!(new.timeout_s, 300);
         let new = create(json!({"templateID": "base", "timeout": 60, "autoPause": false})).expect("valid");
         assert_eq!(new.timeout_s, 60);
+        // No network either way (yet): both are accepted.
+        create(json!({"allow_internet_access": true})).expect("valid");
+        create(json!({"allow_internet_access": false})).expect("valid");
     }
 
     #[test]
@@ -265,7 +267,6 @@ mod tests {
         let param = |body| create(body).expect_err("refused").param;
         assert_eq!(param(json!({"templateID": "code-interpreter-v1"})).as_deref(), Some("templateID"));
         assert_eq!(param(json!({"autoPause": true})).as_deref(), Some("autoPause"));
-        assert_eq!(param(json!({"allow_internet_access": false})).as_deref(), Some("allow_internet_access"));
         assert_eq!(param(json!({"network": {"allowOut": []}})).as_deref(), Some("network"));
         assert_eq!(param(json!({"volumeMounts": []})).as_deref(), Some("volumeMounts"));
         assert_eq!(param(json!({"timeout": 0})).as_deref(), Some("timeout"));
