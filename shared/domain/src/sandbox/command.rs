@@ -19,7 +19,7 @@ pub enum Command {
         env_vars: BTreeMap<String, String>,
         /// The token envd clients must present (`X-Access-Token`); none: the sandbox serves no
         /// envd clients.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         envd_access_token: Option<String>,
     },
     StartProcess {
