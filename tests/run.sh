@@ -10,8 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 say() { printf '\n[tests] %s\n' "$*" >&2; }
-# Each stage's time, printed at the end; the design's budget for the whole run is 60 minutes on
-# the 2-core machine CI uses (exceeding it fails the run, so the budget is noticed when it breaks).
+# Each stage's time, printed at the end; the design's budget for the whole run is 80 minutes on
+# the 2-core machine CI uses (exceeding it fails the run, so the budget is noticed when it breaks;
+# CI itself stops a run at 90 minutes). It was 60 until the upgrade check, the node-backed smoke
+# suite and the real E2B SDK joined the run: a clean-clone rehearsal took 66 minutes.
 started=$(date +%s)
 stage_name="" stage_started=$started stages=""
 stage() {
@@ -24,9 +26,9 @@ stage() {
 budget() {
   stage ""
   local total=$(( $(date +%s) - started ))
-  printf '\n[tests] stage times\n%s%-44s %5d s (budget 3600 s)\n' "$stages" "total" "$total" >&2
-  if [ "$total" -gt 3600 ]; then
-    say "over the 60-minute budget of bash tests/run.sh"
+  printf '\n[tests] stage times\n%s%-44s %5d s (budget 4800 s)\n' "$stages" "total" "$total" >&2
+  if [ "$total" -gt 4800 ]; then
+    say "over the 80-minute budget of bash tests/run.sh"
     failed=1
   fi
 }
