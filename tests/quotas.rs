@@ -494,9 +494,23 @@ async fn the_count_backfill_counts_older_items_once_and_then_has_nothing_left() 
         ("FILES#BYTES", "stored_bytes", 700),
     )
     .await?;
+    // And a file a build of 0.2.0 counted but wrote without its shape: only marked, not counted
+    // again.
+    let (status, marked) = new_file(&app, &a.key, &session, 100).await?;
+    assert_eq!(status, StatusCode::CREATED, "{marked}");
+    let marked_id = marked["id"].as_str().unwrap_or_default().to_owned();
+    app.store
+        .dynamo
+        .update_item()
+        .table_name(&app.store.names.main_table)
+        .key("PK", aws_sdk_dynamodb::types::AttributeValue::S(format!("PROJECT#{project}")))
+        .key("SK", aws_sdk_dynamodb::types::AttributeValue::S(format!("SESSION#{session}#FILE#{marked_id}")))
+        .update_expression("REMOVE shape")
+        .send()
+        .await?;
     // Before the backfill the caps are blind to them: a third environment, another 700 bytes.
     assert_eq!(app.store.environments().count(&project).await?, 0);
-    assert_eq!(app.store.files().stored_bytes(&project).await?, 0);
+    assert_eq!(app.store.files().stored_bytes(&project).await?, 100);
 
     // A pass with no time left reads nothing and keeps no position.
     let idle = agentplane_api::jobs::count_backfill_once(&app.app, Duration::ZERO).await?;
@@ -508,8 +522,9 @@ async fn the_count_backfill_counts_older_items_once_and_then_has_nothing_left() 
         (2, 1, 700),
         "{report:?}"
     );
+    assert_eq!(report.items.marked, 1, "{report:?}");
     assert_eq!(app.store.environments().count(&project).await?, 2);
-    assert_eq!(app.store.files().stored_bytes(&project).await?, 700);
+    assert_eq!(app.store.files().stored_bytes(&project).await?, 800);
     // Counted now: the caps hold, 409 as for any create past them.
     let (status, body) = new_environment(&app, &a.key).await?;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
@@ -527,6 +542,6 @@ async fn the_count_backfill_counts_older_items_once_and_then_has_nothing_left() 
     let (status, body) =
         send(app.client(&a.key, Method::DELETE, &format!("/sessions/{session}/files/{file_id}"))).await?;
     assert!(status.is_success(), "{status} {body}");
-    assert_eq!(app.store.files().stored_bytes(&project).await?, 0);
+    assert_eq!(app.store.files().stored_bytes(&project).await?, 100);
     Ok(())
 }

@@ -141,7 +141,6 @@ async fn backfill(store: &Store, item: &Item, kind: Kind) -> Result<Done, StoreE
         .key("PK", pk.clone())
         .key("SK", sk)
         .expression_attribute_names("#shape", "shape")
-        .expression_attribute_names("#marker", marker)
         .expression_attribute_values(":shape", n(u64::from(COUNTED_SHAPE)));
     if !counts {
         // Counted already (or deleted): only the shape is new.
@@ -163,6 +162,7 @@ async fn backfill(store: &Store, item: &Item, kind: Kind) -> Result<Done, StoreE
         condition.push_str(" AND attribute_not_exists(deleted_at)");
     }
     let mark = mark
+        .expression_attribute_names("#marker", marker)
         .update_expression("SET #shape = :shape, #marker = :true")
         .condition_expression(condition)
         .expression_attribute_values(":true", AttributeValue::Bool(true))
